@@ -1,0 +1,33 @@
+//===- cli/Subcommands.h - The onnx2soap subcommands -----------*- C++ -*-===//
+//
+// Each subcommand is a cl::SubCommand with its options, defined in its own
+// file, plus a run function. main() dispatches on the chosen subcommand.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ONNX2SOAP_CLI_SUBCOMMANDS_H
+#define ONNX2SOAP_CLI_SUBCOMMANDS_H
+
+#include "onnx_import/Importer.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/Error.h"
+
+namespace onnx2soap::cli {
+
+/// Constructed on first use, so options in any file can name them during
+/// static initialization.
+llvm::cl::SubCommand &inspectCommand();
+llvm::cl::SubCommand &opsCommand();
+
+llvm::Error runInspect();
+llvm::Error runOps();
+
+/// The model-reading flags shared by the subcommands that import a model
+/// (--batch, --dim, --trainable, --frozen, --unroll-rnn, --no-fuse).
+llvm::Expected<onnx_import::ImportOptions> importOptions();
+
+/// A user-input error: printed as one line, exit code 2.
+llvm::Error usageError(const llvm::Twine &Message);
+
+} // namespace onnx2soap::cli
+
+#endif

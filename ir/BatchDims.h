@@ -1,0 +1,27 @@
+//===- ir/BatchDims.h - Which dim of each tensor holds the samples -*- C++ -*-===//
+//
+// FlexFlow's Sample dimension is a property of data flow, not of an op kind:
+// an elementwise op's dim 0 is the batch for a CNN activation but the
+// sequence for an LSTM output. This analysis propagates the batch dim from
+// the graph inputs through each op's region rule, and parallelDims() uses it
+// to tell Sample from Attribute dims.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ONNX2SOAP_IR_BATCHDIMS_H
+#define ONNX2SOAP_IR_BATCHDIMS_H
+
+#include "ir/Graph.h"
+
+namespace onnx2soap::ir {
+
+/// Sets Tensor::BatchDim of every op output from the BatchDim of the graph
+/// inputs (which the importer sets).
+void inferBatchDims(Graph &G);
+
+/// The op kind's parallelizable dims with the dim carrying the batch marked
+/// Sample.
+ParallelDims parallelDims(const Graph &G, const Op &O);
+
+} // namespace onnx2soap::ir
+
+#endif

@@ -1,0 +1,206 @@
+//===- ir/RnnUnroll.cpp - Unrolling recurrent layers into cells -----------===//
+//
+// Step t of direction d reads x_t = Gather(X, t) along the time axis and the
+// previous step's state; Y, Y_h (and Y_c) are rebuilt with Reshape + Concat
+// so every reader of the layer sees the same tensors as before.
+//
+//===----------------------------------------------------------------------===//
+#include "ir/RnnUnroll.h"
+#include "llvm/Support/FormatVariadic.h"
+#include <cstring>
+
+namespace onnx2soap::ir {
+
+namespace {
+/// Adds ops named after the layer, with fresh suffixes.
+class Builder {
+public:
+  Builder(Graph &G, std::string Prefix) : G(G), Prefix(std::move(Prefix)) {}
+
+  llvm::Expected<TensorId> op(OpKind Kind, llvm::ArrayRef<TensorId> Inputs,
+                              Attributes Attrs, unsigned Output = 0) {
+    auto Id = G.addOp(Kind, fresh(opKindName(Kind)), Inputs, std::move(Attrs));
+    if (!Id)
+      return Id.takeError();
+    return G.op(*Id).Outputs[Output];
+  }
+
+  llvm::Expected<OpId> cell(OpKind Kind, llvm::ArrayRef<TensorId> Inputs,
+                            Attributes Attrs) {
+    return G.addOp(Kind, fresh(opKindName(Kind)), Inputs, std::move(Attrs));
+  }
+
+  TensorId int64Scalar(int64_t Value) {
+    std::vector<char> Bytes(sizeof Value);
+    std::memcpy(Bytes.data(), &Value, sizeof Value);
+    return G.addTensor(fresh("index"), TensorType{DType::Int64, {}},
+                       TensorRole::Constant,
+                       TensorData::owned(std::move(Bytes)));
+  }
+
+  TensorId zeros(TensorType Type) {
+    std::vector<char> Bytes(Type.byteSize(), 0);
+    return G.addTensor(fresh("zeros"), std::move(Type), TensorRole::Constant,
+                       TensorData::owned(std::move(Bytes)));
+  }
+
+  llvm::Expected<TensorId> reshape(TensorId In, Shape To) {
+    Attributes A;
+    A.set("shape", IntList(To.begin(), To.end()));
+    return op(OpKind::Reshape, {In}, std::move(A));
+  }
+
+  llvm::Expected<TensorId> gather(TensorId In, int64_t Index, int64_t Axis) {
+    Attributes A;
+    A.set("axis", Axis);
+    return op(OpKind::Gather, {In, int64Scalar(Index)}, std::move(A));
+  }
+
+  llvm::Expected<TensorId> concat(llvm::ArrayRef<TensorId> In, int64_t Axis) {
+    if (In.size() == 1)
+      return In[0];
+    Attributes A;
+    A.set("axis", Axis);
+    return op(OpKind::Concat, In, std::move(A));
+  }
+
+private:
+  std::string fresh(llvm::StringRef What) {
+    return llvm::formatv("{0}/{1}_{2}", Prefix, What, Counter++).str();
+  }
+  Graph &G;
+  std::string Prefix;
+  unsigned Counter = 0;
+};
+} // namespace
+
+static llvm::Error unrollOne(Graph &G, OpId Id) {
+  Op Layer = G.op(Id); // copy: adding ops may reallocate
+  bool IsLstm = Layer.Kind == OpKind::LSTM;
+  auto Input = [&](unsigned I) {
+    return I < Layer.Inputs.size() ? Layer.Inputs[I] : NoTensor;
+  };
+  auto Fail = [&](const char *Why) {
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        llvm::formatv("--unroll-rnn: cannot unroll {0} '{1}': {2}",
+                      opKindName(Layer.Kind), Layer.Name, Why)
+            .str());
+  };
+  if (Input(4) != NoTensor)
+    return Fail("it has sequence_lens");
+  if (IsLstm && Input(7) != NoTensor)
+    return Fail("it has peephole weights");
+
+  const Shape &X = G.tensor(Layer.Inputs[0]).Type.Dims;
+  DType Type = G.tensor(Layer.Inputs[0]).Type.Type;
+  bool BatchFirst = Layer.Attrs.getInt("layout") == 1;
+  int64_t T = BatchFirst ? X[1] : X[0], B = BatchFirst ? X[0] : X[1];
+  int64_t H = Layer.Attrs.getInt("hidden_size");
+  llvm::StringRef Direction = Layer.Attrs.getString("direction", "forward");
+  int64_t D = Direction == "bidirectional" ? 2 : 1;
+  int64_t TimeAxis = BatchFirst ? 1 : 0, StateAxis = BatchFirst ? 1 : 0;
+  Builder Build(G, Layer.Name);
+
+  Attributes CellAttrs;
+  CellAttrs.set("hidden_size", H);
+  if (!IsLstm)
+    CellAttrs.set("linear_before_reset",
+                  Layer.Attrs.getInt("linear_before_reset"));
+
+  llvm::SmallVector<TensorId, 2> Ys, Hs, Cs;
+  for (int64_t Dir = 0; Dir < D; ++Dir) {
+    bool Reverse = Direction == "reverse" || Dir == 1;
+    auto InitialState = [&](unsigned Slot) -> llvm::Expected<TensorId> {
+      if (Input(Slot) == NoTensor)
+        return Build.zeros(TensorType{Type, {B, H}});
+      return Build.gather(Input(Slot), Dir, StateAxis);
+    };
+    auto Hid = InitialState(5);
+    if (!Hid)
+      return Hid.takeError();
+    TensorId HState = *Hid, CState = NoTensor;
+    if (IsLstm) {
+      auto Cell = InitialState(6);
+      if (!Cell)
+        return Cell.takeError();
+      CState = *Cell;
+    }
+    Attributes Attrs = CellAttrs;
+    Attrs.set("direction_index", Dir);
+    std::vector<TensorId> Steps(T, NoTensor);
+    for (int64_t S = 0; S < T; ++S) {
+      int64_t Time = Reverse ? T - 1 - S : S;
+      auto Xt = Build.gather(Layer.Inputs[0], Time, TimeAxis);
+      if (!Xt)
+        return Xt.takeError();
+      llvm::SmallVector<TensorId, 6> In{*Xt, HState};
+      if (IsLstm)
+        In.push_back(CState);
+      In.append({Layer.Inputs[1], Layer.Inputs[2]});
+      if (Input(3) != NoTensor)
+        In.push_back(Input(3));
+      auto Cell = Build.cell(IsLstm ? OpKind::LSTMCell : OpKind::GRUCell, In,
+                             Attrs);
+      if (!Cell)
+        return Cell.takeError();
+      HState = G.op(*Cell).Outputs[0];
+      if (IsLstm)
+        CState = G.op(*Cell).Outputs[1];
+      // Y's layout: [T,D,B,H] or [B,T,D,H]; one step is [1,1,B,H] / [B,1,1,H].
+      auto Step = Build.reshape(
+          HState, BatchFirst ? Shape{B, 1, 1, H} : Shape{1, 1, B, H});
+      if (!Step)
+        return Step.takeError();
+      Steps[Time] = *Step;
+    }
+    auto Y = Build.concat(Steps, TimeAxis);
+    if (!Y)
+      return Y.takeError();
+    Ys.push_back(*Y);
+    Shape StateShape = BatchFirst ? Shape{B, 1, H} : Shape{1, B, H};
+    auto FinalH = Build.reshape(HState, StateShape);
+    if (!FinalH)
+      return FinalH.takeError();
+    Hs.push_back(*FinalH);
+    if (IsLstm) {
+      auto FinalC = Build.reshape(CState, StateShape);
+      if (!FinalC)
+        return FinalC.takeError();
+      Cs.push_back(*FinalC);
+    }
+  }
+  auto Y = Build.concat(Ys, BatchFirst ? 2 : 1);
+  auto Yh = Build.concat(Hs, StateAxis == 0 ? 0 : 1);
+  if (!Y)
+    return Y.takeError();
+  if (!Yh)
+    return Yh.takeError();
+  G.replaceAllUses(Layer.Outputs[0], *Y);
+  G.replaceAllUses(Layer.Outputs[1], *Yh);
+  if (IsLstm) {
+    auto Yc = Build.concat(Cs, StateAxis == 0 ? 0 : 1);
+    if (!Yc)
+      return Yc.takeError();
+    G.replaceAllUses(Layer.Outputs[2], *Yc);
+  }
+  return llvm::Error::success();
+}
+
+llvm::Expected<bool> unrollRecurrent(Graph &G) {
+  bool Changed = false;
+  size_t Count = G.numOps();
+  for (OpId Id = 0; Id < Count; ++Id) {
+    OpKind Kind = G.op(Id).Kind;
+    if (Kind != OpKind::LSTM && Kind != OpKind::GRU)
+      continue;
+    if (auto E = unrollOne(G, Id))
+      return E;
+    Changed = true;
+  }
+  if (Changed)
+    G.compact();
+  return Changed;
+}
+
+} // namespace onnx2soap::ir

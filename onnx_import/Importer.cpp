@@ -1,0 +1,392 @@
+//===- onnx_import/Importer.cpp - ONNX model -> IR graph ------------------===//
+//
+// Order of checks: versions, then every unsupported operator at once, then
+// the graph's structure (names, cycles), then initializers and inputs, then
+// node-by-node conversion. Each failure is one line that names what and
+// where.
+//
+//===----------------------------------------------------------------------===//
+#include "onnx_import/Importer.h"
+#include "ir/BatchDims.h"
+#include "ir/Fusion.h"
+#include "ir/RnnUnroll.h"
+#include "onnx_import/Initializers.h"
+#include "onnx_import/OpTable.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/Path.h"
+#include <map>
+#include <queue>
+#include <set>
+
+namespace onnx2soap::onnx_import {
+
+static llvm::Error fail(const std::string &Message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), Message);
+}
+
+/// Oldest and newest ONNX IR versions read (IR 10 goes with opset 21).
+constexpr int64_t MinIrVersion = 3;
+constexpr int64_t MaxIrVersion = 10;
+
+static bool isDefaultDomain(llvm::StringRef Domain) {
+  return Domain.empty() || Domain == "ai.onnx";
+}
+
+static llvm::Expected<int64_t> checkVersions(const onnx::ModelProto &Model) {
+  if (!Model.has_ir_version())
+    return fail("not a valid ONNX model: it has no ir_version");
+  int64_t Ir = Model.ir_version();
+  if (Ir < MinIrVersion || Ir > MaxIrVersion)
+    return fail(llvm::formatv("ONNX IR version {0} is not supported (onnx2soap "
+                              "reads IR versions {1} to {2})",
+                              Ir, MinIrVersion, MaxIrVersion));
+  std::optional<int64_t> Opset;
+  for (const onnx::OperatorSetIdProto &Id : Model.opset_import())
+    if (isDefaultDomain(Id.domain()))
+      Opset = Id.version();
+  if (!Opset)
+    return fail("the model imports no default-domain (ai.onnx) opset");
+  if (*Opset < MinOpset || *Opset > MaxOpset)
+    return fail(llvm::formatv(
+        "the model uses ai.onnx opset {0}; onnx2soap supports opsets {1} to "
+        "{2} (convert it with onnx.version_converter.convert_version(model, "
+        "17) or export with opset_version=17)",
+        *Opset, MinOpset, MaxOpset));
+  return *Opset;
+}
+
+/// Every operator the table lacks, in one sorted message.
+static llvm::Error checkOperators(const onnx::GraphProto &Graph,
+                                  int64_t Opset) {
+  std::map<std::string, std::vector<std::string>> Missing;
+  for (int I = 0; I < Graph.node_size(); ++I) {
+    const onnx::NodeProto &N = Graph.node(I);
+    std::string Where =
+        N.name().empty() ? N.op_type() + "_" + std::to_string(I) : N.name();
+    if (!isDefaultDomain(N.domain()))
+      Missing[N.domain() + "." + N.op_type()].push_back(Where);
+    else if (!findOnnxOp(N.op_type(), Opset))
+      Missing[llvm::formatv("{0} (opset {1})", N.op_type(), Opset)]
+          .push_back(Where);
+  }
+  if (Missing.empty())
+    return llvm::Error::success();
+  std::string Message = "unsupported ONNX operators: ";
+  bool First = true;
+  for (const auto &[Op, Nodes] : Missing) {
+    Message += First ? "" : "; ";
+    First = false;
+    Message += llvm::formatv("{0} at '{1}'", Op, Nodes[0]);
+    if (Nodes.size() > 1)
+      Message += llvm::formatv(" and {0} more", Nodes.size() - 1);
+  }
+  return fail(Message + " (see docs/onnx-support.md)");
+}
+
+/// Checks value names (defined once, inputs defined) and returns the nodes
+/// in a topological order, or the cycle.
+static llvm::Expected<std::vector<int>>
+checkStructure(const onnx::GraphProto &Graph, const ModelFile &File) {
+  llvm::StringMap<int> Producer; // value -> node index, -1 for graph values
+  auto Define = [&](const std::string &Name, int Node,
+                    const char *What) -> llvm::Error {
+    if (Name.empty())
+      return llvm::Error::success();
+    auto [It, New] = Producer.try_emplace(Name, Node);
+    if (!New)
+      return fail(llvm::formatv("value '{0}' is defined twice ({1})", Name,
+                                What));
+    return llvm::Error::success();
+  };
+  for (const Initializer &Init : File.Initializers)
+    if (auto E = Define(Init.Meta.name(), -1, "initializer"))
+      return std::move(E);
+  llvm::StringSet<> InitializerNames;
+  for (const Initializer &Init : File.Initializers)
+    InitializerNames.insert(Init.Meta.name());
+  for (const onnx::ValueInfoProto &In : Graph.input())
+    if (!InitializerNames.count(In.name()))
+      if (auto E = Define(In.name(), -1, "graph input"))
+        return std::move(E);
+  for (int I = 0; I < Graph.node_size(); ++I)
+    for (const std::string &Out : Graph.node(I).output())
+      if (auto E = Define(Out, I,
+                          llvm::formatv("output of node #{0}", I).str().c_str()))
+        return std::move(E);
+
+  // Kahn's algorithm over node indices, lowest index first (stable).
+  std::vector<unsigned> Pending(Graph.node_size(), 0);
+  std::vector<std::vector<int>> Readers(Graph.node_size());
+  for (int I = 0; I < Graph.node_size(); ++I) {
+    const onnx::NodeProto &N = Graph.node(I);
+    for (const std::string &In : N.input()) {
+      if (In.empty())
+        continue;
+      auto It = Producer.find(In);
+      if (It == Producer.end())
+        return fail(llvm::formatv("node '{0}' (#{1}, op {2}) reads '{3}', "
+                                  "which no node, input or initializer "
+                                  "defines",
+                                  N.name(), I, N.op_type(), In));
+      if (It->second >= 0) {
+        ++Pending[I];
+        Readers[It->second].push_back(I);
+      }
+    }
+  }
+  std::priority_queue<int, std::vector<int>, std::greater<int>> Ready;
+  for (int I = 0; I < Graph.node_size(); ++I)
+    if (!Pending[I])
+      Ready.push(I);
+  std::vector<int> Order;
+  while (!Ready.empty()) {
+    int I = Ready.top();
+    Ready.pop();
+    Order.push_back(I);
+    for (int R : Readers[I])
+      if (--Pending[R] == 0)
+        Ready.push(R);
+  }
+  if (Order.size() != static_cast<size_t>(Graph.node_size())) {
+    for (int I = 0; I < Graph.node_size(); ++I)
+      if (Pending[I])
+        return fail(llvm::formatv("the graph has a cycle through node '{0}' "
+                                  "(#{1}, op {2})",
+                                  Graph.node(I).name(), I,
+                                  Graph.node(I).op_type()));
+  }
+  for (const onnx::ValueInfoProto &Out : Graph.output())
+    if (!Producer.count(Out.name()))
+      return fail(llvm::formatv("graph output '{0}' is not defined",
+                                Out.name()));
+  return Order;
+}
+
+namespace {
+/// Binds symbolic dims of graph inputs from --batch and --dim.
+class DimBinder {
+public:
+  DimBinder(const onnx::GraphProto &Graph, const ImportOptions &Options,
+            const llvm::StringSet<> &Initializers) {
+    for (const auto &[Name, Size] : Options.Dims)
+      Sizes[Name] = Size;
+    // The batch: PyTorch's usual names, else the one symbolic leading dim.
+    std::set<std::string> Leading;
+    for (const onnx::ValueInfoProto &In : Graph.input()) {
+      if (Initializers.count(In.name()) || !In.type().has_tensor_type())
+        continue;
+      const auto &Shape = In.type().tensor_type().shape();
+      if (Shape.dim_size() > 0 && Shape.dim(0).has_dim_param())
+        Leading.insert(Shape.dim(0).dim_param());
+    }
+    if (Options.Batch) {
+      for (const char *Name : {"batch", "batch_size", "N", "B", "batch_dim"})
+        BatchNames.insert(Name);
+      if (Leading.size() == 1)
+        BatchNames.insert(*Leading.begin());
+    }
+    Batch = Options.Batch;
+  }
+
+  /// The size of dim D of input In; sets IsBatch when it is the batch.
+  llvm::Expected<int64_t> bind(const onnx::ValueInfoProto &In, int D,
+                               bool &IsBatch) {
+    const auto &Dim = In.type().tensor_type().shape().dim(D);
+    IsBatch = false;
+    if (Dim.has_dim_value()) {
+      if (Dim.dim_value() < 0)
+        return fail(llvm::formatv("input '{0}' has negative dim {1} ({2})",
+                                  In.name(), D, Dim.dim_value()));
+      return Dim.dim_value();
+    }
+    std::string Name = Dim.has_dim_param() ? Dim.dim_param() : "";
+    if (!Name.empty()) {
+      auto It = Sizes.find(Name);
+      if (It != Sizes.end()) {
+        Used.insert(Name);
+        Bound[Name] = It->second;
+        IsBatch = BatchNames.count(Name) > 0;
+        return It->second;
+      }
+    }
+    if (Batch && (BatchNames.count(Name) || (Name.empty() && D == 0))) {
+      IsBatch = true;
+      Bound[Name.empty() ? "(unnamed batch)" : Name] = *Batch;
+      return *Batch;
+    }
+    if (Name.empty())
+      return fail(llvm::formatv("input '{0}' dim {1} has no size; give the "
+                                "batch with --batch N",
+                                In.name(), D));
+    return fail(llvm::formatv("input '{0}' dim {1} is symbolic ('{2}'); give "
+                              "its size with {3}",
+                              In.name(), D, Name,
+                              Batch ? "--dim " + Name + "=N"
+                                    : "--batch N or --dim " + Name + "=N"));
+  }
+
+  llvm::Error checkAllUsed() const {
+    for (const auto &[Name, Size] : Sizes)
+      if (!Used.count(Name) && !BatchNames.count(Name))
+        return fail(llvm::formatv("--dim {0}={1}: the model's inputs have "
+                                  "no symbolic dim '{0}'",
+                                  Name, Size));
+    return llvm::Error::success();
+  }
+
+  std::map<std::string, int64_t> Bound;
+
+private:
+  std::map<std::string, int64_t> Sizes;
+  std::set<std::string> BatchNames, Used;
+  std::optional<int64_t> Batch;
+};
+} // namespace
+
+static llvm::Error addGraphInput(ImportState &State,
+                                 const onnx::ValueInfoProto &In,
+                                 DimBinder &Binder,
+                                 const ImportOptions &Options) {
+  if (!In.type().has_tensor_type())
+    return fail(llvm::formatv("input '{0}' is not a tensor (sequences, maps "
+                              "and optionals are not supported)",
+                              In.name()));
+  const onnx::TypeProto::Tensor &TT = In.type().tensor_type();
+  std::optional<ir::DType> Type = dtypeFromOnnx(TT.elem_type());
+  if (!Type)
+    return fail(llvm::formatv("input '{0}' has unsupported element type {1}",
+                              In.name(), onnxTypeName(TT.elem_type())));
+  if (!TT.has_shape())
+    return fail(llvm::formatv("input '{0}' has no shape", In.name()));
+  ir::Shape Dims;
+  int8_t BatchDim = -1;
+  for (int D = 0; D < TT.shape().dim_size(); ++D) {
+    bool IsBatch = false;
+    auto Size = Binder.bind(In, D, IsBatch);
+    if (!Size)
+      return Size.takeError();
+    if (IsBatch && BatchDim < 0)
+      BatchDim = static_cast<int8_t>(D);
+    Dims.push_back(*Size);
+  }
+  auto Count = ir::checkedNumElements(Dims);
+  if (!Count || *Count > ir::MaxTensorExtent / ir::dtypeSize(*Type))
+    return fail(llvm::formatv("input '{0}' shape {1} is too large", In.name(),
+                              ir::formatShape(Dims)));
+  Value V;
+  V.Type = ir::TensorType{*Type, Dims};
+  auto Given = Options.InputValues.find(In.name());
+  if (Given != Options.InputValues.end()) {
+    const onnx::TensorProto &T = Given->second;
+    auto Decoded = decodeTensor(T, T.raw_data(), T.has_raw_data());
+    if (!Decoded)
+      return fail(llvm::formatv("value given for input '{0}': {1}", In.name(),
+                                llvm::toString(Decoded.takeError())));
+    if (Decoded->Type != *Type || Decoded->Dims != Dims)
+      return fail(llvm::formatv("value given for input '{0}' is {1} {2}, "
+                                "but the input is {3} {4}",
+                                In.name(), ir::dtypeName(Decoded->Type),
+                                ir::formatShape(Decoded->Dims),
+                                ir::dtypeName(*Type), ir::formatShape(Dims)));
+    V.Const = std::move(*Decoded);
+  } else {
+    V.Tensor = State.Graph.addTensor(In.name(), V.Type, ir::TensorRole::Input);
+    State.Graph.tensor(V.Tensor).BatchDim = BatchDim;
+    State.Graph.addInput(V.Tensor);
+  }
+  State.Values[In.name()] = std::move(V);
+  return llvm::Error::success();
+}
+
+llvm::Expected<ImportedModel> importModel(ModelFile File,
+                                          llvm::StringRef ModelDir,
+                                          const ImportOptions &Options) {
+  const onnx::ModelProto &Model = File.Model;
+  auto Opset = checkVersions(Model);
+  if (!Opset)
+    return Opset.takeError();
+  const onnx::GraphProto &Graph = Model.graph();
+  if (Graph.sparse_initializer_size())
+    return fail("sparse initializers are not supported");
+  if (auto E = checkOperators(Graph, *Opset))
+    return std::move(E);
+  auto Order = checkStructure(Graph, File);
+  if (!Order)
+    return Order.takeError();
+
+  ImportState State;
+  State.Graph.Name = Graph.name();
+  llvm::StringSet<> InitializerNames;
+  for (const Initializer &Init : File.Initializers) {
+    InitializerNames.insert(Init.Meta.name());
+    if (auto E = addInitializer(State, File, Init, ModelDir))
+      return std::move(E);
+  }
+  DimBinder Binder(Graph, Options, InitializerNames);
+  for (const onnx::ValueInfoProto &In : Graph.input())
+    if (!InitializerNames.count(In.name()))
+      if (auto E = addGraphInput(State, In, Binder, Options))
+        return std::move(E);
+  if (auto E = Binder.checkAllUsed())
+    return std::move(E);
+
+  for (int I : *Order) {
+    const onnx::NodeProto &Node = Graph.node(I);
+    NodeContext Context(State, Node, static_cast<unsigned>(I), *Opset);
+    const OnnxOp *Entry = findOnnxOp(Node.op_type(), *Opset);
+    if (auto E = Entry->Convert(Context))
+      return std::move(E);
+    for (int O = 0; O < Node.output_size(); ++O)
+      if (!Node.output(O).empty() && !State.Values.count(Node.output(O)))
+        return Context.error("output {0} ('{1}') is not supported", O,
+                             Node.output(O));
+  }
+
+  for (const onnx::ValueInfoProto &Out : Graph.output()) {
+    Value &V = State.Values.find(Out.name())->second;
+    if (V.Tensor == ir::NoTensor)
+      V.Tensor = State.Graph.addTensor(
+          Out.name(), V.Type, ir::TensorRole::Constant,
+          ir::TensorData::owned(V.Const->toBytes()));
+    State.Graph.addOutput(V.Tensor);
+  }
+
+  ImportedModel Result;
+  ir::Graph &G = State.Graph;
+  G.compact();
+  if (Options.FusePatterns)
+    Result.FusedPatterns = ir::fusePatterns(G);
+  if (auto E = ir::assignRoles(G, Options.Roles))
+    return std::move(E);
+  if (Options.UnrollRnn) {
+    auto Changed = ir::unrollRecurrent(G);
+    if (!Changed)
+      return Changed.takeError();
+  }
+  ir::inferBatchDims(G);
+
+  Result.Graph = std::move(G);
+  Result.IrVersion = Model.ir_version();
+  Result.Opset = *Opset;
+  Result.Producer = Model.producer_name();
+  if (!Model.producer_version().empty())
+    Result.Producer += " " + Model.producer_version();
+  Result.FileSize = File.Buffer->getBufferSize();
+  Result.BoundDims.assign(Binder.Bound.begin(), Binder.Bound.end());
+  return Result;
+}
+
+llvm::Expected<ImportedModel> importModel(llvm::StringRef Path,
+                                          const ImportOptions &Options) {
+  auto File = readModelFile(Path);
+  if (!File)
+    return File.takeError();
+  llvm::SmallString<256> Dir(Path);
+  llvm::sys::path::remove_filename(Dir);
+  if (Dir.empty())
+    Dir = ".";
+  return importModel(std::move(*File), Dir, Options);
+}
+
+} // namespace onnx2soap::onnx_import

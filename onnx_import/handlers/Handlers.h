@@ -1,0 +1,62 @@
+//===- onnx_import/handlers/Handlers.h - ONNX op handlers and folders -*- C++ -*-===//
+//
+// Declarations of the handlers and folders that onnx_import/OpTable.cpp
+// lists. Most ops share a generic handler parameterized by the IR kind; the
+// short list of custom ones normalizes attributes (auto_pad, negative axes,
+// shape inputs) into the IR's explicit form.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ONNX2SOAP_ONNX_IMPORT_HANDLERS_HANDLERS_H
+#define ONNX2SOAP_ONNX_IMPORT_HANDLERS_HANDLERS_H
+
+#include "onnx_import/NodeContext.h"
+
+namespace onnx2soap::onnx_import::handlers {
+
+// Elementwise.cpp
+llvm::Error unary(NodeContext &C, ir::OpKind Kind);
+llvm::Error nary(NodeContext &C, ir::OpKind Kind);
+llvm::Error cast(NodeContext &C);
+llvm::Error identity(NodeContext &C);
+llvm::Error dropout(NodeContext &C);
+
+// Window.cpp
+llvm::Error conv(NodeContext &C);
+llvm::Error convTranspose(NodeContext &C);
+llvm::Error pool(NodeContext &C, ir::OpKind Kind);
+llvm::Error globalPool(NodeContext &C, ir::OpKind Kind);
+
+// Normalization.cpp
+llvm::Error batchNormalization(NodeContext &C);
+llvm::Error layerNormalization(NodeContext &C);
+llvm::Error softmax(NodeContext &C, ir::OpKind Kind);
+llvm::Error reduce(NodeContext &C, ir::OpKind Kind);
+llvm::Error softmaxCrossEntropyLoss(NodeContext &C);
+
+// Shape.cpp
+llvm::Error reshape(NodeContext &C);
+llvm::Error flatten(NodeContext &C);
+llvm::Error squeeze(NodeContext &C);
+llvm::Error unsqueeze(NodeContext &C);
+llvm::Error transpose(NodeContext &C);
+llvm::Error concat(NodeContext &C);
+llvm::Error split(NodeContext &C);
+llvm::Error slice(NodeContext &C);
+llvm::Error pad(NodeContext &C);
+llvm::Error expand(NodeContext &C);
+llvm::Error gather(NodeContext &C);
+// Ops that exist only in shape computations: they always fold.
+llvm::Error shape(NodeContext &C);
+llvm::Error size(NodeContext &C);
+llvm::Error constant(NodeContext &C);
+llvm::Error constantOfShape(NodeContext &C);
+llvm::Error range(NodeContext &C);
+
+// Contraction.cpp
+llvm::Error gemm(NodeContext &C);
+llvm::Error matMul(NodeContext &C);
+llvm::Error recurrent(NodeContext &C, ir::OpKind Kind);
+
+} // namespace onnx2soap::onnx_import::handlers
+
+#endif

@@ -1,0 +1,244 @@
+//===- onnx_import/handlers/Window.cpp - Conv, ConvTranspose, pooling -----===//
+//
+// Resolves ONNX's window defaults and auto_pad into the explicit
+// kernel_shape / strides / dilations / pads the IR carries.
+//
+//===----------------------------------------------------------------------===//
+#include "onnx_import/handlers/Handlers.h"
+
+namespace onnx2soap::onnx_import::handlers {
+
+using ir::IntList;
+using ir::OpKind;
+
+namespace {
+struct WindowAttrs {
+  IntList Kernel, Strides, Dilations, Pads;
+};
+
+/// Reads kernel_shape (or takes it from the weight), strides, dilations,
+/// pads and auto_pad for Spatial dims of Input.
+llvm::Expected<WindowAttrs> readWindow(NodeContext &C, size_t Spatial,
+                                       llvm::ArrayRef<int64_t> Input,
+                                       llvm::ArrayRef<int64_t> WeightKernel,
+                                       bool Transposed) {
+  WindowAttrs W;
+  auto Kernel = C.getInts("kernel_shape");
+  auto Strides = C.getInts("strides");
+  auto Dilations = C.getInts("dilations");
+  auto Pads = C.getInts("pads");
+  auto AutoPad = C.getString("auto_pad", "NOTSET");
+  if (!Kernel)
+    return Kernel.takeError();
+  if (!Strides)
+    return Strides.takeError();
+  if (!Dilations)
+    return Dilations.takeError();
+  if (!Pads)
+    return Pads.takeError();
+  if (!AutoPad)
+    return AutoPad.takeError();
+  if (*Kernel)
+    W.Kernel = **Kernel;
+  else if (!WeightKernel.empty())
+    W.Kernel.assign(WeightKernel.begin(), WeightKernel.end());
+  else
+    return C.error("attribute 'kernel_shape' is required");
+  W.Strides = *Strides ? **Strides : IntList(Spatial, 1);
+  W.Dilations = *Dilations ? **Dilations : IntList(Spatial, 1);
+  if (W.Kernel.size() != Spatial || W.Strides.size() != Spatial ||
+      W.Dilations.size() != Spatial)
+    return C.error("kernel_shape, strides and dilations must have {0} values "
+                   "for a {1}-D input",
+                   Spatial, Spatial + 2);
+  for (size_t I = 0; I < Spatial; ++I)
+    if (W.Kernel[I] <= 0 || W.Strides[I] <= 0 || W.Dilations[I] <= 0)
+      return C.error("kernel_shape, strides and dilations must be positive");
+  if (*AutoPad == "NOTSET") {
+    W.Pads = *Pads ? **Pads : IntList(2 * Spatial, 0);
+    if (W.Pads.size() != 2 * Spatial)
+      return C.error("pads must have {0} values", 2 * Spatial);
+    for (int64_t P : W.Pads)
+      if (P < 0)
+        return C.error("pads must not be negative");
+    return W;
+  }
+  if (*AutoPad == "VALID") {
+    W.Pads.assign(2 * Spatial, 0);
+    return W;
+  }
+  if (*AutoPad != "SAME_UPPER" && *AutoPad != "SAME_LOWER")
+    return C.error("auto_pad '{0}' is not NOTSET, SAME_UPPER, SAME_LOWER or "
+                   "VALID",
+                   *AutoPad);
+  if (Transposed) // resolved by convTranspose, which knows the output size
+    return W;
+  W.Pads.assign(2 * Spatial, 0);
+  for (size_t I = 0; I < Spatial; ++I) {
+    int64_t Extent = (W.Kernel[I] - 1) * W.Dilations[I] + 1;
+    int64_t Out = (Input[I] + W.Strides[I] - 1) / W.Strides[I];
+    int64_t Total =
+        std::max<int64_t>((Out - 1) * W.Strides[I] + Extent - Input[I], 0);
+    int64_t Small = Total / 2, Large = Total - Small;
+    bool Upper = *AutoPad == "SAME_UPPER";
+    W.Pads[I] = Upper ? Small : Large;
+    W.Pads[Spatial + I] = Upper ? Large : Small;
+  }
+  return W;
+}
+
+void setWindow(ir::Attributes &Attrs, WindowAttrs W) {
+  Attrs.set("kernel_shape", std::move(W.Kernel));
+  Attrs.set("strides", std::move(W.Strides));
+  Attrs.set("dilations", std::move(W.Dilations));
+  Attrs.set("pads", std::move(W.Pads));
+}
+
+/// Spatial dims of a [N,C,spatial...] input, or an error.
+llvm::Expected<llvm::ArrayRef<int64_t>> spatialDims(const NodeContext &C) {
+  const ir::Shape &X = C.inputType(0).Dims;
+  if (X.size() < 3)
+    return C.error("input shape {0} is not [N,C,spatial...]",
+                   ir::formatShape(X));
+  return llvm::ArrayRef<int64_t>(X).drop_front(2);
+}
+} // namespace
+
+llvm::Error conv(NodeContext &C) {
+  if (auto E = C.checkAttributes(
+          {"auto_pad", "dilations", "group", "kernel_shape", "pads",
+           "strides"}))
+    return E;
+  auto Spatial = spatialDims(C);
+  if (!Spatial)
+    return Spatial.takeError();
+  const ir::Shape &W = C.inputType(1).Dims;
+  if (W.size() != Spatial->size() + 2)
+    return C.error("weight shape {0} does not match input {1}",
+                   ir::formatShape(W), ir::formatShape(C.inputType(0).Dims));
+  auto Window = readWindow(C, Spatial->size(), *Spatial,
+                           llvm::ArrayRef<int64_t>(W).drop_front(2), false);
+  if (!Window)
+    return Window.takeError();
+  auto Group = C.getInt("group", 1);
+  if (!Group)
+    return Group.takeError();
+  ir::Attributes Attrs;
+  setWindow(Attrs, std::move(*Window));
+  Attrs.set("group", *Group);
+  return C.emitOrFold(OpKind::Conv, {0, 1, C.hasInput(2) ? 2 : -1},
+                      std::move(Attrs));
+}
+
+llvm::Error convTranspose(NodeContext &C) {
+  if (auto E = C.checkAttributes({"auto_pad", "dilations", "group",
+                                  "kernel_shape", "output_padding",
+                                  "output_shape", "pads", "strides"}))
+    return E;
+  auto Spatial = spatialDims(C);
+  if (!Spatial)
+    return Spatial.takeError();
+  size_t N = Spatial->size();
+  const ir::Shape &W = C.inputType(1).Dims;
+  if (W.size() != N + 2)
+    return C.error("weight shape {0} does not match input {1}",
+                   ir::formatShape(W), ir::formatShape(C.inputType(0).Dims));
+  auto Window = readWindow(C, N, *Spatial,
+                           llvm::ArrayRef<int64_t>(W).drop_front(2), true);
+  if (!Window)
+    return Window.takeError();
+  auto Group = C.getInt("group", 1);
+  auto OutputPadding = C.getInts("output_padding");
+  auto OutputShape = C.getInts("output_shape");
+  auto AutoPad = C.getString("auto_pad", "NOTSET");
+  if (!Group)
+    return Group.takeError();
+  if (!OutputPadding)
+    return OutputPadding.takeError();
+  if (!OutputShape)
+    return OutputShape.takeError();
+  if (!AutoPad)
+    return AutoPad.takeError();
+  IntList Padding = *OutputPadding ? **OutputPadding : IntList(N, 0);
+  if (Padding.size() != N)
+    return C.error("output_padding must have {0} values", N);
+  // ONNX: with output_shape (or SAME auto_pad) the pads follow from the
+  // requested output size; SAME_UPPER puts the odd pad at the end.
+  std::optional<IntList> Target;
+  if (*OutputShape) {
+    Target = **OutputShape;
+    if (Target->size() == N + 2)
+      Target->erase(Target->begin(), Target->begin() + 2);
+    if (Target->size() != N)
+      return C.error("output_shape must have {0} values", N);
+  } else if (*AutoPad == "SAME_UPPER" || *AutoPad == "SAME_LOWER") {
+    Target.emplace();
+    for (size_t I = 0; I < N; ++I)
+      Target->push_back((*Spatial)[I] * Window->Strides[I]);
+  }
+  if (Target) {
+    Window->Pads.assign(2 * N, 0);
+    for (size_t I = 0; I < N; ++I) {
+      int64_t Extent = (Window->Kernel[I] - 1) * Window->Dilations[I] + 1;
+      int64_t Total = Window->Strides[I] * ((*Spatial)[I] - 1) + Padding[I] +
+                      Extent - (*Target)[I];
+      if (Total < 0) {
+        // A larger output than the window covers: the extra goes into
+        // output_padding, as onnxruntime does.
+        Padding[I] -= Total;
+        Total = 0;
+      }
+      int64_t Half = Total / 2;
+      bool Upper = *AutoPad == "SAME_UPPER";
+      Window->Pads[I] = Upper ? Half : Total - Half;
+      Window->Pads[N + I] = Upper ? Total - Half : Half;
+    }
+  } else if (Window->Pads.empty()) {
+    Window->Pads.assign(2 * N, 0);
+  }
+  ir::Attributes Attrs;
+  setWindow(Attrs, std::move(*Window));
+  Attrs.set("group", *Group);
+  Attrs.set("output_padding", std::move(Padding));
+  return C.emitOrFold(OpKind::ConvTranspose, {0, 1, C.hasInput(2) ? 2 : -1},
+                      std::move(Attrs));
+}
+
+llvm::Error pool(NodeContext &C, OpKind Kind) {
+  bool Max = Kind == OpKind::MaxPool;
+  if (auto E = Max ? C.checkAttributes({"auto_pad", "ceil_mode", "dilations",
+                                        "kernel_shape", "pads",
+                                        "storage_order", "strides"})
+                   : C.checkAttributes({"auto_pad", "ceil_mode",
+                                        "count_include_pad", "dilations",
+                                        "kernel_shape", "pads", "strides"}))
+    return E;
+  if (Max && C.hasOutput(1))
+    return C.error("the Indices output of MaxPool is not supported");
+  auto Spatial = spatialDims(C);
+  if (!Spatial)
+    return Spatial.takeError();
+  auto Window = readWindow(C, Spatial->size(), *Spatial, {}, false);
+  if (!Window)
+    return Window.takeError();
+  auto Ceil = C.getInt("ceil_mode", 0);
+  auto CountPad = C.getInt("count_include_pad", 0);
+  if (!Ceil)
+    return Ceil.takeError();
+  if (!CountPad)
+    return CountPad.takeError();
+  ir::Attributes Attrs;
+  setWindow(Attrs, std::move(*Window));
+  Attrs.set("ceil_mode", *Ceil);
+  if (!Max)
+    Attrs.set("count_include_pad", *CountPad);
+  return C.emitOrFold(Kind, {0}, std::move(Attrs));
+}
+
+llvm::Error globalPool(NodeContext &C, OpKind Kind) {
+  if (auto E = C.checkAttributes({}))
+    return E;
+  return C.emitOrFold(Kind, {0}, {});
+}
+
+} // namespace onnx2soap::onnx_import::handlers
