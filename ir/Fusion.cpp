@@ -136,6 +136,7 @@ unsigned fuseLayerNorm(Graph &G) {
       continue;
     // Sub's result feeds exactly Pow and Div; the rest are single-use.
     if (M.Consumers[Sub->Outputs[0]].size() != 2 ||
+        M.IsOutput.count(Sub->Outputs[0]) ||
         !M.singleUse(Mean->Outputs[0]) || !M.singleUse(Square->Outputs[0]) ||
         !M.singleUse(Var->Outputs[0]) || !M.singleUse(AddEps->Outputs[0]) ||
         !M.singleUse(Sqrt->Outputs[0]))

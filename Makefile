@@ -1,0 +1,49 @@
+# Front door for people and CI. `make test` installs what is missing, builds
+# everything (including the clang-built fuzzer) and runs every test;
+# `make demo` runs the main job on a bundled model.
+BUILD ?= build
+FUZZ_BUILD ?= build/fuzz
+CMAKE_FLAGS ?=
+FUZZ_SECONDS ?= 60
+
+.PHONY: all setup build fuzz-build test demo fuzz bench docs clean
+
+all: build
+
+setup:
+	@scripts/setup.sh
+
+$(BUILD)/build.ninja: CMakeLists.txt | setup
+	cmake -S . -B $(BUILD) -G Ninja $(CMAKE_FLAGS) \
+	  -DONNX2SOAP_FUZZER=$(abspath $(FUZZ_BUILD))/bin/importer_fuzz \
+	  -DONNX2SOAP_FUZZ_SECONDS=$(FUZZ_SECONDS)
+
+build: setup $(BUILD)/build.ninja
+	cmake --build $(BUILD)
+
+fuzz-build: setup
+	cmake -S . -B $(FUZZ_BUILD) -G Ninja -DONNX2SOAP_FUZZ=ON \
+	  -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
+	  -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake --build $(FUZZ_BUILD)
+
+test: fuzz-build build
+	ctest --test-dir $(BUILD) --output-on-failure -j2
+
+# A longer fuzzing session (FUZZ_SECONDS=3600 make fuzz).
+fuzz: fuzz-build
+	mkdir -p $(FUZZ_BUILD)/corpus
+	$(FUZZ_BUILD)/bin/importer_fuzz -max_total_time=$(FUZZ_SECONDS) \
+	  -timeout=10 -rss_limit_mb=2048 $(FUZZ_BUILD)/corpus tests/fuzz/corpus
+
+demo: build
+	@scripts/demo.sh $(BUILD)/bin/onnx2soap
+
+bench: build
+	@bench/run.sh $(BUILD)
+
+docs: build
+	$(BUILD)/bin/onnx2soap ops --markdown > docs/onnx-support.md
+
+clean:
+	rm -rf $(BUILD) $(FUZZ_BUILD)

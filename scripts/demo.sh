@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The demo behind `make demo`: the main job on the bundled models. Today
+# that is import + inspection; planning and code generation join it as the
+# planner and codegen land (see docs/roadmap.md).
+set -euo pipefail
+cli=${1:-build/bin/onnx2soap}
+cd "$(dirname "$0")/.."
+
+echo "== onnx2soap inspect samples/tiny_cnn.onnx --batch 32"
+"$cli" inspect samples/tiny_cnn.onnx --batch 32
+echo
+echo "== the paper's DNNs and two Transformers (graph-only files, batch 64)"
+printf '%-14s %8s %14s %12s  %s\n' model ops parameters GFLOP/fwd "op kinds"
+for model in alexnet inception_v3 resnet101 rnntc rnnlm nmt bert_encoder gpt_decoder; do
+  "$cli" inspect "samples/$model.onnx" --batch 64 --json |
+    python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+kinds = ", ".join(f"{k}:{v}" for k, v in sorted(d["op_kinds"].items()))
+print(f"%-14s %8d %14d %12.1f  %s" % (sys.argv[1], d["ops"], d["parameters"],
+      d["flops_forward"] / 1e9, kinds[:70] + ("..." if len(kinds) > 70 else "")))
+' "$model"
+done
+echo
+echo "== RNNLM unrolled into per-step LSTM cells (--unroll-rnn), as FlexFlow plans it"
+"$cli" inspect samples/rnnlm.onnx --batch 64 --unroll-rnn --json |
+  python3 -c 'import json,sys; d=json.load(sys.stdin); print("ops:", d["ops"], " kinds:", d["op_kinds"])'

@@ -1,0 +1,218 @@
+//===- tests/ir/PassTest.cpp - Graph mutation and IR passes ---------------===//
+//
+// compact(), role assignment, LayerNorm / GELU recognition and RNN unrolling
+// on small hand-built graphs.
+//
+//===----------------------------------------------------------------------===//
+#include "IrTestUtil.h"
+#include "ir/BatchDims.h"
+#include "ir/Fusion.h"
+#include "ir/RnnUnroll.h"
+#include "ir/Roles.h"
+
+using namespace onnx2soap::ir;
+using namespace onnx2soap::ir::test;
+
+namespace {
+
+std::map<std::string, int> kindCounts(const Graph &G) {
+  std::map<std::string, int> Counts;
+  for (const Op &O : G.ops())
+    ++Counts[opKindName(O.Kind).str()];
+  return Counts;
+}
+
+TEST(Graph, CompactDropsDeadOpsAndRestoresOrder) {
+  Graph G;
+  TensorId X = G.addTensor("x", f32({2, 3}), TensorRole::Input);
+  G.addInput(X);
+  TensorId A = add(G, OpKind::Relu, {X}, {}, "a");
+  TensorId Dead = add(G, OpKind::Neg, {X}, {}, "dead");
+  TensorId B = add(G, OpKind::Sigmoid, {A}, {}, "b");
+  G.addOutput(B);
+  // Rewrite: b reads a new op appended after it.
+  TensorId C = add(G, OpKind::Tanh, {X}, {}, "c");
+  G.replaceAllUses(A, C);
+  G.compact();
+  ASSERT_EQ(G.numOps(), 2u);
+  EXPECT_EQ(G.op(0).Name, "c");
+  EXPECT_EQ(G.op(1).Name, "b");
+  EXPECT_EQ(G.op(1).Inputs[0], G.op(0).Outputs[0]);
+  for (const Tensor &T : G.tensors())
+    EXPECT_NE(T.Name, "dead:0");
+  (void)Dead;
+}
+
+TEST(Graph, AddOpReportsShapeErrors) {
+  Graph G;
+  TensorId A = G.addTensor("a", f32({2, 3}), TensorRole::Input);
+  TensorId B = G.addTensor("b", f32({4, 5}), TensorRole::Input);
+  auto Id = G.addOp(OpKind::MatMul, "mm", {A, B}, {});
+  ASSERT_FALSE(static_cast<bool>(Id));
+  EXPECT_THAT(llvm::toString(Id.takeError()),
+              ::testing::HasSubstr("inner dims differ"));
+  auto Few = G.addOp(OpKind::Add, "add", {A}, {});
+  ASSERT_FALSE(static_cast<bool>(Few));
+  EXPECT_THAT(llvm::toString(Few.takeError()),
+              ::testing::HasSubstr("takes 2 to 2 inputs"));
+}
+
+TEST(Roles, BatchNormStatisticsAreStateAndOverridesApply) {
+  Graph G;
+  TensorId X = G.addTensor("x", f32({2, 4, 5, 5}), TensorRole::Input);
+  std::vector<TensorId> P;
+  for (const char *Name : {"scale", "bias", "mean", "var"})
+    P.push_back(G.addTensor(Name, f32({4}), TensorRole::Parameter));
+  G.addOutput(add(G, OpKind::BatchNorm, {X, P[0], P[1], P[2], P[3]},
+                  attrs({{"epsilon", 1e-5}})));
+  ASSERT_FALSE(static_cast<bool>(assignRoles(G, {{}, {"bias"}})));
+  EXPECT_EQ(G.tensor(P[0]).Role, TensorRole::Parameter);
+  EXPECT_EQ(G.tensor(P[1]).Role, TensorRole::Constant);
+  EXPECT_EQ(G.tensor(P[2]).Role, TensorRole::State);
+  EXPECT_EQ(countParameters(G), 4);
+
+  auto Unknown = assignRoles(G, {{"nope"}, {}});
+  EXPECT_THAT(llvm::toString(std::move(Unknown)),
+              ::testing::HasSubstr("no initializer or constant named 'nope'"));
+  auto Both = assignRoles(G, {{"scale"}, {"scale"}});
+  EXPECT_THAT(llvm::toString(std::move(Both)),
+              ::testing::HasSubstr("both to --trainable and to --frozen"));
+}
+
+/// y = (x - mean(x)) / sqrt(mean((x - mean(x))^2) + eps) * w + b
+Graph decomposedLayerNorm(bool ExtraUse) {
+  Graph G;
+  TensorId X = G.addTensor("x", f32({2, 5, 8}), TensorRole::Input);
+  G.addInput(X);
+  Attributes Axes = attrs({{"axes", ints({2})}, {"keepdims", int64_t(1)}});
+  TensorId Mean = add(G, OpKind::ReduceMean, {X}, Axes);
+  TensorId D = add(G, OpKind::Sub, {X, Mean});
+  TensorId Sq = add(G, OpKind::Pow, {D, scalar(G, "two", 2.0f)});
+  TensorId Var = add(G, OpKind::ReduceMean, {Sq}, Axes);
+  TensorId Eps = add(G, OpKind::Add, {Var, scalar(G, "eps", 1e-5f)});
+  TensorId Std = add(G, OpKind::Sqrt, {Eps});
+  TensorId N = add(G, OpKind::Div, {D, Std});
+  TensorId W = G.addTensor("w", f32({8}), TensorRole::Parameter);
+  TensorId B = G.addTensor("b", f32({8}), TensorRole::Parameter);
+  TensorId Y = add(G, OpKind::Add, {add(G, OpKind::Mul, {N, W}), B});
+  G.addOutput(Y);
+  if (ExtraUse)
+    G.addOutput(D);
+  return G;
+}
+
+TEST(Fusion, RecognizesDecomposedLayerNorm) {
+  Graph G = decomposedLayerNorm(false);
+  EXPECT_EQ(fusePatterns(G), 1u);
+  ASSERT_EQ(G.numOps(), 1u);
+  const Op &Norm = G.op(0);
+  EXPECT_EQ(Norm.Kind, OpKind::LayerNorm);
+  EXPECT_EQ(Norm.Attrs.getInt("axis"), 2);
+  EXPECT_NEAR(Norm.Attrs.getFloat("epsilon"), 1e-5, 1e-9);
+  EXPECT_EQ(G.tensor(Norm.Inputs[1]).Name, "w");
+  EXPECT_EQ(G.tensor(Norm.Inputs[2]).Name, "b");
+  EXPECT_EQ(G.outputs()[0], Norm.Outputs[0]);
+}
+
+TEST(Fusion, LeavesLayerNormWhoseIntermediateIsUsed) {
+  Graph G = decomposedLayerNorm(true);
+  EXPECT_EQ(fusePatterns(G), 0u);
+  EXPECT_EQ(kindCounts(G)["ReduceMean"], 2);
+}
+
+TEST(Fusion, RecognizesErfGeluInBothOrders) {
+  for (bool HalfFirst : {false, true}) {
+    Graph G;
+    TensorId X = G.addTensor("x", f32({4, 16}), TensorRole::Input);
+    G.addInput(X);
+    TensorId E = add(G, OpKind::Erf,
+                     {add(G, OpKind::Div, {X, scalar(G, "r2", 1.4142135f)})});
+    TensorId One = add(G, OpKind::Add, {E, scalar(G, "one", 1.0f)});
+    TensorId Y;
+    if (HalfFirst)
+      Y = add(G, OpKind::Mul,
+              {add(G, OpKind::Mul, {X, scalar(G, "half", 0.5f)}), One});
+    else
+      Y = add(G, OpKind::Mul,
+              {add(G, OpKind::Mul, {X, One}), scalar(G, "half", 0.5f)});
+    G.addOutput(Y);
+    EXPECT_EQ(fusePatterns(G), 1u) << "half first: " << HalfFirst;
+    ASSERT_EQ(G.numOps(), 1u);
+    EXPECT_EQ(G.op(0).Kind, OpKind::Gelu);
+    EXPECT_EQ(G.op(0).Inputs[0], G.inputs()[0]);
+  }
+}
+
+TEST(Fusion, IgnoresErfWithOtherConstants) {
+  Graph G;
+  TensorId X = G.addTensor("x", f32({4, 16}), TensorRole::Input);
+  G.addInput(X);
+  TensorId E = add(G, OpKind::Erf,
+                   {add(G, OpKind::Div, {X, scalar(G, "three", 3.0f)})});
+  TensorId One = add(G, OpKind::Add, {E, scalar(G, "one", 1.0f)});
+  G.addOutput(add(G, OpKind::Mul,
+                  {add(G, OpKind::Mul, {X, One}), scalar(G, "h", 0.5f)}));
+  EXPECT_EQ(fusePatterns(G), 0u);
+}
+
+TEST(RnnUnroll, BidirectionalLstmBecomesCellsSharingWeights) {
+  Graph G;
+  const int64_t T = 3, B = 2, I = 4, H = 5;
+  TensorId X = G.addTensor("x", f32({T, B, I}), TensorRole::Input);
+  G.addInput(X);
+  G.tensor(X).BatchDim = 1;
+  TensorId W = G.addTensor("W", f32({2, 4 * H, I}), TensorRole::Parameter);
+  TensorId R = G.addTensor("R", f32({2, 4 * H, H}), TensorRole::Parameter);
+  TensorId Bias = G.addTensor("B", f32({2, 8 * H}), TensorRole::Parameter);
+  auto Id = G.addOp(OpKind::LSTM, "lstm", {X, W, R, Bias},
+                    attrs({{"hidden_size", H},
+                           {"direction", std::string("bidirectional")}}));
+  ASSERT_TRUE(static_cast<bool>(Id));
+  std::vector<TensorId> Outs(G.op(*Id).Outputs.begin(),
+                             G.op(*Id).Outputs.end());
+  for (TensorId O : Outs)
+    G.addOutput(O);
+  int64_t Params = countParameters(G);
+
+  auto Changed = unrollRecurrent(G);
+  ASSERT_TRUE(static_cast<bool>(Changed)) << llvm::toString(Changed.takeError());
+  EXPECT_TRUE(*Changed);
+  EXPECT_EQ(kindCounts(G)["LSTMCell"], 2 * T);
+  EXPECT_EQ(kindCounts(G)["LSTM"], 0);
+  EXPECT_EQ(countParameters(G), Params);
+  EXPECT_EQ(formatShape(G.tensor(G.outputs()[0]).Type.Dims), "[3,2,2,5]");
+  EXPECT_EQ(formatShape(G.tensor(G.outputs()[1]).Type.Dims), "[2,2,5]");
+  EXPECT_EQ(formatShape(G.tensor(G.outputs()[2]).Type.Dims), "[2,2,5]");
+  for (const Op &O : G.ops())
+    if (O.Kind == OpKind::LSTMCell) {
+      EXPECT_EQ(G.tensor(O.Inputs[3]).Name, "W");
+      EXPECT_EQ(G.tensor(O.Inputs[4]).Name, "R");
+    }
+  inferBatchDims(G);
+  for (const Op &O : G.ops())
+    if (O.Kind == OpKind::LSTMCell) {
+      ParallelDims P = parallelDims(G, O);
+      EXPECT_EQ(P.Output[0], DimKind::Sample);
+      EXPECT_EQ(P.Output[1], DimKind::Parameter);
+    }
+}
+
+TEST(RnnUnroll, RefusesSequenceLengths) {
+  Graph G;
+  TensorId X = G.addTensor("x", f32({3, 2, 4}), TensorRole::Input);
+  TensorId W = G.addTensor("W", f32({1, 15, 4}), TensorRole::Parameter);
+  TensorId R = G.addTensor("R", f32({1, 15, 5}), TensorRole::Parameter);
+  TensorId L = G.addTensor("len", TensorType{DType::Int32, {2}},
+                           TensorRole::Input);
+  auto Id = G.addOp(OpKind::GRU, "gru", {X, W, R, NoTensor, L},
+                    attrs({{"hidden_size", int64_t(5)}}));
+  ASSERT_TRUE(static_cast<bool>(Id)) << llvm::toString(Id.takeError());
+  G.addOutput(G.op(*Id).Outputs[0]);
+  auto Changed = unrollRecurrent(G);
+  ASSERT_FALSE(static_cast<bool>(Changed));
+  EXPECT_THAT(llvm::toString(Changed.takeError()),
+              ::testing::HasSubstr("cannot unroll GRU 'gru': it has "
+                                   "sequence_lens"));
+}
+
+} // namespace

@@ -1,0 +1,149 @@
+//===- tests/ir/RegionTest.cpp - Region rules and parallel dims -----------===//
+//
+// The region of each input a partition of the output needs, written by hand
+// for the cases the planner relies on: convolution halos, contractions with
+// a reduction slice, reshapes, concatenation, slicing, gathering.
+//
+//===----------------------------------------------------------------------===//
+#include "IrTestUtil.h"
+#include "ir/BatchDims.h"
+
+using namespace onnx2soap::ir;
+using namespace onnx2soap::ir::test;
+
+namespace {
+
+Region region(const Graph &G, TensorId Out, unsigned Input, Region OutRegion,
+              Interval Reduction = {0, 0}) {
+  const Op &O = G.op(G.tensor(Out).Producer);
+  return opKindInfo(O.Kind).InputRegion(G, O, Input, OutRegion, Reduction);
+}
+
+TEST(Region, ConvHaloAndChannels) {
+  Graph G;
+  TensorId X = G.addTensor("x", f32({4, 3, 16, 16}), TensorRole::Input);
+  TensorId W = G.addTensor("w", f32({8, 3, 3, 3}), TensorRole::Parameter);
+  TensorId Y = add(G, OpKind::Conv, {X, W},
+                   attrs({{"kernel_shape", ints({3, 3})},
+                          {"strides", ints({1, 1})},
+                          {"pads", ints({1, 1, 1, 1})},
+                          {"dilations", ints({1, 1})},
+                          {"group", int64_t(1)}}));
+  // Rows 8..15 of the output need input rows 7..15 (one halo row above, the
+  // padding below); the reduction slice picks input channels.
+  Region In = region(G, Y, 0, {{0, 2}, {0, 8}, {8, 16}, {0, 16}}, {1, 3});
+  EXPECT_EQ(formatRegion(In), "[0:2,1:3,7:16,0:16]");
+  Region Weight = region(G, Y, 1, {{0, 2}, {4, 8}, {8, 16}, {0, 16}}, {1, 3});
+  EXPECT_EQ(formatRegion(Weight), "[4:8,1:3,0:3,0:3]");
+  ParallelDims P = parallelDims(G, G.op(0));
+  ASSERT_EQ(P.Output.size(), 4u);
+  EXPECT_EQ(P.Output[0], DimKind::Sample);
+  EXPECT_EQ(P.Output[1], DimKind::Parameter);
+  EXPECT_EQ(P.Output[2], DimKind::Attribute);
+  EXPECT_EQ(P.ReductionExtent, 3);
+}
+
+TEST(Region, DepthwiseConvReadsItsGroups) {
+  Graph G;
+  TensorId X = G.addTensor("x", f32({1, 8, 8, 8}), TensorRole::Input);
+  TensorId W = G.addTensor("w", f32({16, 1, 3, 3}), TensorRole::Parameter);
+  TensorId Y = add(G, OpKind::Conv, {X, W},
+                   attrs({{"kernel_shape", ints({3, 3})},
+                          {"strides", ints({1, 1})},
+                          {"pads", ints({1, 1, 1, 1})},
+                          {"dilations", ints({1, 1})},
+                          {"group", int64_t(8)}}));
+  // Output channels 4..7 belong to groups 2 and 3 (two outputs per group).
+  Region In = region(G, Y, 0, {{0, 1}, {4, 8}, {0, 8}, {0, 8}}, {0, 1});
+  EXPECT_EQ(formatRegion(In), "[0:1,2:4,0:8,0:8]");
+  EXPECT_EQ(parallelDims(G, G.op(0)).ReductionExtent, 0);
+}
+
+TEST(Region, MatMulWeightIsParameterAndKIsReduction) {
+  Graph G;
+  TensorId X = G.addTensor("x", f32({2, 7, 16}), TensorRole::Input);
+  X = G.tensor(X).Id;
+  G.tensor(X).BatchDim = 0;
+  TensorId W = G.addTensor("w", f32({16, 32}), TensorRole::Parameter);
+  TensorId Y = add(G, OpKind::MatMul, {X, W});
+  inferBatchDims(G);
+  EXPECT_EQ(formatRegion(region(G, Y, 0, {{1, 2}, {0, 7}, {8, 16}}, {4, 12})),
+            "[1:2,0:7,4:12]");
+  EXPECT_EQ(formatRegion(region(G, Y, 1, {{1, 2}, {0, 7}, {8, 16}}, {4, 12})),
+            "[4:12,8:16]");
+  ParallelDims P = parallelDims(G, G.op(0));
+  EXPECT_EQ(P.Output[0], DimKind::Sample);
+  EXPECT_EQ(P.Output[1], DimKind::Attribute);
+  EXPECT_EQ(P.Output[2], DimKind::Parameter);
+  EXPECT_EQ(P.ReductionExtent, 16);
+}
+
+TEST(Region, ReshapeMapsLeadingSplitsExactly) {
+  Graph G;
+  TensorId X = G.addTensor("x", f32({4, 6, 8}), TensorRole::Input);
+  TensorId Y = add(G, OpKind::Reshape, {X}, attrs({{"shape", ints({24, 8})}}));
+  // Rows 6..11 of [24,8] are sample 1 of [4,6,8].
+  EXPECT_EQ(formatRegion(region(G, Y, 0, {{6, 12}, {0, 8}})),
+            "[1:2,0:6,0:8]");
+  // A split inside the merged dim gives the bounding box.
+  EXPECT_EQ(formatRegion(region(G, Y, 0, {{5, 7}, {0, 8}})), "[0:2,0:6,0:8]");
+}
+
+TEST(Region, ConcatRoutesToTheRightInput) {
+  Graph G;
+  TensorId A = G.addTensor("a", f32({2, 3}), TensorRole::Input);
+  TensorId B = G.addTensor("b", f32({2, 5}), TensorRole::Input);
+  TensorId Y = add(G, OpKind::Concat, {A, B}, attrs({{"axis", int64_t(1)}}));
+  EXPECT_EQ(formatRegion(region(G, Y, 0, {{0, 2}, {2, 6}})), "[0:2,2:3]");
+  EXPECT_EQ(formatRegion(region(G, Y, 1, {{0, 2}, {2, 6}})), "[0:2,0:3]");
+  EXPECT_EQ(regionVolume(region(G, Y, 0, {{0, 2}, {4, 8}})), 0);
+}
+
+TEST(Region, SliceWithNegativeStep) {
+  Graph G;
+  TensorId X = G.addTensor("x", f32({10}), TensorRole::Input);
+  TensorId Y = add(G, OpKind::Slice, {X},
+                   attrs({{"starts", ints({9})}, {"ends", ints({-1})},
+                          {"steps", ints({-2})}}));
+  // Outputs 1..2 are inputs 7 and 5.
+  EXPECT_EQ(formatRegion(region(G, Y, 0, {{1, 3}})), "[5:8]");
+}
+
+TEST(Region, GatherEmbeddingReadsWholeTableRows) {
+  Graph G;
+  TensorId Table = G.addTensor("table", f32({100, 16}), TensorRole::Parameter);
+  TensorId Ids = G.addTensor("ids", i64({4, 7}), TensorRole::Input);
+  G.tensor(Ids).BatchDim = 0;
+  TensorId Y = add(G, OpKind::Gather, {Table, Ids},
+                   attrs({{"axis", int64_t(0)}}));
+  inferBatchDims(G);
+  EXPECT_EQ(formatRegion(region(G, Y, 0, {{0, 2}, {0, 7}, {8, 16}})),
+            "[0:100,8:16]");
+  EXPECT_EQ(formatRegion(region(G, Y, 1, {{0, 2}, {0, 7}, {8, 16}})),
+            "[0:2,0:7]");
+  ParallelDims P = parallelDims(G, G.op(0));
+  EXPECT_EQ(P.Output[0], DimKind::Sample);
+  EXPECT_EQ(P.Output[2], DimKind::Parameter);
+}
+
+TEST(BatchDims, FollowsTheBatchThroughLayoutChanges) {
+  Graph G;
+  // [batch, seq, feature] -> Transpose -> [seq, batch, feature] -> LSTM.
+  TensorId X = G.addTensor("x", f32({4, 5, 8}), TensorRole::Input);
+  G.tensor(X).BatchDim = 0;
+  TensorId T = add(G, OpKind::Transpose, {X},
+                   attrs({{"perm", ints({1, 0, 2})}}));
+  TensorId W = G.addTensor("w", f32({1, 64, 8}), TensorRole::Parameter);
+  TensorId R = G.addTensor("r", f32({1, 64, 16}), TensorRole::Parameter);
+  TensorId Y = add(G, OpKind::LSTM, {T, W, R},
+                   attrs({{"hidden_size", int64_t(16)}}));
+  inferBatchDims(G);
+  EXPECT_EQ(G.tensor(T).BatchDim, 1);
+  EXPECT_EQ(G.tensor(Y).BatchDim, 2);                  // Y [T,D,B,H]
+  EXPECT_EQ(G.tensor(G.op(1).Outputs[1]).BatchDim, 1); // Y_h [D,B,H]
+  ParallelDims P = parallelDims(G, G.op(1));
+  EXPECT_EQ(P.Output[0], DimKind::None);
+  EXPECT_EQ(P.Output[2], DimKind::Sample);
+}
+
+} // namespace
