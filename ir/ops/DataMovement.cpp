@@ -56,32 +56,67 @@ static Shape unflatten(int64_t L, llvm::ArrayRef<int64_t> Dims) {
   return Index;
 }
 
-/// The bounding box, in the input's shape, of the row-major linear range an
-/// output region spans: exact when the region splits only leading dims.
-static Region reshapeRegion(const Graph &G, const Op &O, unsigned,
-                            llvm::ArrayRef<Interval> Out, Interval) {
-  const Shape &In = G.inputType(O, 0)->Dims;
-  const Shape &OutDims = G.outputType(O).Dims;
-  if (regionVolume(Out) == 0) {
-    Region R = fullRegion(In);
-    for (Interval &I : R)
-      I = {0, 0};
-    return R;
-  }
+/// The bounding box, in shape InDims, of the row-major linear range that the
+/// box Out of shape OutDims spans (both shapes hold the same elements).
+static void linearBox(llvm::ArrayRef<int64_t> InDims,
+                      llvm::ArrayRef<int64_t> OutDims,
+                      llvm::ArrayRef<Interval> Out, Region &R) {
   int64_t First = 0, Last = 0;
   for (size_t I = 0; I < OutDims.size(); ++I) {
     First = First * OutDims[I] + Out[I].Begin;
     Last = Last * OutDims[I] + (Out[I].End - 1);
   }
-  Shape A = unflatten(First, In), B = unflatten(Last, In);
-  Region R;
+  Shape A = unflatten(First, InDims), B = unflatten(Last, InDims);
   size_t I = 0;
-  for (; I < In.size() && A[I] == B[I]; ++I)
+  for (; I < InDims.size() && A[I] == B[I]; ++I)
     R.push_back({A[I], A[I] + 1});
-  if (I < In.size())
+  if (I < InDims.size())
     R.push_back({A[I], B[I] + 1});
-  for (++I; I < In.size(); ++I)
-    R.push_back({0, In[I]});
+  for (++I; I < InDims.size(); ++I)
+    R.push_back({0, InDims[I]});
+}
+
+/// Reshape splits into groups of input and output dims with equal products
+/// ([1,8] <-> [8], [4,6] <-> [24], unit dims on their own); within a group
+/// the input box is the bounding box of the output box's linear range. That
+/// is exact for squeezes, unsqueezes and splits of leading dims.
+static Region reshapeRegion(const Graph &G, const Op &O, unsigned,
+                            llvm::ArrayRef<Interval> Out, Interval) {
+  const Shape &In = G.inputType(O, 0)->Dims;
+  const Shape &OutDims = G.outputType(O).Dims;
+  Region R;
+  if (regionVolume(Out) == 0) {
+    R.assign(In.size(), Interval{0, 0});
+    return R;
+  }
+  size_t I = 0, J = 0;
+  while (I < In.size() || J < OutDims.size()) {
+    if (I < In.size() && In[I] == 1) {
+      R.push_back({0, 1});
+      ++I;
+      continue;
+    }
+    if (J < OutDims.size() && OutDims[J] == 1) {
+      ++J;
+      continue;
+    }
+    size_t I0 = I, J0 = J;
+    int64_t PIn = I < In.size() ? In[I++] : 1;
+    int64_t POut = J < OutDims.size() ? OutDims[J++] : 1;
+    while (PIn != POut && (I < In.size() || J < OutDims.size())) {
+      if (PIn < POut && I < In.size())
+        PIn *= In[I++];
+      else if (J < OutDims.size())
+        POut *= OutDims[J++];
+      else
+        PIn *= In[I++];
+    }
+    // Unit dims inside a group are part of it; zero-sized tensors end up in
+    // one group, which is still a valid (full) box.
+    linearBox(llvm::ArrayRef<int64_t>(In).slice(I0, I - I0),
+              llvm::ArrayRef<int64_t>(OutDims).slice(J0, J - J0),
+              Out.slice(J0, J - J0), R);
+  }
   return R;
 }
 

@@ -89,6 +89,22 @@ TEST(Region, ReshapeMapsLeadingSplitsExactly) {
   EXPECT_EQ(formatRegion(region(G, Y, 0, {{5, 7}, {0, 8}})), "[0:2,0:6,0:8]");
 }
 
+TEST(Region, ReshapeGroupsDimsSoSqueezesAreExact) {
+  Graph G;
+  TensorId X = G.addTensor("x", f32({40, 1, 8, 16}), TensorRole::Input);
+  TensorId Y =
+      add(G, OpKind::Reshape, {X}, attrs({{"shape", ints({40, 8, 16})}}));
+  EXPECT_EQ(formatRegion(region(G, Y, 0, {{0, 40}, {2, 4}, {0, 16}})),
+            "[0:40,0:1,2:4,0:16]");
+  // [6,4] -> [2,3,4]: the merged dim splits, the trailing one maps exactly.
+  Graph H;
+  TensorId Z = H.addTensor("z", f32({6, 4}), TensorRole::Input);
+  TensorId W =
+      add(H, OpKind::Reshape, {Z}, attrs({{"shape", ints({2, 3, 4})}}));
+  EXPECT_EQ(formatRegion(region(H, W, 0, {{1, 2}, {0, 3}, {1, 3}})),
+            "[3:6,1:3]");
+}
+
 TEST(Region, ConcatRoutesToTheRightInput) {
   Graph G;
   TensorId A = G.addTensor("a", f32({2, 3}), TensorRole::Input);

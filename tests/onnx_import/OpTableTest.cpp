@@ -1,0 +1,80 @@
+//===- tests/onnx_import/OpTableTest.cpp - The ONNX op table and its docs -===//
+//
+// The table must stay sorted (lookups binary-search it), every IR kind it
+// names must exist, and docs/onnx-support.md must be what the table says.
+//
+//===----------------------------------------------------------------------===//
+#include "onnx_import/ConstTensor.h"
+#include "onnx_import/OpTable.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+using namespace onnx2soap;
+using namespace onnx2soap::onnx_import;
+
+namespace {
+
+TEST(OpTable, SortedAndConsistent) {
+  llvm::ArrayRef<OnnxOp> Table = onnxOpTable();
+  ASSERT_FALSE(Table.empty());
+  for (size_t I = 1; I < Table.size(); ++I)
+    EXPECT_LE(llvm::StringRef(Table[I - 1].OpType),
+              llvm::StringRef(Table[I].OpType))
+        << Table[I].OpType;
+  for (const OnnxOp &Op : Table) {
+    EXPECT_LE(MinOpset, Op.FirstOpset) << Op.OpType;
+    EXPECT_LE(Op.FirstOpset, Op.LastOpset) << Op.OpType;
+    EXPECT_LE(Op.LastOpset, MaxOpset) << Op.OpType;
+    EXPECT_NE(Op.Convert, nullptr) << Op.OpType;
+    if (*Op.Becomes)
+      EXPECT_TRUE(ir::parseOpKind(Op.Becomes).has_value()) << Op.Becomes;
+  }
+}
+
+TEST(OpTable, LookupHonoursOpsetRanges) {
+  EXPECT_NE(findOnnxOp("Conv", 13), nullptr);
+  EXPECT_NE(findOnnxOp("Conv", 21), nullptr);
+  EXPECT_EQ(findOnnxOp("Conv", 12), nullptr);
+  EXPECT_EQ(findOnnxOp("LayerNormalization", 16), nullptr);
+  EXPECT_NE(findOnnxOp("LayerNormalization", 17), nullptr);
+  EXPECT_EQ(findOnnxOp("Gelu", 19), nullptr);
+  EXPECT_NE(findOnnxOp("Gelu", 20), nullptr);
+  EXPECT_EQ(findOnnxOp("NonMaxSuppression", 17), nullptr);
+}
+
+TEST(OpTable, DocsAreCurrent) {
+  auto Docs = llvm::MemoryBuffer::getFile(ONNX2SOAP_SOURCE_DIR
+                                          "/docs/onnx-support.md");
+  ASSERT_TRUE(static_cast<bool>(Docs));
+  EXPECT_EQ((*Docs)->getBuffer().str(), onnxSupportMarkdown())
+      << "run `make docs` to regenerate docs/onnx-support.md";
+}
+
+TEST(ConstTensor, HalfConversionRoundsToNearestEven) {
+  EXPECT_EQ(floatToHalf(1.0f), 0x3c00);
+  EXPECT_EQ(floatToHalf(-2.0f), 0xc000);
+  EXPECT_EQ(floatToHalf(65504.0f), 0x7bff);
+  EXPECT_EQ(floatToHalf(1e6f), 0x7c00);          // overflow to infinity
+  EXPECT_EQ(floatToHalf(5.960464477539063e-08f), 0x0001); // smallest subnormal
+  EXPECT_EQ(floatToHalf(1.0f + 1.0f / 2048), 0x3c00);     // tie to even
+  EXPECT_EQ(floatToHalf(1.0f + 3.0f / 2048), 0x3c02);     // tie to even, up
+  for (uint16_t Bits : {0x0000, 0x3555, 0x7bff, 0x0001, 0x83ff, 0xfc00})
+    EXPECT_EQ(floatToHalf(halfToFloat(Bits)), Bits) << Bits;
+}
+
+TEST(ConstTensor, CastWrapsAndTruncatesLikeC) {
+  ConstTensor T;
+  T.Type = ir::DType::Float32;
+  T.Dims = {4};
+  T.Floats = {-1.7, 2.9, 300.0, 0.0};
+  ConstTensor I = T.cast(ir::DType::Int8);
+  EXPECT_THAT(I.Ints, ::testing::ElementsAre(-1, 2, 44, 0));
+  ConstTensor B = T.cast(ir::DType::Bool);
+  EXPECT_THAT(B.Ints, ::testing::ElementsAre(1, 1, 1, 0));
+  std::vector<char> Bytes = I.toBytes();
+  ASSERT_EQ(Bytes.size(), 4u);
+  EXPECT_EQ(static_cast<int8_t>(Bytes[2]), 44);
+}
+
+} // namespace
