@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 #include "cli/Subcommands.h"
 #include "ir/BatchDims.h"
+#include "ir/Printer.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
@@ -27,6 +28,8 @@ static cl::opt<std::string> Model(cl::Positional, cl::Required,
                                   cl::sub(inspectCommand()));
 static cl::opt<bool> Json("json", cl::desc("Print one JSON object"),
                           cl::sub(inspectCommand()));
+static cl::opt<bool> PrintIr("ir", cl::desc("Print the IR in its text form"),
+                             cl::sub(inspectCommand()));
 
 /// "1.23 G" style, for the table.
 static std::string human(double Value) {
@@ -181,6 +184,10 @@ llvm::Error runInspect() {
   auto Imported = onnx_import::importModel(Model, *Options);
   if (!Imported)
     return Imported.takeError();
+  if (PrintIr) {
+    ir::printGraph(Imported->Graph, llvm::outs());
+    return llvm::Error::success();
+  }
   Summary S = summarize(Imported->Graph);
   if (Json)
     printJson(*Imported, S);

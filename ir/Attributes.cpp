@@ -7,6 +7,7 @@
 #include "ir/Attributes.h"
 #include "llvm/Support/FormatVariadic.h"
 #include <algorithm>
+#include <cstdio>
 
 namespace onnx2soap::ir {
 
@@ -69,7 +70,12 @@ llvm::StringRef Attributes::getString(llvm::StringRef Name,
 namespace {
 struct Printer {
   std::string operator()(int64_t V) const { return std::to_string(V); }
-  std::string operator()(double V) const { return llvm::formatv("{0}", V); }
+  // %.9g keeps every float32 value and prints 1e-05, not 0.00.
+  std::string operator()(double V) const {
+    char Buffer[32];
+    std::snprintf(Buffer, sizeof Buffer, "%.9g", V);
+    return Buffer;
+  }
   std::string operator()(const IntList &L) const {
     std::string Out = "[";
     for (size_t I = 0; I < L.size(); ++I)
@@ -79,7 +85,7 @@ struct Printer {
   std::string operator()(const FloatList &L) const {
     std::string Out = "[";
     for (size_t I = 0; I < L.size(); ++I)
-      Out += (I ? "," : "") + std::string(llvm::formatv("{0}", L[I]));
+      Out += (I ? "," : "") + (*this)(L[I]);
     return Out + "]";
   }
   std::string operator()(const std::string &S) const { return "\"" + S + "\""; }
