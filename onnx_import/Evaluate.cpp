@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "onnx_import/Evaluate.h"
+#include <algorithm>
 #include <cmath>
 #include <functional>
 
@@ -125,10 +126,11 @@ std::optional<double> binaryFloat(OpKind Kind, double A, double B) {
     return A / B;
   case OpKind::Pow:
     return std::pow(A, B);
+  // ONNX Max / Min propagate NaN (numpy's maximum), unlike fmax / fmin.
   case OpKind::Max:
-    return std::fmax(A, B);
+    return std::isnan(A) || std::isnan(B) ? A + B : std::max(A, B);
   case OpKind::Min:
-    return std::fmin(A, B);
+    return std::isnan(A) || std::isnan(B) ? A + B : std::min(A, B);
   case OpKind::Equal:
     return A == B;
   case OpKind::Less:

@@ -91,6 +91,15 @@ llvm::Error reduce(NodeContext &C, OpKind Kind) {
     return Noop.takeError();
   if (!AxesAttr)
     return AxesAttr.takeError();
+  // ReduceSum takes its axes as an input from opset 13, ReduceMean from 18.
+  int64_t AxesBecameInput = Kind == OpKind::ReduceSum ? 13 : 18;
+  if (*AxesAttr && C.opset() >= AxesBecameInput)
+    return C.error("the 'axes' attribute was replaced by an input in opset "
+                   "{0}; this model uses opset {1}",
+                   AxesBecameInput, C.opset());
+  if (!*AxesAttr && C.hasInput(1) && C.opset() < AxesBecameInput)
+    return C.error("axes are an attribute before opset {0}, not an input",
+                   AxesBecameInput);
   ir::IntList Axes;
   if (*AxesAttr) {
     Axes = **AxesAttr;

@@ -336,6 +336,10 @@ llvm::Error pad(NodeContext &C) {
   auto Mode = C.getString("mode", "constant");
   if (!Mode)
     return Mode.takeError();
+  if (*Mode == "wrap" && C.opset() < 19)
+    return C.error("pad mode 'wrap' exists from opset 19 on; this model uses "
+                   "opset {0}",
+                   C.opset());
   const Shape &In = C.inputType(0).Dims;
   auto Pads = intsOf(C, 1, "pads");
   if (!Pads)
