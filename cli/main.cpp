@@ -7,8 +7,11 @@
 //===----------------------------------------------------------------------===//
 #include "cli/Subcommands.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 #include <google/protobuf/stubs/logging.h>
+#include <unistd.h>
 
 using namespace onnx2soap;
 
@@ -21,18 +24,71 @@ static void printVersion(llvm::raw_ostream &OS) {
 static void silenceProtobuf(google::protobuf::LogLevel, const char *, int,
                             const std::string &) {}
 
+namespace {
+/// llvm::cl reports some mistakes (a value that does not parse, a missing
+/// value) straight to llvm::errs() rather than to the stream it is given, so
+/// while parsing, stderr goes to an unlinked temporary file (--help and
+/// --version exit inside the parser and must not leave it behind).
+class StderrCapture {
+public:
+  StderrCapture() {
+    llvm::SmallString<128> Path;
+    if (llvm::sys::fs::createTemporaryFile("onnx2soap-args", "txt", File,
+                                           Path))
+      return;
+    llvm::sys::fs::remove(Path);
+    llvm::errs().flush();
+    Saved = dup(STDERR_FILENO);
+    if (Saved < 0 || dup2(File, STDERR_FILENO) < 0) {
+      if (Saved >= 0)
+        close(Saved);
+      Saved = -1;
+    }
+  }
+  /// Restores stderr and returns what was written to it.
+  std::string finish() {
+    std::string Text;
+    if (Saved >= 0) {
+      llvm::errs().flush();
+      dup2(Saved, STDERR_FILENO);
+      close(Saved);
+      Saved = -1;
+      char Chunk[4096];
+      ssize_t Read;
+      lseek(File, 0, SEEK_SET);
+      while ((Read = read(File, Chunk, sizeof(Chunk))) > 0)
+        Text.append(Chunk, Read);
+    }
+    if (File >= 0)
+      close(File);
+    File = -1;
+    return Text;
+  }
+  ~StderrCapture() { finish(); }
+
+private:
+  int File = -1;
+  int Saved = -1;
+};
+} // namespace
+
 int main(int argc, char **argv) {
   google::protobuf::SetLogHandler(silenceProtobuf);
   llvm::cl::SetVersionPrinter(printVersion);
   std::string ParseErrors;
   llvm::raw_string_ostream Errs(ParseErrors);
-  if (!llvm::cl::ParseCommandLineOptions(
-          argc, argv,
-          "onnx2soap: ONNX importer and parallel training-program "
-          "generator\n",
-          &Errs)) {
-    llvm::StringRef Message = llvm::StringRef(Errs.str()).trim();
+  StderrCapture Capture;
+  bool Parsed = llvm::cl::ParseCommandLineOptions(
+      argc, argv,
+      "onnx2soap: ONNX importer and parallel training-program generator\n",
+      &Errs);
+  std::string Printed = Capture.finish();
+  if (!Parsed) {
+    std::string All = Printed + Errs.str();
+    llvm::StringRef Message = llvm::StringRef(All).trim();
+    // cl starts its messages with the program's name.
     Message.consume_front(argv[0]);
+    Message.consume_front(llvm::sys::path::filename(argv[0]));
     Message.consume_front(": ");
     // cl prints several lines for some mistakes; the first says what.
     llvm::errs() << "onnx2soap: error: " << Message.split('\n').first << "\n";

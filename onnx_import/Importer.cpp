@@ -33,6 +33,8 @@ static bool isDefaultDomain(llvm::StringRef Domain) {
   return Domain.empty() || Domain == "ai.onnx";
 }
 
+static llvm::Error checkOperators(const onnx::GraphProto &Graph, int64_t Opset);
+
 static llvm::Expected<int64_t> checkVersions(const onnx::ModelProto &Model) {
   if (!Model.has_ir_version())
     return fail("not a valid ONNX model: it has no ir_version");
@@ -45,8 +47,18 @@ static llvm::Expected<int64_t> checkVersions(const onnx::ModelProto &Model) {
   for (const onnx::OperatorSetIdProto &Id : Model.opset_import())
     if (isDefaultDomain(Id.domain()))
       Opset = Id.version();
-  if (!Opset)
+  if (!Opset) {
+    // A graph made only of other domains' operators (the training preview
+    // ops) is valid ONNX; what we lack is those operators.
+    const onnx::GraphProto &Graph = Model.graph();
+    bool AllOtherDomains = Graph.node_size() > 0;
+    for (const onnx::NodeProto &N : Graph.node())
+      AllOtherDomains &= !isDefaultDomain(N.domain());
+    if (AllOtherDomains)
+      if (auto E = checkOperators(Graph, 0))
+        return std::move(E);
     return fail("the model imports no default-domain (ai.onnx) opset");
+  }
   if (*Opset < MinOpset || *Opset > MaxOpset)
     return fail(llvm::formatv(
         "the model uses ai.onnx opset {0}; onnx2soap supports opsets {1} to "
@@ -156,10 +168,15 @@ checkStructure(const onnx::GraphProto &Graph, const ModelFile &File) {
                                   Graph.node(I).name(), I,
                                   Graph.node(I).op_type()));
   }
-  for (const onnx::ValueInfoProto &Out : Graph.output())
+  llvm::StringSet<> Outputs;
+  for (const onnx::ValueInfoProto &Out : Graph.output()) {
     if (!Producer.count(Out.name()))
       return fail(llvm::formatv("graph output '{0}' is not defined",
                                 Out.name()));
+    if (!Outputs.insert(Out.name()).second)
+      return fail(llvm::formatv("graph output '{0}' is listed twice",
+                                Out.name()));
+  }
   return Order;
 }
 
@@ -255,7 +272,8 @@ static llvm::Error addGraphInput(ImportState &State,
   const onnx::TypeProto::Tensor &TT = In.type().tensor_type();
   std::optional<ir::DType> Type = dtypeFromOnnx(TT.elem_type());
   if (!Type)
-    return fail(llvm::formatv("input '{0}' has unsupported element type {1}",
+    return fail(llvm::formatv("input '{0}' has element type {1}, which is "
+                              "not supported",
                               In.name(), onnxTypeName(TT.elem_type())));
   if (!TT.has_shape())
     return fail(llvm::formatv("input '{0}' has no shape", In.name()));
@@ -303,6 +321,12 @@ llvm::Expected<ImportedModel> importModel(ModelFile File,
                                           llvm::StringRef ModelDir,
                                           const ImportOptions &Options) {
   const onnx::ModelProto &Model = File.Model;
+  if (Options.Batch && *Options.Batch <= 0)
+    return fail(llvm::formatv("--batch {0}: must be positive", *Options.Batch));
+  for (const auto &[Name, Size] : Options.Dims)
+    if (Size < 0)
+      return fail(llvm::formatv("--dim {0}={1}: must not be negative", Name,
+                                Size));
   auto Opset = checkVersions(Model);
   if (!Opset)
     return Opset.takeError();
@@ -335,6 +359,12 @@ llvm::Expected<ImportedModel> importModel(ModelFile File,
     const onnx::NodeProto &Node = Graph.node(I);
     NodeContext Context(State, Node, static_cast<unsigned>(I), *Opset);
     const OnnxOp *Entry = findOnnxOp(Node.op_type(), *Opset);
+    for (unsigned In = 0; In < Entry->MinInputs; ++In)
+      if (!Context.hasInput(In))
+        return Context.error("required input {0} is missing (the node has {1} "
+                             "input{2})",
+                             In, Node.input_size(),
+                             Node.input_size() == 1 ? "" : "s");
     if (auto E = Entry->Convert(Context))
       return std::move(E);
     for (int O = 0; O < Node.output_size(); ++O)

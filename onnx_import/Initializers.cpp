@@ -61,11 +61,11 @@ static llvm::Expected<ExternalRef> readExternal(const onnx::TensorProto &T) {
       Ref.Location = E.value();
     } else if (E.key() == "offset") {
       if (auto Err = Number(Ref.Offset))
-        return std::move(Err);
+        return Err;
     } else if (E.key() == "length") {
       uint64_t Length;
       if (auto Err = Number(Length))
-        return std::move(Err);
+        return Err;
       Ref.Length = Length;
     }
   }
@@ -127,15 +127,19 @@ llvm::Error addInitializer(ImportState &State, const ModelFile &File,
                                 "does not match {2} bytes of {3} {4}",
                                 Name, *Ref->Length, Bytes,
                                 ir::dtypeName(*Type), ir::formatShape(Dims)));
+    if (llvm::sys::fs::is_directory(*Path))
+      return fail(llvm::formatv("initializer '{0}': external data location "
+                                "'{1}' is a folder, not a file",
+                                Name, Ref->Location));
     // A present file must be long enough; an absent one is fine for planning.
     uint64_t FileSize = 0;
     if (!llvm::sys::fs::file_size(*Path, FileSize) &&
         (Ref->Offset > FileSize || Bytes > FileSize - Ref->Offset))
       return fail(llvm::formatv("initializer '{0}': external data file '{1}' "
-                                "has {2} bytes, but the tensor needs bytes "
-                                "{3}..{4}",
-                                Name, Ref->Location, FileSize, Ref->Offset,
-                                Ref->Offset + Bytes));
+                                "has {2} bytes, but the tensor needs {3} "
+                                "bytes at offset {4}",
+                                Name, Ref->Location, FileSize, Bytes,
+                                Ref->Offset));
     Data = ir::TensorData::external(*Path, Ref->Offset, Bytes);
   } else if (Init.HasRawData) {
     if (Init.RawData.size() != Bytes)

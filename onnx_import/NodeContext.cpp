@@ -105,7 +105,7 @@ NodeContext::checkAttributes(llvm::ArrayRef<llvm::StringRef> Known) const {
 //===-- Inputs -------------------------------------------------------------===//
 
 const Value &NodeContext::input(unsigned I) const {
-  assert(hasInput(I) && "reading an absent input");
+  assert(hasInput(I) && "handlers read only required or present inputs");
   auto It = State.Values.find(Node.input(I));
   assert(It != State.Values.end() && "inputs are checked before conversion");
   return It->second;
@@ -126,8 +126,11 @@ llvm::Expected<const ConstTensor *>
 NodeContext::requireConstant(unsigned I, llvm::StringRef What) const {
   if (const ConstTensor *C = constant(I))
     return C;
+  if (!hasInput(I))
+    return error("input {0} ({1}) is required but missing", I, What);
   return error("input '{0}' ({1}) must be a constant or computable from "
-               "static shapes at import time",
+               "static shapes at import time ({1} known only at run time is "
+               "not supported)",
                Node.input(I), What);
 }
 
@@ -140,7 +143,8 @@ std::string NodeContext::freshName(llvm::StringRef Base) {
 }
 
 llvm::Expected<ir::TensorId> NodeContext::tensor(unsigned I) {
-  assert(hasInput(I) && "reading an absent input");
+  if (!hasInput(I))
+    return error("input {0} is required but missing", I);
   Value &V = State.Values.find(Node.input(I))->second;
   if (V.Tensor != ir::NoTensor)
     return V.Tensor;
@@ -222,7 +226,10 @@ NodeContext::emitHelper(ir::OpKind Kind, llvm::ArrayRef<ir::TensorId> Inputs,
   return State.Graph.op(*Id).Outputs[0];
 }
 
+// Binding an output the node does not name is a no-op: nothing can read it.
 void NodeContext::bindOutput(unsigned I, ir::TensorId T) {
+  if (!hasOutput(I))
+    return;
   Value V;
   V.Type = State.Graph.tensor(T).Type;
   V.Tensor = T;
@@ -230,11 +237,15 @@ void NodeContext::bindOutput(unsigned I, ir::TensorId T) {
 }
 
 void NodeContext::aliasOutput(unsigned I, unsigned J) {
+  if (!hasOutput(I))
+    return;
   Value V = input(J);
   State.Values[Node.output(I)] = std::move(V);
 }
 
 void NodeContext::bindConstant(unsigned I, ConstTensor C) {
+  if (!hasOutput(I))
+    return;
   Value V;
   V.Type = ir::TensorType{C.Type, C.Dims};
   V.Const = std::move(C);

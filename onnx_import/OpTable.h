@@ -27,6 +27,9 @@ struct OnnxOp {
   const char *OpType;
   int64_t FirstOpset;
   int64_t LastOpset;
+  /// Inputs the op requires; the importer checks them before the handler
+  /// runs, so handlers read inputs below this index without checking.
+  unsigned MinInputs;
   Handler Convert;
   /// What it becomes in the IR, for the docs ("" when it always folds).
   const char *Becomes;

@@ -27,8 +27,9 @@ TEST(OpTable, SortedAndConsistent) {
     EXPECT_LE(Op.FirstOpset, Op.LastOpset) << Op.OpType;
     EXPECT_LE(Op.LastOpset, MaxOpset) << Op.OpType;
     EXPECT_NE(Op.Convert, nullptr) << Op.OpType;
-    if (*Op.Becomes)
+    if (*Op.Becomes) {
       EXPECT_TRUE(ir::parseOpKind(Op.Becomes).has_value()) << Op.Becomes;
+    }
   }
 }
 

@@ -1,0 +1,335 @@
+//===- tests/cli/CliTest.cpp - The onnx2soap executable end to end --------===//
+//
+// Runs the built `onnx2soap` as a subprocess. Bad input must give exit code 2,
+// exactly one line on stderr starting with "onnx2soap: error: ", and nothing
+// on stdout. `inspect --json` on the sample models must report what PyTorch
+// reported when it exported them (samples/expected.json).
+//
+//===----------------------------------------------------------------------===//
+#include "../onnx_import/ModelBuilder.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Program.h"
+#include "gtest/gtest.h"
+#include <cstdlib>
+#include <optional>
+#include <random>
+
+using namespace onnx2soap::testing;
+
+namespace {
+
+std::string cliPath() {
+  if (const char *Env = std::getenv("ONNX2SOAP"))
+    if (*Env)
+      return Env;
+  return ONNX2SOAP_BINARY_DIR "/bin/onnx2soap";
+}
+
+std::string samplePath(llvm::StringRef File) {
+  return (llvm::Twine(ONNX2SOAP_SOURCE_DIR) + "/samples/" + File).str();
+}
+
+struct RunResult {
+  int ExitCode = -1;
+  std::string Out, Err, ExecError;
+};
+
+std::string readFile(llvm::StringRef Path) {
+  auto Buffer = llvm::MemoryBuffer::getFile(Path);
+  return Buffer ? (*Buffer)->getBuffer().str() : std::string();
+}
+
+/// Runs onnx2soap with Args, capturing stdout and stderr in files of Dir.
+RunResult runCli(const TempDir &Dir, std::vector<std::string> Args) {
+  std::string Program = cliPath();
+  std::vector<llvm::StringRef> Argv{Program};
+  for (const std::string &A : Args)
+    Argv.push_back(A);
+  std::string OutPath = Dir.file("stdout.txt"),
+              ErrPath = Dir.file("stderr.txt");
+  llvm::Optional<llvm::StringRef> Redirects[] = {
+      llvm::StringRef(""), llvm::StringRef(OutPath), llvm::StringRef(ErrPath)};
+  // The redirects open without truncating, so start from no files.
+  llvm::sys::fs::remove(OutPath);
+  llvm::sys::fs::remove(ErrPath);
+  RunResult Result;
+  Result.ExitCode = llvm::sys::ExecuteAndWait(
+      Program, Argv, /*Env=*/llvm::None, Redirects, /*SecondsToWait=*/120,
+      /*MemoryLimit=*/0, &Result.ExecError);
+  Result.Out = readFile(OutPath);
+  Result.Err = readFile(ErrPath);
+  return Result;
+}
+
+/// Exit code 2, one "onnx2soap: error: " line containing Expected, no stdout.
+void expectUserError(const RunResult &R, llvm::StringRef Expected) {
+  EXPECT_EQ(R.ExitCode, 2) << R.ExecError << "\nstderr: " << R.Err;
+  EXPECT_EQ(R.Out, "");
+  llvm::StringRef Err(R.Err);
+  EXPECT_TRUE(Err.startswith("onnx2soap: error: ")) << "stderr: " << R.Err;
+  EXPECT_TRUE(Err.endswith("\n")) << "stderr: " << R.Err;
+  EXPECT_EQ(Err.count('\n'), 1u) << "stderr: " << R.Err;
+  EXPECT_TRUE(Err.contains(Expected))
+      << "stderr: " << R.Err << "expected to contain: " << Expected.str();
+}
+
+class CliTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    ASSERT_TRUE(Dir.valid());
+    ASSERT_TRUE(llvm::sys::fs::can_execute(cliPath()))
+        << "no onnx2soap at " << cliPath();
+  }
+  RunResult run(std::vector<std::string> Args) {
+    return runCli(Dir, std::move(Args));
+  }
+  std::string writeModelFile(const onnx::ModelProto &Model,
+                             llvm::StringRef Name = "model.onnx") {
+    std::string Path = Dir.file(Name);
+    EXPECT_TRUE(writeModel(Model, Path));
+    return Path;
+  }
+  TempDir Dir{"onnx2soap-clitest"};
+};
+
+//===-- Bad input
+//----------------------------------------------------------===//
+
+TEST_F(CliTest, EmptyFile) {
+  std::string Path = Dir.file("empty.onnx");
+  ASSERT_TRUE(writeBytes(Path, ""));
+  expectUserError(run({"inspect", Path, "--batch", "4"}), "the file is empty");
+}
+
+TEST_F(CliTest, RandomBytes) {
+  std::mt19937 Rng(7);
+  std::string Bytes(2048, '\0');
+  for (char &C : Bytes)
+    C = static_cast<char>(Rng() & 0xff);
+  std::string Path = Dir.file("random.onnx");
+  ASSERT_TRUE(writeBytes(Path, Bytes));
+  expectUserError(run({"inspect", Path, "--batch", "4"}),
+                  "not a valid ONNX model");
+}
+
+TEST_F(CliTest, TruncatedModel) {
+  std::string Bytes = readFile(samplePath("tiny_mlp.onnx"));
+  ASSERT_GT(Bytes.size(), 100u);
+  std::string Path = Dir.file("truncated.onnx");
+  ASSERT_TRUE(writeBytes(Path, llvm::StringRef(Bytes).drop_back(37)));
+  expectUserError(run({"inspect", Path, "--batch", "4"}),
+                  "malformed or truncated protobuf");
+}
+
+TEST_F(CliTest, MissingModelFile) {
+  std::string Path = Dir.file("absent.onnx");
+  expectUserError(run({"inspect", Path, "--batch", "4"}),
+                  "cannot read '" + Path + "'");
+}
+
+TEST_F(CliTest, DirectoryInsteadOfFile) {
+  expectUserError(run({"inspect", Dir.path().str(), "--batch", "4"}),
+                  "cannot read '" + Dir.path().str() + "'");
+}
+
+TEST_F(CliTest, WrongIrVersion) {
+  onnx::ModelProto Model = makeModel();
+  Model.set_ir_version(42);
+  expectUserError(run({"inspect", writeModelFile(Model), "--batch", "4"}),
+                  "ONNX IR version 42 is not supported");
+}
+
+TEST_F(CliTest, UnknownOpsInOneSortedLine) {
+  onnx::ModelProto Model = makeModel();
+  Model.mutable_graph()->mutable_node(0)->set_op_type("Zorch");
+  Model.mutable_graph()->mutable_node(2)->set_op_type("Blarg");
+  expectUserError(run({"inspect", writeModelFile(Model), "--batch", "4"}),
+                  "unsupported ONNX operators: Blarg (opset 17) at 'relu'; "
+                  "Zorch (opset 17) at 'matmul'");
+}
+
+TEST_F(CliTest, CyclicGraph) {
+  onnx::ModelProto Model = makeModel();
+  Model.mutable_graph()->mutable_node(0)->set_input(0, "y");
+  expectUserError(run({"inspect", writeModelFile(Model), "--batch", "4"}),
+                  "cycle through node 'matmul'");
+}
+
+TEST_F(CliTest, MissingRequiredInput) {
+  onnx::ModelProto Model = makeModel();
+  Model.mutable_graph()->mutable_node(0)->mutable_input()->RemoveLast();
+  expectUserError(run({"inspect", writeModelFile(Model), "--batch", "4"}),
+                  "node 'matmul' (#0, op MatMul): required input 1 is "
+                  "missing");
+}
+
+TEST_F(CliTest, AbsentExternalDataPlans) {
+  onnx::ModelProto Model = makeModel();
+  setExternalData(*findInitializer(*Model.mutable_graph(), "W"), "w.bin", 0,
+                  48);
+  RunResult R =
+      run({"inspect", writeModelFile(Model), "--batch", "4", "--json"});
+  EXPECT_EQ(R.ExitCode, 0) << R.Err;
+  EXPECT_EQ(R.Err, "");
+  EXPECT_NE(R.Out.find("\"parameters\": 15"), std::string::npos) << R.Out;
+}
+
+TEST_F(CliTest, ExternalDataEscapingFolder) {
+  onnx::ModelProto Model = makeModel();
+  setExternalData(*findInitializer(*Model.mutable_graph(), "W"), "../../w.bin",
+                  0, 48);
+  expectUserError(run({"inspect", writeModelFile(Model), "--batch", "4"}),
+                  "leaves the model's folder");
+}
+
+TEST_F(CliTest, SymbolicDimNotBound) {
+  expectUserError(run({"inspect", samplePath("tiny_mlp.onnx")}), "is symbolic");
+}
+
+TEST_F(CliTest, BatchZero) {
+  expectUserError(run({"inspect", samplePath("tiny_mlp.onnx"), "--batch", "0"}),
+                  "--batch 0: must be positive");
+}
+
+TEST_F(CliTest, BatchNotANumber) {
+  expectUserError(
+      run({"inspect", samplePath("tiny_mlp.onnx"), "--batch", "lots"}),
+      "for the --batch option: 'lots' value invalid");
+}
+
+TEST_F(CliTest, BatchWithoutValue) {
+  expectUserError(run({"inspect", samplePath("tiny_mlp.onnx"), "--batch"}),
+                  "for the --batch option: requires a value");
+}
+
+TEST_F(CliTest, DimForUnknownName) {
+  expectUserError(run({"inspect", samplePath("tiny_mlp.onnx"), "--batch", "4",
+                       "--dim", "nosuchdim=3"}),
+                  "no symbolic dim 'nosuchdim'");
+}
+
+TEST_F(CliTest, DimWithoutValue) {
+  expectUserError(run({"inspect", samplePath("tiny_mlp.onnx"), "--batch", "4",
+                       "--dim", "batch"}),
+                  "--dim batch: expected NAME=V");
+}
+
+TEST_F(CliTest, NoModelGiven) {
+  expectUserError(run({"inspect", "--batch", "4"}), "");
+}
+
+TEST_F(CliTest, UnknownFlag) {
+  expectUserError(run({"inspect", samplePath("tiny_mlp.onnx"), "--batch", "4",
+                       "--frobnicate"}),
+                  "onnx2soap: error: Unknown command line argument "
+                  "'--frobnicate'");
+}
+
+TEST_F(CliTest, NoSubcommand) { expectUserError(run({}), "no subcommand"); }
+
+//===-- Success
+//------------------------------------------------------------===//
+
+/// Runs `inspect FILE --batch N --json` and parses its output.
+std::optional<llvm::json::Value> inspectJson(const TempDir &Dir,
+                                             llvm::StringRef File, int Batch) {
+  RunResult R = runCli(Dir, {"inspect", samplePath(File), "--batch",
+                             std::to_string(Batch), "--json"});
+  EXPECT_EQ(R.ExitCode, 0) << R.ExecError << "\nstderr: " << R.Err;
+  EXPECT_EQ(R.Err, "");
+  if (R.ExitCode != 0)
+    return std::nullopt;
+  auto Parsed = llvm::json::parse(R.Out);
+  if (!Parsed) {
+    ADD_FAILURE() << "not JSON: " << llvm::toString(Parsed.takeError()) << "\n"
+                  << R.Out;
+    return std::nullopt;
+  }
+  return std::move(*Parsed);
+}
+
+std::vector<int64_t> shapeOf(const llvm::json::Object &Tensor) {
+  std::vector<int64_t> Shape;
+  if (const llvm::json::Array *Dims = Tensor.getArray("shape"))
+    for (const llvm::json::Value &D : *Dims)
+      Shape.push_back(D.getAsInteger().getValueOr(-1));
+  return Shape;
+}
+
+TEST_F(CliTest, InspectTinyMlpJson) {
+  auto Value = inspectJson(Dir, "tiny_mlp.onnx", 8);
+  ASSERT_TRUE(Value);
+  const llvm::json::Object *Root = Value->getAsObject();
+  ASSERT_NE(Root, nullptr);
+  EXPECT_EQ(Root->getInteger("ops").getValueOr(-1), 5);
+  EXPECT_EQ(Root->getInteger("parameters").getValueOr(-1), 26122);
+
+  const llvm::json::Array *Inputs = Root->getArray("inputs");
+  ASSERT_NE(Inputs, nullptr);
+  ASSERT_EQ(Inputs->size(), 1u);
+  const llvm::json::Object *In = (*Inputs)[0].getAsObject();
+  ASSERT_NE(In, nullptr);
+  std::vector<int64_t> InShape = shapeOf(*In);
+  ASSERT_FALSE(InShape.empty());
+  EXPECT_EQ(InShape[0], 8);
+  EXPECT_TRUE(In->getString("name").hasValue());
+  EXPECT_EQ(In->getString("dtype").getValueOr("").str(), "f32");
+
+  const llvm::json::Array *Outputs = Root->getArray("outputs");
+  ASSERT_NE(Outputs, nullptr);
+  ASSERT_EQ(Outputs->size(), 1u);
+  const llvm::json::Object *Out = (*Outputs)[0].getAsObject();
+  ASSERT_NE(Out, nullptr);
+  std::vector<int64_t> OutShape = shapeOf(*Out);
+  ASSERT_EQ(OutShape.size(), 2u);
+  EXPECT_EQ(OutShape[0], 8);
+
+  const llvm::json::Object *Kinds = Root->getObject("op_kinds");
+  ASSERT_NE(Kinds, nullptr);
+  int64_t KindTotal = 0;
+  for (const auto &Entry : *Kinds)
+    KindTotal += Entry.second.getAsInteger().getValueOr(0);
+  EXPECT_EQ(KindTotal, 5);
+}
+
+TEST_F(CliTest, InspectTableExitsZero) {
+  RunResult R = run({"inspect", samplePath("tiny_mlp.onnx"), "--batch", "8"});
+  EXPECT_EQ(R.ExitCode, 0) << R.Err;
+  EXPECT_EQ(R.Err, "");
+  EXPECT_NE(R.Out.find("26122 trainable parameters"), std::string::npos)
+      << R.Out;
+}
+
+/// Acceptance: parameter counts equal PyTorch's for every sample model.
+TEST_F(CliTest, SampleParametersMatchPyTorch) {
+  std::string Text = readFile(samplePath("expected.json"));
+  ASSERT_FALSE(Text.empty()) << "cannot read samples/expected.json";
+  auto Expected = llvm::json::parse(Text);
+  ASSERT_TRUE(static_cast<bool>(Expected))
+      << llvm::toString(Expected.takeError());
+  const llvm::json::Object *Models = Expected->getAsObject();
+  ASSERT_NE(Models, nullptr);
+  ASSERT_FALSE(Models->empty());
+  for (const auto &Entry : *Models) {
+    std::string Name = Entry.first.str();
+    SCOPED_TRACE(Name);
+    const llvm::json::Object *Model = Entry.second.getAsObject();
+    ASSERT_NE(Model, nullptr);
+    llvm::Optional<llvm::StringRef> File = Model->getString("file");
+    llvm::Optional<int64_t> Parameters = Model->getInteger("parameters");
+    ASSERT_TRUE(File && Parameters);
+    auto Value = inspectJson(Dir, *File, 4);
+    if (!Value)
+      continue;
+    const llvm::json::Object *Root = Value->getAsObject();
+    ASSERT_NE(Root, nullptr);
+    EXPECT_EQ(Root->getInteger("parameters").getValueOr(-1), *Parameters)
+        << File->str();
+  }
+}
+
+} // namespace
