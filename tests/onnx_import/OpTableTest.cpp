@@ -4,11 +4,12 @@
 // names must exist, and docs/onnx-support.md must be what the table says.
 //
 //===----------------------------------------------------------------------===//
-#include "onnx_import/ConstTensor.h"
 #include "onnx_import/OpTable.h"
+#include "onnx_import/ConstTensor.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include <onnx/defs/schema.h>
 
 using namespace onnx2soap;
 using namespace onnx2soap::onnx_import;
@@ -33,6 +34,23 @@ TEST(OpTable, SortedAndConsistent) {
   }
 }
 
+// libonnx 1.12 knows the operator schemas up to opset 17: our required
+// input counts must agree with them.
+TEST(OpTable, RequiredInputsMatchOnnxSchemas) {
+  for (const OnnxOp &Op : onnxOpTable()) {
+    if (Op.FirstOpset > 17)
+      continue;
+    for (int64_t Opset = Op.FirstOpset;
+         Opset <= std::min<int64_t>(Op.LastOpset, 17); ++Opset) {
+      const onnx::OpSchema *Schema =
+          onnx::OpSchemaRegistry::Schema(Op.OpType, static_cast<int>(Opset));
+      ASSERT_NE(Schema, nullptr) << Op.OpType << " opset " << Opset;
+      EXPECT_EQ(static_cast<int>(Op.MinInputs), Schema->min_input())
+          << Op.OpType << " opset " << Opset;
+    }
+  }
+}
+
 TEST(OpTable, LookupHonoursOpsetRanges) {
   EXPECT_NE(findOnnxOp("Conv", 13), nullptr);
   EXPECT_NE(findOnnxOp("Conv", 21), nullptr);
@@ -45,8 +63,8 @@ TEST(OpTable, LookupHonoursOpsetRanges) {
 }
 
 TEST(OpTable, DocsAreCurrent) {
-  auto Docs = llvm::MemoryBuffer::getFile(ONNX2SOAP_SOURCE_DIR
-                                          "/docs/onnx-support.md");
+  auto Docs =
+      llvm::MemoryBuffer::getFile(ONNX2SOAP_SOURCE_DIR "/docs/onnx-support.md");
   ASSERT_TRUE(static_cast<bool>(Docs));
   EXPECT_EQ((*Docs)->getBuffer().str(), onnxSupportMarkdown())
       << "run `make docs` to regenerate docs/onnx-support.md";
@@ -56,7 +74,7 @@ TEST(ConstTensor, HalfConversionRoundsToNearestEven) {
   EXPECT_EQ(floatToHalf(1.0f), 0x3c00);
   EXPECT_EQ(floatToHalf(-2.0f), 0xc000);
   EXPECT_EQ(floatToHalf(65504.0f), 0x7bff);
-  EXPECT_EQ(floatToHalf(1e6f), 0x7c00);          // overflow to infinity
+  EXPECT_EQ(floatToHalf(1e6f), 0x7c00); // overflow to infinity
   EXPECT_EQ(floatToHalf(5.960464477539063e-08f), 0x0001); // smallest subnormal
   EXPECT_EQ(floatToHalf(1.0f + 1.0f / 2048), 0x3c00);     // tie to even
   EXPECT_EQ(floatToHalf(1.0f + 3.0f / 2048), 0x3c02);     // tie to even, up
