@@ -6,7 +6,7 @@ FUZZ_BUILD ?= build/fuzz
 CMAKE_FLAGS ?=
 FUZZ_SECONDS ?= 60
 
-.PHONY: all setup build fuzz-build test demo fuzz bench docs clean
+.PHONY: all setup build fuzz-build test demo fuzz bench docs format clean
 
 all: build
 
@@ -44,6 +44,9 @@ bench: build
 
 docs: build
 	$(BUILD)/bin/onnx2soap ops --markdown > docs/onnx-support.md
+
+format:
+	clang-format -i $$(git ls-files '*.cpp' '*.h' '*.cu')
 
 clean:
 	rm -rf $(BUILD) $(FUZZ_BUILD)

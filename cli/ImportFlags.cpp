@@ -16,13 +16,15 @@ static cl::opt<int64_t>
     Batch("batch", cl::desc("Global batch size: binds the model's batch dim"),
           cl::value_desc("N"), cl::init(0), cl::cat(ImportCategory),
           cl::sub(inspectCommand()));
+static cl::list<std::string> Dims("dim",
+                                  cl::desc("Size of a named symbolic dim"),
+                                  cl::value_desc("NAME=V"),
+                                  cl::cat(ImportCategory),
+                                  cl::sub(inspectCommand()));
 static cl::list<std::string>
-    Dims("dim", cl::desc("Size of a named symbolic dim"),
-         cl::value_desc("NAME=V"), cl::cat(ImportCategory),
-         cl::sub(inspectCommand()));
-static cl::list<std::string>
-    Trainable("trainable", cl::desc("Train this weight even if the rules "
-                                    "say it is state or a constant"),
+    Trainable("trainable",
+              cl::desc("Train this weight even if the rules "
+                       "say it is state or a constant"),
               cl::value_desc("NAME"), cl::cat(ImportCategory),
               cl::sub(inspectCommand()));
 static cl::list<std::string>
@@ -39,16 +41,15 @@ static cl::opt<bool>
            cl::cat(ImportCategory), cl::sub(inspectCommand()));
 
 llvm::Error usageError(const llvm::Twine &Message) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                 Message.str());
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), Message.str());
 }
 
 llvm::Expected<onnx_import::ImportOptions> importOptions() {
   onnx_import::ImportOptions Options;
   if (Batch.getNumOccurrences()) {
     if (Batch <= 0)
-      return usageError(llvm::formatv("--batch {0}: must be positive",
-                                      Batch.getValue()));
+      return usageError(
+          llvm::formatv("--batch {0}: must be positive", Batch.getValue()));
     Options.Batch = Batch;
   }
   for (const std::string &Entry : Dims) {

@@ -138,17 +138,16 @@ void printJson(const onnx_import::ImportedModel &M, const Summary &S) {
 void printTable(const onnx_import::ImportedModel &M, const Summary &S) {
   const ir::Graph &G = M.Graph;
   llvm::raw_ostream &OS = llvm::outs();
-  OS << llvm::formatv("model {0}: opset {1}, {2}\n", Model.getValue(),
-                      M.Opset, M.Producer.empty() ? "unknown producer"
-                                                  : M.Producer);
+  OS << llvm::formatv("model {0}: opset {1}, {2}\n", Model.getValue(), M.Opset,
+                      M.Producer.empty() ? "unknown producer" : M.Producer);
   for (const auto &[Name, Size] : M.BoundDims)
     OS << llvm::formatv("  dim {0} = {1}\n", Name, Size);
   size_t NameWidth = 4;
   for (const ir::Op &O : G.ops())
     NameWidth = std::max(NameWidth, std::min<size_t>(O.Name.size(), 48));
   OS << llvm::formatv("{0,5}  {1}  {2,-24}  {3,-22}  {4,10}  {5,10}  {6}\n",
-                      "#", padRight("name", NameWidth),
-                      "kind", "output", "params", "FLOPs", "parallel dims");
+                      "#", padRight("name", NameWidth), "kind", "output",
+                      "params", "FLOPs", "parallel dims");
   for (const ir::Op &O : G.ops()) {
     ir::OpCost Cost = ir::opKindInfo(O.Kind).Cost(G, O);
     ir::ParallelDims P = ir::parallelDims(G, O);
@@ -160,11 +159,11 @@ void printTable(const onnx_import::ImportedModel &M, const Summary &S) {
     llvm::StringRef Name = O.Name;
     if (Name.size() > 48)
       Name = Name.take_back(48);
-    OS << llvm::formatv(
-        "{0,5}  {1}  {2,-24}  {3,-22}  {4,10}  {5,10}  {6}\n", O.Id,
-        padRight(Name, NameWidth),
-        ir::opKindName(O.Kind), ir::formatShape(G.outputType(O).Dims),
-        human(S.OpParameters[O.Id]), human(Cost.FlopsForward), Dims);
+    OS << llvm::formatv("{0,5}  {1}  {2,-24}  {3,-22}  {4,10}  {5,10}  {6}\n",
+                        O.Id, padRight(Name, NameWidth), ir::opKindName(O.Kind),
+                        ir::formatShape(G.outputType(O).Dims),
+                        human(S.OpParameters[O.Id]), human(Cost.FlopsForward),
+                        Dims);
   }
   OS << llvm::formatv("\n{0} ops; {1} trainable parameters ({2}), {3} "
                       "state values; forward {4}FLOP, backward {5}FLOP; "

@@ -14,8 +14,7 @@ namespace onnx2soap::cli {
 namespace cl = llvm::cl;
 
 cl::SubCommand &opsCommand() {
-  static cl::SubCommand Command("ops",
-                                "List the supported ONNX operators");
+  static cl::SubCommand Command("ops", "List the supported ONNX operators");
   return Command;
 }
 
@@ -29,8 +28,8 @@ llvm::Error runOps() {
     return llvm::Error::success();
   }
   for (const onnx_import::OnnxOp &Op : onnx_import::onnxOpTable())
-    llvm::outs() << llvm::formatv("{0,-26} opsets {1}-{2}  -> {3}\n",
-                                  Op.OpType, Op.FirstOpset, Op.LastOpset,
+    llvm::outs() << llvm::formatv("{0,-26} opsets {1}-{2}  -> {3}\n", Op.OpType,
+                                  Op.FirstOpset, Op.LastOpset,
                                   *Op.Becomes ? Op.Becomes : "(folded)");
   return llvm::Error::success();
 }

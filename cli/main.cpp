@@ -33,8 +33,7 @@ class StderrCapture {
 public:
   StderrCapture() {
     llvm::SmallString<128> Path;
-    if (llvm::sys::fs::createTemporaryFile("onnx2soap-args", "txt", File,
-                                           Path))
+    if (llvm::sys::fs::createTemporaryFile("onnx2soap-args", "txt", File, Path))
       return;
     llvm::sys::fs::remove(Path);
     llvm::errs().flush();

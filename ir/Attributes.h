@@ -23,7 +23,8 @@ using IntList = llvm::SmallVector<int64_t, 4>;
 using FloatList = llvm::SmallVector<double, 2>;
 
 /// One attribute value: an integer, a float, a list of either, or a string.
-using AttrValue = std::variant<int64_t, double, IntList, FloatList, std::string>;
+using AttrValue =
+    std::variant<int64_t, double, IntList, FloatList, std::string>;
 
 class Attributes {
 public:

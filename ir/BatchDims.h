@@ -1,4 +1,5 @@
-//===- ir/BatchDims.h - Which dim of each tensor holds the samples -*- C++ -*-===//
+//===- ir/BatchDims.h - Which dim of each tensor holds the samples -*- C++
+//-*-===//
 //
 // FlexFlow's Sample dimension is a property of data flow, not of an op kind:
 // an elementwise op's dim 0 is the batch for a CNN activation but the

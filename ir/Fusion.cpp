@@ -7,10 +7,10 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ir/Fusion.h"
+#include "llvm/ADT/DenseSet.h"
 #include <cmath>
 #include <cstring>
 #include <optional>
-#include "llvm/ADT/DenseSet.h"
 
 namespace onnx2soap::ir {
 
@@ -136,10 +136,9 @@ unsigned fuseLayerNorm(Graph &G) {
       continue;
     // Sub's result feeds exactly Pow and Div; the rest are single-use.
     if (M.Consumers[Sub->Outputs[0]].size() != 2 ||
-        M.IsOutput.count(Sub->Outputs[0]) ||
-        !M.singleUse(Mean->Outputs[0]) || !M.singleUse(Square->Outputs[0]) ||
-        !M.singleUse(Var->Outputs[0]) || !M.singleUse(AddEps->Outputs[0]) ||
-        !M.singleUse(Sqrt->Outputs[0]))
+        M.IsOutput.count(Sub->Outputs[0]) || !M.singleUse(Mean->Outputs[0]) ||
+        !M.singleUse(Square->Outputs[0]) || !M.singleUse(Var->Outputs[0]) ||
+        !M.singleUse(AddEps->Outputs[0]) || !M.singleUse(Sqrt->Outputs[0]))
       continue;
 
     Shape Normalized(G.tensor(X).Type.Dims.begin() + *Axis,
@@ -147,8 +146,8 @@ unsigned fuseLayerNorm(Graph &G) {
     TensorId Result = Div.Outputs[0], Scale = NoTensor, Bias = NoTensor;
     auto IsAffine = [&](TensorId T) {
       const Tensor &W = G.tensor(T);
-      return W.Role != TensorRole::Activation &&
-             W.Role != TensorRole::Input && W.Type.Dims == Normalized;
+      return W.Role != TensorRole::Activation && W.Role != TensorRole::Input &&
+             W.Type.Dims == Normalized;
     };
     if (const Op *Mul = M.soleConsumer(Result, OpKind::Mul)) {
       TensorId W = Matcher::other(*Mul, Result);

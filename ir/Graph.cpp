@@ -6,8 +6,8 @@
 //===----------------------------------------------------------------------===//
 #include "ir/Graph.h"
 #include "llvm/Support/FormatVariadic.h"
-#include <cassert>
 #include <algorithm>
+#include <cassert>
 #include <queue>
 
 namespace onnx2soap::ir {
@@ -89,8 +89,8 @@ llvm::Expected<OpId> Graph::addOp(OpKind Kind, std::string Name,
     std::string OutName = I < OutputNames.size() && !OutputNames[I].empty()
                               ? OutputNames[I]
                               : O.Name + ":" + std::to_string(I);
-    TensorId Out = addTensor(std::move(OutName), (*OutTypes)[I],
-                             TensorRole::Activation);
+    TensorId Out =
+        addTensor(std::move(OutName), (*OutTypes)[I], TensorRole::Activation);
     Tensors[Out].Producer = O.Id;
     O.Outputs.push_back(Out);
   }
@@ -113,8 +113,7 @@ std::vector<llvm::SmallVector<OpId, 2>> Graph::allConsumers() const {
   std::vector<llvm::SmallVector<OpId, 2>> Result(Tensors.size());
   for (const Op &O : Ops)
     for (TensorId In : O.Inputs)
-      if (In != NoTensor &&
-          (Result[In].empty() || Result[In].back() != O.Id))
+      if (In != NoTensor && (Result[In].empty() || Result[In].back() != O.Id))
         Result[In].push_back(O.Id);
   return Result;
 }
@@ -179,8 +178,8 @@ void Graph::compact() {
       if (--Pending[R] == 0)
         Ready.push(R);
   }
-  assert(Order.size() == static_cast<size_t>(std::count(
-                             LiveOp.begin(), LiveOp.end(), true)) &&
+  assert(Order.size() == static_cast<size_t>(
+                             std::count(LiveOp.begin(), LiveOp.end(), true)) &&
          "cycle in IR graph");
 
   // Keep inputs, outputs and everything live ops touch, in old id order.

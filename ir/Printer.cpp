@@ -26,8 +26,7 @@ void printGraph(const Graph &G, llvm::raw_ostream &OS) {
     for (size_t I = 0; I < O.Outputs.size(); ++I) {
       const Tensor &Out = G.tensor(O.Outputs[I]);
       OS << (I ? ", " : "")
-         << llvm::formatv("%{0} \"{1}\": {2}", Out.Id, Out.Name,
-                          typeText(Out));
+         << llvm::formatv("%{0} \"{1}\": {2}", Out.Id, Out.Name, typeText(Out));
     }
     OS << " = " << opKindName(O.Kind) << "(";
     for (size_t I = 0; I < O.Inputs.size(); ++I) {

@@ -140,16 +140,16 @@ static llvm::Error unrollOne(Graph &G, OpId Id) {
       In.append({Layer.Inputs[1], Layer.Inputs[2]});
       if (Input(3) != NoTensor)
         In.push_back(Input(3));
-      auto Cell = Build.cell(IsLstm ? OpKind::LSTMCell : OpKind::GRUCell, In,
-                             Attrs);
+      auto Cell =
+          Build.cell(IsLstm ? OpKind::LSTMCell : OpKind::GRUCell, In, Attrs);
       if (!Cell)
         return Cell.takeError();
       HState = G.op(*Cell).Outputs[0];
       if (IsLstm)
         CState = G.op(*Cell).Outputs[1];
       // Y's layout: [T,D,B,H] or [B,T,D,H]; one step is [1,1,B,H] / [B,1,1,H].
-      auto Step = Build.reshape(
-          HState, BatchFirst ? Shape{B, 1, 1, H} : Shape{1, 1, B, H});
+      auto Step = Build.reshape(HState, BatchFirst ? Shape{B, 1, 1, H}
+                                                   : Shape{1, 1, B, H});
       if (!Step)
         return Step.takeError();
       Steps[Time] = *Step;

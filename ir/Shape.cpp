@@ -56,8 +56,8 @@ Region intersect(llvm::ArrayRef<Interval> A, llvm::ArrayRef<Interval> B) {
   assert(A.size() == B.size() && "intersecting regions of different rank");
   Region R;
   for (size_t I = 0; I < A.size(); ++I)
-    R.push_back({std::max(A[I].Begin, B[I].Begin),
-                 std::min(A[I].End, B[I].End)});
+    R.push_back(
+        {std::max(A[I].Begin, B[I].Begin), std::min(A[I].End, B[I].End)});
   return R;
 }
 

@@ -67,10 +67,9 @@ llvm::Expected<llvm::ArrayRef<char>> TensorData::bytes() const {
     auto Slice = llvm::MemoryBuffer::getFileSlice(Path, Length, Offset);
     if (!Slice)
       return llvm::createStringError(
-          Slice.getError(),
-          llvm::formatv("cannot map external data '{0}': {1}", Path,
-                        Slice.getError().message())
-              .str());
+          Slice.getError(), llvm::formatv("cannot map external data '{0}': {1}",
+                                          Path, Slice.getError().message())
+                                .str());
     Buffer = std::move(*Slice);
     Start = Buffer->getBufferStart();
   }

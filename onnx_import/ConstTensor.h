@@ -1,4 +1,5 @@
-//===- onnx_import/ConstTensor.h - Small tensors known at import time -*- C++ -*-===//
+//===- onnx_import/ConstTensor.h - Small tensors known at import time -*- C++
+//-*-===//
 //
 // Values the importer computes with: Constant nodes, integer initializers,
 // the outputs of Shape and of the arithmetic that exporters wrap around it.

@@ -54,8 +54,9 @@ int64_t broadcastIndex(llvm::ArrayRef<int64_t> InDims,
 
 /// A tensor of Type/Dims whose element at each output index is element
 /// Source(index) of In.
-ConstTensor move(const ConstTensor &In, const ir::TensorType &Out,
-                 const std::function<int64_t(llvm::ArrayRef<int64_t>)> &Source) {
+ConstTensor
+move(const ConstTensor &In, const ir::TensorType &Out,
+     const std::function<int64_t(llvm::ArrayRef<int64_t>)> &Source) {
   ConstTensor R;
   R.Type = In.Type;
   R.Dims = Out.Dims;
@@ -181,9 +182,9 @@ std::optional<int64_t> binaryInt(OpKind Kind, int64_t A, int64_t B) {
   }
 }
 
-std::optional<ConstTensor>
-elementwise(OpKind Kind, const ir::Attributes &Attrs,
-            llvm::ArrayRef<const ConstTensor *> In, const ir::TensorType &Out) {
+std::optional<ConstTensor> elementwise(OpKind Kind, const ir::Attributes &Attrs,
+                                       llvm::ArrayRef<const ConstTensor *> In,
+                                       const ir::TensorType &Out) {
   ConstTensor R;
   R.Type = Out.Type;
   R.Dims = Out.Dims;

@@ -56,7 +56,7 @@ static llvm::Expected<int64_t> checkVersions(const onnx::ModelProto &Model) {
       AllOtherDomains &= !isDefaultDomain(N.domain());
     if (AllOtherDomains)
       if (auto E = checkOperators(Graph, 0))
-        return std::move(E);
+        return E;
     return fail("the model imports no default-domain (ai.onnx) opset");
   }
   if (*Opset < MinOpset || *Opset > MaxOpset)
@@ -79,8 +79,8 @@ static llvm::Error checkOperators(const onnx::GraphProto &Graph,
     if (!isDefaultDomain(N.domain()))
       Missing[N.domain() + "." + N.op_type()].push_back(Where);
     else if (!findOnnxOp(N.op_type(), Opset))
-      Missing[llvm::formatv("{0} (opset {1})", N.op_type(), Opset)]
-          .push_back(Where);
+      Missing[llvm::formatv("{0} (opset {1})", N.op_type(), Opset)].push_back(
+          Where);
   }
   if (Missing.empty())
     return llvm::Error::success();
@@ -107,25 +107,25 @@ checkStructure(const onnx::GraphProto &Graph, const ModelFile &File) {
       return llvm::Error::success();
     auto [It, New] = Producer.try_emplace(Name, Node);
     if (!New)
-      return fail(llvm::formatv("value '{0}' is defined twice ({1})", Name,
-                                What));
+      return fail(
+          llvm::formatv("value '{0}' is defined twice ({1})", Name, What));
     return llvm::Error::success();
   };
   for (const Initializer &Init : File.Initializers)
     if (auto E = Define(Init.Meta.name(), -1, "initializer"))
-      return std::move(E);
+      return E;
   llvm::StringSet<> InitializerNames;
   for (const Initializer &Init : File.Initializers)
     InitializerNames.insert(Init.Meta.name());
   for (const onnx::ValueInfoProto &In : Graph.input())
     if (!InitializerNames.count(In.name()))
       if (auto E = Define(In.name(), -1, "graph input"))
-        return std::move(E);
+        return E;
   for (int I = 0; I < Graph.node_size(); ++I)
     for (const std::string &Out : Graph.node(I).output())
-      if (auto E = Define(Out, I,
-                          llvm::formatv("output of node #{0}", I).str().c_str()))
-        return std::move(E);
+      if (auto E = Define(
+              Out, I, llvm::formatv("output of node #{0}", I).str().c_str()))
+        return E;
 
   // Kahn's algorithm over node indices, lowest index first (stable).
   std::vector<unsigned> Pending(Graph.node_size(), 0);
@@ -171,11 +171,11 @@ checkStructure(const onnx::GraphProto &Graph, const ModelFile &File) {
   llvm::StringSet<> Outputs;
   for (const onnx::ValueInfoProto &Out : Graph.output()) {
     if (!Producer.count(Out.name()))
-      return fail(llvm::formatv("graph output '{0}' is not defined",
-                                Out.name()));
+      return fail(
+          llvm::formatv("graph output '{0}' is not defined", Out.name()));
     if (!Outputs.insert(Out.name()).second)
-      return fail(llvm::formatv("graph output '{0}' is listed twice",
-                                Out.name()));
+      return fail(
+          llvm::formatv("graph output '{0}' is listed twice", Out.name()));
   }
   return Order;
 }
@@ -325,8 +325,8 @@ llvm::Expected<ImportedModel> importModel(ModelFile File,
     return fail(llvm::formatv("--batch {0}: must be positive", *Options.Batch));
   for (const auto &[Name, Size] : Options.Dims)
     if (Size < 0)
-      return fail(llvm::formatv("--dim {0}={1}: must not be negative", Name,
-                                Size));
+      return fail(
+          llvm::formatv("--dim {0}={1}: must not be negative", Name, Size));
   auto Opset = checkVersions(Model);
   if (!Opset)
     return Opset.takeError();
@@ -334,7 +334,7 @@ llvm::Expected<ImportedModel> importModel(ModelFile File,
   if (Graph.sparse_initializer_size())
     return fail("sparse initializers are not supported");
   if (auto E = checkOperators(Graph, *Opset))
-    return std::move(E);
+    return E;
   auto Order = checkStructure(Graph, File);
   if (!Order)
     return Order.takeError();
@@ -345,15 +345,15 @@ llvm::Expected<ImportedModel> importModel(ModelFile File,
   for (const Initializer &Init : File.Initializers) {
     InitializerNames.insert(Init.Meta.name());
     if (auto E = addInitializer(State, File, Init, ModelDir))
-      return std::move(E);
+      return E;
   }
   DimBinder Binder(Graph, Options, InitializerNames);
   for (const onnx::ValueInfoProto &In : Graph.input())
     if (!InitializerNames.count(In.name()))
       if (auto E = addGraphInput(State, In, Binder, Options))
-        return std::move(E);
+        return E;
   if (auto E = Binder.checkAllUsed())
-    return std::move(E);
+    return E;
 
   for (int I : *Order) {
     const onnx::NodeProto &Node = Graph.node(I);
@@ -366,7 +366,7 @@ llvm::Expected<ImportedModel> importModel(ModelFile File,
                              In, Node.input_size(),
                              Node.input_size() == 1 ? "" : "s");
     if (auto E = Entry->Convert(Context))
-      return std::move(E);
+      return E;
     for (int O = 0; O < Node.output_size(); ++O)
       if (!Node.output(O).empty() && !State.Values.count(Node.output(O)))
         return Context.error("output {0} ('{1}') is not supported", O,
@@ -376,9 +376,9 @@ llvm::Expected<ImportedModel> importModel(ModelFile File,
   for (const onnx::ValueInfoProto &Out : Graph.output()) {
     Value &V = State.Values.find(Out.name())->second;
     if (V.Tensor == ir::NoTensor)
-      V.Tensor = State.Graph.addTensor(
-          Out.name(), V.Type, ir::TensorRole::Constant,
-          ir::TensorData::owned(V.Const->toBytes()));
+      V.Tensor =
+          State.Graph.addTensor(Out.name(), V.Type, ir::TensorRole::Constant,
+                                ir::TensorData::owned(V.Const->toBytes()));
     State.Graph.addOutput(V.Tensor);
   }
 
@@ -388,7 +388,7 @@ llvm::Expected<ImportedModel> importModel(ModelFile File,
   if (Options.FusePatterns)
     Result.FusedPatterns = ir::fusePatterns(G);
   if (auto E = ir::assignRoles(G, Options.Roles))
-    return std::move(E);
+    return E;
   if (Options.UnrollRnn) {
     auto Changed = ir::unrollRecurrent(G);
     if (!Changed)

@@ -125,8 +125,8 @@ llvm::Error addInitializer(ImportState &State, const ModelFile &File,
     if (Ref->Length && *Ref->Length != Bytes)
       return fail(llvm::formatv("initializer '{0}': external data length {1} "
                                 "does not match {2} bytes of {3} {4}",
-                                Name, *Ref->Length, Bytes,
-                                ir::dtypeName(*Type), ir::formatShape(Dims)));
+                                Name, *Ref->Length, Bytes, ir::dtypeName(*Type),
+                                ir::formatShape(Dims)));
     if (llvm::sys::fs::is_directory(*Path))
       return fail(llvm::formatv("initializer '{0}': external data location "
                                 "'{1}' is a folder, not a file",
@@ -145,9 +145,8 @@ llvm::Error addInitializer(ImportState &State, const ModelFile &File,
     if (Init.RawData.size() != Bytes)
       return fail(llvm::formatv("initializer '{0}': raw_data has {1} bytes, "
                                 "but {2} {3} needs {4}",
-                                Name, Init.RawData.size(),
-                                ir::dtypeName(*Type), ir::formatShape(Dims),
-                                Bytes));
+                                Name, Init.RawData.size(), ir::dtypeName(*Type),
+                                ir::formatShape(Dims), Bytes));
     Data = ir::TensorData::borrowed(File.Buffer, Init.RawData);
   } else if (*Count == 0) {
     Data = ir::TensorData::owned({});

@@ -1,4 +1,5 @@
-//===- onnx_import/ModelReader.cpp - Reading .onnx files without copying weights ---===//
+//===- onnx_import/ModelReader.cpp - Reading .onnx files without copying weights
+//---===//
 //
 // Field numbers are those of onnx.proto: ModelProto.graph = 7,
 // GraphProto.initializer = 5, TensorProto.raw_data = 9. A message's fields
@@ -11,6 +12,8 @@
 #include "llvm/Support/FormatVariadic.h"
 #include <google/protobuf/io/coded_stream.h>
 #include <limits>
+#include <sys/mman.h>
+#include <unistd.h>
 
 namespace onnx2soap::onnx_import {
 
@@ -132,7 +135,7 @@ llvm::Expected<Initializer> readInitializer(const char *Data, int Begin,
     }
   }
   if (auto E = parseInto(Result.Meta, Other, "an initializer"))
-    return std::move(E);
+    return E;
   return Result;
 }
 
@@ -155,15 +158,17 @@ llvm::Error readGraph(const char *Data, int Begin, int End, ModelFile &File) {
       Other += Walk.fieldBytes();
     }
   }
-  onnx::GraphProto Graph;
-  if (auto E = parseInto(Graph, Other, "graph"))
-    return E;
-  File.Model.mutable_graph()->MergeFrom(Graph);
+  // Merge: the graph field may occur more than once (protobuf's rule).
+  if (!File.Model.mutable_graph()->MergeFromString(Other))
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "not a valid ONNX model: cannot parse the graph");
   return llvm::Error::success();
 }
 } // namespace
 
-llvm::Expected<ModelFile> readModel(std::shared_ptr<llvm::MemoryBuffer> Buffer) {
+llvm::Expected<ModelFile>
+readModel(std::shared_ptr<llvm::MemoryBuffer> Buffer) {
   size_t Size = Buffer->getBufferSize();
   if (Size == 0)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
@@ -187,30 +192,49 @@ llvm::Expected<ModelFile> readModel(std::shared_ptr<llvm::MemoryBuffer> Buffer) 
       break;
     if (Walk.Field == ModelGraphField && Walk.WireType == LengthDelimited) {
       if (auto E = readGraph(Data, Walk.PayloadBegin, Walk.PayloadEnd, File))
-        return std::move(E);
+        return E;
       SawGraph = true;
     } else {
       Other += Walk.fieldBytes();
     }
   }
-  onnx::GraphProto Graph = File.Model.graph();
-  if (auto E = parseInto(File.Model, Other, "model"))
-    return std::move(E);
-  *File.Model.mutable_graph() = std::move(Graph);
+  // The graph is already in File.Model; merge the model's other fields.
+  if (!File.Model.MergeFromString(Other))
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "not a valid ONNX model: cannot parse the model");
   if (!SawGraph)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "not a valid ONNX model: it has no graph");
   return File;
 }
 
+/// The reader touches only the few bytes around each tensor's header: ask
+/// the kernel not to read ahead into the weights around them, nor to map
+/// huge pages over them (both would fault in weight bytes planning never
+/// needs). Advice only; failure is harmless (a buffer that was read rather
+/// than mapped, say).
+static void adviseSparseAccess(const llvm::MemoryBuffer &Buffer) {
+  uintptr_t Page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  uintptr_t Start = reinterpret_cast<uintptr_t>(Buffer.getBufferStart());
+  uintptr_t End = Start + Buffer.getBufferSize();
+  uintptr_t Aligned = Start & ~(Page - 1);
+  void *Base = reinterpret_cast<void *>(Aligned);
+  (void)madvise(Base, End - Aligned, MADV_RANDOM);
+#ifdef MADV_NOHUGEPAGE
+  (void)madvise(Base, End - Aligned, MADV_NOHUGEPAGE);
+#endif
+}
+
 llvm::Expected<ModelFile> readModelFile(llvm::StringRef Path) {
   auto Buffer = llvm::MemoryBuffer::getFile(Path, /*IsText=*/false,
                                             /*RequiresNullTerminator=*/false);
   if (!Buffer)
-    return llvm::createStringError(
-        Buffer.getError(), llvm::formatv("cannot read '{0}': {1}", Path,
-                                         Buffer.getError().message())
-                               .str());
+    return llvm::createStringError(Buffer.getError(),
+                                   llvm::formatv("cannot read '{0}': {1}", Path,
+                                                 Buffer.getError().message())
+                                       .str());
+  adviseSparseAccess(**Buffer);
   return readModel(std::shared_ptr<llvm::MemoryBuffer>(std::move(*Buffer)));
 }
 

@@ -1,4 +1,5 @@
-//===- onnx_import/ModelReader.h - Reading .onnx files without copying weights -*- C++ -*-===//
+//===- onnx_import/ModelReader.h - Reading .onnx files without copying weights
+//-*- C++ -*-===//
 //
 // Parses an ONNX ModelProto from a memory-mapped file with libprotobuf, but
 // leaves every initializer's raw_data in the mapping: the reader walks the

@@ -17,11 +17,11 @@ std::string NodeContext::name() const {
 }
 
 llvm::Error NodeContext::makeError(const std::string &Message) const {
-  return llvm::createStringError(
-      llvm::inconvertibleErrorCode(),
-      llvm::formatv("node '{0}' (#{1}, op {2}): {3}", name(), Index,
-                    Node.op_type(), Message)
-          .str());
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 llvm::formatv("node '{0}' (#{1}, op {2}): {3}",
+                                               name(), Index, Node.op_type(),
+                                               Message)
+                                     .str());
 }
 
 llvm::Error NodeContext::wrap(llvm::Error E) const {
@@ -30,7 +30,8 @@ llvm::Error NodeContext::wrap(llvm::Error E) const {
   return makeError(llvm::toString(std::move(E)));
 }
 
-//===-- Attributes ---------------------------------------------------------===//
+//===-- Attributes
+//---------------------------------------------------------===//
 
 const onnx::AttributeProto *NodeContext::attr(llvm::StringRef Name) const {
   for (const onnx::AttributeProto &A : Node.attribute())
@@ -61,8 +62,8 @@ llvm::Expected<double> NodeContext::getFloat(llvm::StringRef Name,
   return A->f();
 }
 
-llvm::Expected<std::string> NodeContext::getString(llvm::StringRef Name,
-                                                   llvm::StringRef Default) const {
+llvm::Expected<std::string>
+NodeContext::getString(llvm::StringRef Name, llvm::StringRef Default) const {
   const onnx::AttributeProto *A = attr(Name);
   if (!A)
     return Default.str();
@@ -102,7 +103,8 @@ NodeContext::checkAttributes(llvm::ArrayRef<llvm::StringRef> Known) const {
   return llvm::Error::success();
 }
 
-//===-- Inputs -------------------------------------------------------------===//
+//===-- Inputs
+//-------------------------------------------------------------===//
 
 const Value &NodeContext::input(unsigned I) const {
   assert(hasInput(I) && "handlers read only required or present inputs");
@@ -149,13 +151,14 @@ llvm::Expected<ir::TensorId> NodeContext::tensor(unsigned I) {
   if (V.Tensor != ir::NoTensor)
     return V.Tensor;
   assert(V.Const && "a value is either a tensor or a constant");
-  V.Tensor = State.Graph.addTensor(Node.input(I), V.Type,
-                                   ir::TensorRole::Constant,
-                                   ir::TensorData::owned(V.Const->toBytes()));
+  V.Tensor =
+      State.Graph.addTensor(Node.input(I), V.Type, ir::TensorRole::Constant,
+                            ir::TensorData::owned(V.Const->toBytes()));
   return V.Tensor;
 }
 
-//===-- Outputs ------------------------------------------------------------===//
+//===-- Outputs
+//------------------------------------------------------------===//
 
 llvm::Expected<ir::OpId> NodeContext::emit(ir::OpKind Kind,
                                            llvm::ArrayRef<ir::TensorId> Inputs,
@@ -176,8 +179,8 @@ llvm::Expected<ir::OpId> NodeContext::emit(ir::OpKind Kind,
 }
 
 llvm::Error NodeContext::emitOrFold(ir::OpKind Kind,
-                                   llvm::ArrayRef<int> NodeInputs,
-                                   ir::Attributes Attrs) {
+                                    llvm::ArrayRef<int> NodeInputs,
+                                    ir::Attributes Attrs) {
   llvm::SmallVector<const ConstTensor *, 4> Values;
   llvm::SmallVector<const ir::TensorType *, 4> Types;
   bool AllKnown = true;
@@ -218,9 +221,9 @@ llvm::Error NodeContext::emitOrFold(ir::OpKind Kind,
 llvm::Expected<ir::TensorId>
 NodeContext::emitHelper(ir::OpKind Kind, llvm::ArrayRef<ir::TensorId> Inputs,
                         ir::Attributes Attrs) {
-  auto Id = State.Graph.addOp(Kind, freshName(name() + "/" +
-                                              ir::opKindName(Kind).str()),
-                              Inputs, std::move(Attrs));
+  auto Id = State.Graph.addOp(
+      Kind, freshName(name() + "/" + ir::opKindName(Kind).str()), Inputs,
+      std::move(Attrs));
   if (!Id)
     return wrap(Id.takeError());
   return State.Graph.op(*Id).Outputs[0];

@@ -55,7 +55,8 @@ public:
   /// Prefixes an Error from elsewhere (a shape rule) with the node.
   llvm::Error wrap(llvm::Error E) const;
 
-  //===-- Attributes -------------------------------------------------------===//
+  //===-- Attributes
+  //-------------------------------------------------------===//
   const onnx::AttributeProto *attr(llvm::StringRef Name) const;
   llvm::Expected<int64_t> getInt(llvm::StringRef Name, int64_t Default) const;
   llvm::Expected<double> getFloat(llvm::StringRef Name, double Default) const;
@@ -70,7 +71,8 @@ public:
   /// are reported rather than ignored).
   llvm::Error checkAttributes(llvm::ArrayRef<llvm::StringRef> Known) const;
 
-  //===-- Inputs -----------------------------------------------------------===//
+  //===-- Inputs
+  //-----------------------------------------------------------===//
   unsigned numInputs() const { return Node.input_size(); }
   /// Input I is given (optional inputs may be absent or named "").
   bool hasInput(unsigned I) const {
@@ -81,12 +83,13 @@ public:
   /// The value of input I when known at import time, else nullptr.
   const ConstTensor *constant(unsigned I) const;
   /// The value of input I, or an error saying it must be known.
-  llvm::Expected<const ConstTensor *> requireConstant(unsigned I,
-                                                      llvm::StringRef What) const;
+  llvm::Expected<const ConstTensor *>
+  requireConstant(unsigned I, llvm::StringRef What) const;
   /// The IR tensor of input I (known values become IR constants).
   llvm::Expected<ir::TensorId> tensor(unsigned I);
 
-  //===-- Outputs ----------------------------------------------------------===//
+  //===-- Outputs
+  //----------------------------------------------------------===//
   unsigned numOutputs() const { return Node.output_size(); }
   bool hasOutput(unsigned I) const {
     return I < static_cast<unsigned>(Node.output_size()) &&

@@ -16,19 +16,23 @@ using namespace handlers;
 using ir::OpKind;
 
 #define UNARY(Type, Kind)                                                      \
-  {Type, MinOpset, MaxOpset, 1,                                                \
-   [](NodeContext &C) { return unary(C, OpKind::Kind); }, #Kind, ""}
+  {                                                                            \
+    Type, MinOpset, MaxOpset, 1,                                               \
+        [](NodeContext &C) { return unary(C, OpKind::Kind); }, #Kind, ""       \
+  }
 #define NARY(Type, Kind, Min)                                                  \
-  {Type, MinOpset, MaxOpset, Min,                                              \
-   [](NodeContext &C) { return nary(C, OpKind::Kind); }, #Kind,                \
-   "numpy broadcasting"}
+  {                                                                            \
+    Type, MinOpset, MaxOpset, Min,                                             \
+        [](NodeContext &C) { return nary(C, OpKind::Kind); }, #Kind,           \
+        "numpy broadcasting"                                                   \
+  }
 
 static const OnnxOp Table[] = {
     UNARY("Abs", Abs),
     NARY("Add", Add, 2),
     {"AveragePool", MinOpset, MaxOpset, 1,
-     [](NodeContext &C) { return pool(C, OpKind::AveragePool); },
-     "AveragePool", "auto_pad, ceil_mode, count_include_pad; dilations (19)"},
+     [](NodeContext &C) { return pool(C, OpKind::AveragePool); }, "AveragePool",
+     "auto_pad, ceil_mode, count_include_pad; dilations (19)"},
     {"BatchNormalization", MinOpset, MaxOpset, 5, batchNormalization,
      "BatchNorm", "inference and training_mode (14+) with running stats"},
     {"Cast", MinOpset, MaxOpset, 1, cast, "Cast", "no-op casts removed"},
@@ -53,12 +57,14 @@ static const OnnxOp Table[] = {
     {"GRU", MinOpset, MaxOpset, 3,
      [](NodeContext &C) { return recurrent(C, OpKind::GRU); }, "GRU",
      "default activations; no clip"},
-    {"Gather", MinOpset, MaxOpset, 2, gather, "Gather", "embeddings when the "
+    {"Gather", MinOpset, MaxOpset, 2, gather, "Gather",
+     "embeddings when the "
      "data is a weight"},
     {"Gelu", 20, MaxOpset, 1,
      [](NodeContext &C) { return unary(C, OpKind::Gelu); }, "Gelu",
      "approximate none or tanh"},
-    {"Gemm", MinOpset, MaxOpset, 2, gemm, "Gemm", "transA, transB, alpha, beta"},
+    {"Gemm", MinOpset, MaxOpset, 2, gemm, "Gemm",
+     "transA, transB, alpha, beta"},
     {"GlobalAveragePool", MinOpset, MaxOpset, 1,
      [](NodeContext &C) { return globalPool(C, OpKind::GlobalAveragePool); },
      "GlobalAveragePool", ""},
@@ -97,8 +103,8 @@ static const OnnxOp Table[] = {
     {"Range", MinOpset, MaxOpset, 3, range, "", "inputs known at import time"},
     UNARY("Reciprocal", Reciprocal),
     {"ReduceMean", MinOpset, MaxOpset, 1,
-     [](NodeContext &C) { return reduce(C, OpKind::ReduceMean); },
-     "ReduceMean", "axes attribute (<18) or known input (18+)"},
+     [](NodeContext &C) { return reduce(C, OpKind::ReduceMean); }, "ReduceMean",
+     "axes attribute (<18) or known input (18+)"},
     {"ReduceSum", MinOpset, MaxOpset, 1,
      [](NodeContext &C) { return reduce(C, OpKind::ReduceSum); }, "ReduceSum",
      "axes known at import time"},
@@ -111,8 +117,7 @@ static const OnnxOp Table[] = {
     {"Slice", MinOpset, MaxOpset, 3, slice, "Slice",
      "starts/ends/axes/steps known at import time"},
     {"Softmax", MinOpset, MaxOpset, 1,
-     [](NodeContext &C) { return softmax(C, OpKind::Softmax); }, "Softmax",
-     ""},
+     [](NodeContext &C) { return softmax(C, OpKind::Softmax); }, "Softmax", ""},
     {"SoftmaxCrossEntropyLoss", MinOpset, MaxOpset, 2, softmaxCrossEntropyLoss,
      "SoftmaxCrossEntropyLoss", "mean/sum/none, ignore_index, weights"},
     {"Split", MinOpset, MaxOpset, 1, split, "Split",

@@ -1,4 +1,5 @@
-//===- onnx_import/OpTable.h - ONNX operators the importer handles -*- C++ -*-===//
+//===- onnx_import/OpTable.h - ONNX operators the importer handles -*- C++
+//-*-===//
 //
 // The one table from ONNX op_type (and the model opsets it applies to) to the
 // handler that converts a node and the folder that evaluates it when its

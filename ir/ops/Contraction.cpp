@@ -37,7 +37,8 @@ llvm::Expected<Window> readWindow(const Attributes &Attrs, size_t Spatial) {
 }
 } // namespace
 
-//===-- Conv ---------------------------------------------------------------===//
+//===-- Conv
+//---------------------------------------------------------------===//
 
 static llvm::Expected<OutputTypes> inferConv(const Attributes &Attrs,
                                              InputTypes In) {
@@ -116,9 +117,10 @@ static Region convRegion(const Graph &G, const Op &O, unsigned Input,
   // Input channels feeding output channels Out[1]: whole groups, narrowed
   // to the reduction slice.
   Interval Channels{Out[1].Begin / OutPerGroup * InPerGroup,
-                    Out[1].empty() ? 0
-                                   : (Out[1].End - 1) / OutPerGroup *
-                                             InPerGroup + InPerGroup};
+                    Out[1].empty()
+                        ? 0
+                        : (Out[1].End - 1) / OutPerGroup * InPerGroup +
+                              InPerGroup};
   if (Group == 1)
     Channels = Reduction;
   switch (Input) {
@@ -225,9 +227,10 @@ static Region convTransposeRegion(const Graph &G, const Op &O, unsigned Input,
   int64_t Group = O.Attrs.getInt("group", 1);
   int64_t OutPerGroup = W[1], InPerGroup = W[0] / Group;
   Interval Channels{Out[1].Begin / OutPerGroup * InPerGroup,
-                    Out[1].empty() ? 0
-                                   : (Out[1].End - 1) / OutPerGroup *
-                                             InPerGroup + InPerGroup};
+                    Out[1].empty()
+                        ? 0
+                        : (Out[1].End - 1) / OutPerGroup * InPerGroup +
+                              InPerGroup};
   if (Group == 1)
     Channels = Reduction;
   if (Input == 2)
@@ -256,8 +259,8 @@ static Region convTransposeRegion(const Graph &G, const Op &O, unsigned Input,
     auto FloorDiv = [](int64_t A, int64_t B) {
       return A >= 0 ? A / B : -((-A + B - 1) / B);
     };
-    int64_t Lo = FloorDiv(OutI.Begin + Pads[I] - Extent + Strides[I] - 1,
-                          Strides[I]);
+    int64_t Lo =
+        FloorDiv(OutI.Begin + Pads[I] - Extent + Strides[I] - 1, Strides[I]);
     int64_t Hi = FloorDiv(OutI.End - 1 + Pads[I], Strides[I]) + 1;
     R.push_back({std::clamp<int64_t>(Lo, 0, X[2 + I]),
                  std::clamp<int64_t>(Hi, 0, X[2 + I])});
@@ -281,7 +284,8 @@ const OpKindInfo &infoConvTranspose() {
   return Info;
 }
 
-//===-- Gemm ---------------------------------------------------------------===//
+//===-- Gemm
+//---------------------------------------------------------------===//
 
 static llvm::Expected<OutputTypes> inferGemm(const Attributes &Attrs,
                                              InputTypes In) {
@@ -356,7 +360,8 @@ const OpKindInfo &infoGemm() {
   return Info;
 }
 
-//===-- MatMul -------------------------------------------------------------===//
+//===-- MatMul
+//-------------------------------------------------------------===//
 
 static llvm::Expected<OutputTypes> inferMatMul(const Attributes &,
                                                InputTypes In) {
@@ -415,8 +420,7 @@ static Region matMulRegion(const Graph &G, const Op &O, unsigned Input,
     Full.push_back({0, 1});
   if (A.size() == 1)
     Full.insert(Full.end() - 1, Interval{0, 1});
-  llvm::ArrayRef<Interval> Batch =
-      llvm::ArrayRef<Interval>(Full).drop_back(2);
+  llvm::ArrayRef<Interval> Batch = llvm::ArrayRef<Interval>(Full).drop_back(2);
   Interval M = Full[Full.size() - 2], N = Full.back();
   const Shape &Dims = Input == 0 ? A : B;
   if (Dims.size() == 1)

@@ -34,7 +34,8 @@ static OpKindInfo movementInfo(OpKind Kind, unsigned MinInputs,
   return I;
 }
 
-//===-- Reshape ------------------------------------------------------------===//
+//===-- Reshape
+//------------------------------------------------------------===//
 
 static llvm::Expected<OutputTypes> inferReshape(const Attributes &Attrs,
                                                 InputTypes In) {
@@ -43,7 +44,8 @@ static llvm::Expected<OutputTypes> inferReshape(const Attributes &Attrs,
   if (!Count || *Count != In[0]->numElements())
     return fail("cannot reshape {0} to {1}", formatShape(In[0]->Dims),
                 formatShape(Target));
-  return OutputTypes{TensorType{In[0]->Type, Shape(Target.begin(), Target.end())}};
+  return OutputTypes{
+      TensorType{In[0]->Type, Shape(Target.begin(), Target.end())}};
 }
 
 /// Multi-index of linear index L in row-major Dims.
@@ -130,7 +132,8 @@ const OpKindInfo &infoReshape() {
   return Info;
 }
 
-//===-- Transpose ----------------------------------------------------------===//
+//===-- Transpose
+//----------------------------------------------------------===//
 
 static llvm::Expected<OutputTypes> inferTranspose(const Attributes &Attrs,
                                                   InputTypes In) {
@@ -169,7 +172,8 @@ const OpKindInfo &infoTranspose() {
   return Info;
 }
 
-//===-- Concat -------------------------------------------------------------===//
+//===-- Concat
+//-------------------------------------------------------------===//
 
 static llvm::Expected<OutputTypes> inferConcat(const Attributes &Attrs,
                                                InputTypes In) {
@@ -217,7 +221,8 @@ const OpKindInfo &infoConcat() {
   return Info;
 }
 
-//===-- Split --------------------------------------------------------------===//
+//===-- Split
+//--------------------------------------------------------------===//
 
 static llvm::Expected<OutputTypes> inferSplit(const Attributes &Attrs,
                                               InputTypes In) {
@@ -268,7 +273,8 @@ const OpKindInfo &infoSplit() {
   return Info;
 }
 
-//===-- Slice --------------------------------------------------------------===//
+//===-- Slice
+//--------------------------------------------------------------===//
 
 static llvm::Expected<OutputTypes> inferSlice(const Attributes &Attrs,
                                               InputTypes In) {
@@ -316,7 +322,8 @@ const OpKindInfo &infoSlice() {
   return Info;
 }
 
-//===-- Pad ----------------------------------------------------------------===//
+//===-- Pad
+//----------------------------------------------------------------===//
 
 static llvm::Expected<OutputTypes> inferPad(const Attributes &Attrs,
                                             InputTypes In) {
@@ -378,7 +385,8 @@ const OpKindInfo &infoPad() {
   return Info;
 }
 
-//===-- Expand -------------------------------------------------------------===//
+//===-- Expand
+//-------------------------------------------------------------===//
 
 static llvm::Expected<OutputTypes> inferExpand(const Attributes &Attrs,
                                                InputTypes In) {
@@ -401,7 +409,8 @@ const OpKindInfo &infoExpand() {
   return Info;
 }
 
-//===-- Gather -------------------------------------------------------------===//
+//===-- Gather
+//-------------------------------------------------------------===//
 
 static llvm::Expected<OutputTypes> inferGather(const Attributes &Attrs,
                                                InputTypes In) {

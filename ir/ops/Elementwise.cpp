@@ -67,8 +67,7 @@ UNARY_KIND(Abs, 1, 1, false)
 UNARY_KIND(Reciprocal, 1, 2, true)
 #undef UNARY_KIND
 
-static llvm::Expected<OutputTypes> inferNot(const Attributes &,
-                                            InputTypes In) {
+static llvm::Expected<OutputTypes> inferNot(const Attributes &, InputTypes In) {
   if (In[0]->Type != DType::Bool)
     return fail("Not expects a bool input, got {0}", dtypeName(In[0]->Type));
   return OutputTypes{*In[0]};
@@ -142,8 +141,8 @@ static llvm::Expected<OutputTypes> inferBroadcast(const Attributes &,
       List += (List.empty() ? "" : " and ") + formatShape(*S);
     return fail("shapes {0} do not broadcast", List);
   }
-  return OutputTypes{TensorType{
-      Result == ResultType::Bool ? DType::Bool : In[0]->Type, *Out}};
+  return OutputTypes{
+      TensorType{Result == ResultType::Bool ? DType::Bool : In[0]->Type, *Out}};
 }
 
 template <int Forward, int Backward>

@@ -16,7 +16,8 @@
 namespace onnx2soap::ir {
 using namespace ops;
 
-//===-- BatchNorm ----------------------------------------------------------===//
+//===-- BatchNorm
+//----------------------------------------------------------===//
 
 static llvm::Expected<OutputTypes> inferBatchNorm(const Attributes &Attrs,
                                                   InputTypes In) {
@@ -72,15 +73,15 @@ const OpKindInfo &infoBatchNorm() {
   return Info;
 }
 
-//===-- LayerNorm ----------------------------------------------------------===//
+//===-- LayerNorm
+//----------------------------------------------------------===//
 
 static llvm::Expected<OutputTypes> inferLayerNorm(const Attributes &Attrs,
                                                   InputTypes In) {
   const Shape &X = In[0]->Dims;
   int64_t Axis = Attrs.getInt("axis");
   if (Axis < 0 || Axis >= static_cast<int64_t>(X.size()))
-    return fail("axis {0} is out of range for input {1}", Axis,
-                formatShape(X));
+    return fail("axis {0} is out of range for input {1}", Axis, formatShape(X));
   Shape Normalized(X.begin() + Axis, X.end());
   for (unsigned I = 1; I < In.size(); ++I) {
     if (!In[I])
@@ -137,7 +138,8 @@ const OpKindInfo &infoLayerNorm() {
   return Info;
 }
 
-//===-- Softmax, LogSoftmax -------------------------------------------------===//
+//===-- Softmax, LogSoftmax
+//-------------------------------------------------===//
 
 static llvm::Expected<OutputTypes> inferSoftmax(const Attributes &Attrs,
                                                 InputTypes In) {
@@ -186,7 +188,8 @@ const OpKindInfo &infoLogSoftmax() {
   return Info;
 }
 
-//===-- ReduceMean, ReduceSum ----------------------------------------------===//
+//===-- ReduceMean, ReduceSum
+//----------------------------------------------===//
 
 static bool isReduced(llvm::ArrayRef<int64_t> Axes, size_t Dim) {
   return std::find(Axes.begin(), Axes.end(), static_cast<int64_t>(Dim)) !=

@@ -1,4 +1,5 @@
-//===- ir/ops/OpHelpers.h - Shared pieces of op kind definitions -*- C++ -*-===//
+//===- ir/ops/OpHelpers.h - Shared pieces of op kind definitions -*- C++
+//-*-===//
 //
 // Private to ir/ops: error construction, broadcasting, and the default cost,
 // parallel-dim and region rules that several families share.
@@ -20,8 +21,7 @@ namespace onnx2soap::ir {
 
 namespace ops {
 
-template <typename... Ts>
-llvm::Error fail(const char *Format, Ts &&...Vals) {
+template <typename... Ts> llvm::Error fail(const char *Format, Ts &&...Vals) {
   return llvm::createStringError(
       llvm::inconvertibleErrorCode(),
       llvm::formatv(Format, std::forward<Ts>(Vals)...).str());

@@ -75,8 +75,7 @@ static llvm::Expected<OutputTypes> inferRecurrent(const Attributes &Attrs,
     return fail("P {0} does not match [{1},{2}]", formatShape(In[7]->Dims), D,
                 3 * H);
   Shape Y = BatchFirst ? Shape{B, T, D, H} : Shape{T, D, B, H};
-  OutputTypes Out{TensorType{In[0]->Type, Y},
-                  TensorType{In[0]->Type, State}};
+  OutputTypes Out{TensorType{In[0]->Type, Y}, TensorType{In[0]->Type, State}};
   if (Gates == 4)
     Out.push_back(TensorType{In[0]->Type, State});
   return Out;
@@ -88,8 +87,7 @@ static double cellFlops(int64_t Gates, int64_t B, int64_t I, int64_t H) {
   return 2.0 * B * Gates * H * (I + H) + 8.0 * Gates * B * H;
 }
 
-template <int Gates>
-static OpCost recurrentCost(const Graph &G, const Op &O) {
+template <int Gates> static OpCost recurrentCost(const Graph &G, const Op &O) {
   const Shape &X = G.inputType(O, 0)->Dims;
   bool BatchFirst = O.Attrs.getInt("layout") == 1;
   int64_t T = BatchFirst ? X[1] : X[0], B = BatchFirst ? X[0] : X[1];
@@ -144,8 +142,7 @@ static OpKindInfo recurrentInfo(OpKind Kind, unsigned MaxInputs,
 }
 
 const OpKindInfo &infoLSTM() {
-  static const OpKindInfo Info =
-      recurrentInfo<4>(OpKind::LSTM, 8, 0b10001110);
+  static const OpKindInfo Info = recurrentInfo<4>(OpKind::LSTM, 8, 0b10001110);
   return Info;
 }
 
@@ -154,7 +151,8 @@ const OpKindInfo &infoGRU() {
   return Info;
 }
 
-//===-- Cells --------------------------------------------------------------===//
+//===-- Cells
+//--------------------------------------------------------------===//
 
 /// Cell inputs: x, h, [c,] W, R, B? — WeightBase is the index of W.
 template <int Gates, unsigned WeightBase>
@@ -168,8 +166,8 @@ static llvm::Expected<OutputTypes> inferCell(const Attributes &Attrs,
   Shape State{X[0], H};
   for (unsigned I = 1; I < WeightBase; ++I)
     if (In[I]->Dims != State)
-      return fail("cell state {0} does not match {1}",
-                  formatShape(In[I]->Dims), formatShape(State));
+      return fail("cell state {0} does not match {1}", formatShape(In[I]->Dims),
+                  formatShape(State));
   const TensorType *W = In[WeightBase];
   if (W->Dims.size() != 3)
     return fail("W {0} must be [directions,gates*hidden,input]",
@@ -188,8 +186,7 @@ static llvm::Expected<OutputTypes> inferCell(const Attributes &Attrs,
   return Out;
 }
 
-template <int Gates>
-static OpCost cellCost(const Graph &G, const Op &O) {
+template <int Gates> static OpCost cellCost(const Graph &G, const Op &O) {
   const Shape &X = G.inputType(O, 0)->Dims;
   double Flops = cellFlops(Gates, X[0], X[1], O.Attrs.getInt("hidden_size"));
   double Bytes = ioBytes(G, O);

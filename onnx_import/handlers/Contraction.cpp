@@ -42,14 +42,14 @@ llvm::Error matMul(NodeContext &C) {
 
 llvm::Error recurrent(NodeContext &C, OpKind Kind) {
   bool Lstm = Kind == OpKind::LSTM;
-  if (auto E = Lstm ? C.checkAttributes({"activation_alpha", "activation_beta",
-                                         "activations", "clip", "direction",
-                                         "hidden_size", "input_forget",
-                                         "layout"})
-                    : C.checkAttributes({"activation_alpha", "activation_beta",
-                                         "activations", "clip", "direction",
-                                         "hidden_size", "layout",
-                                         "linear_before_reset"}))
+  if (auto E =
+          Lstm ? C.checkAttributes({"activation_alpha", "activation_beta",
+                                    "activations", "clip", "direction",
+                                    "hidden_size", "input_forget", "layout"})
+               : C.checkAttributes({"activation_alpha", "activation_beta",
+                                    "activations", "clip", "direction",
+                                    "hidden_size", "layout",
+                                    "linear_before_reset"}))
     return E;
   if (C.attr("clip"))
     return C.error("cell clipping ('clip') is not supported");
@@ -102,8 +102,8 @@ llvm::Error recurrent(NodeContext &C, OpKind Kind) {
   Attrs.set("direction", *Direction);
   Attrs.set("layout", *Layout);
   if (!Lstm)
-    Attrs.set("linear_before_reset", *LinearBeforeReset ? int64_t(1)
-                                                         : int64_t(0));
+    Attrs.set("linear_before_reset",
+              *LinearBeforeReset ? int64_t(1) : int64_t(0));
   unsigned MaxInputs = Lstm ? 8 : 6;
   if (C.numInputs() > MaxInputs)
     return C.error("too many inputs ({0})", C.numInputs());

@@ -37,8 +37,7 @@ llvm::Error unary(NodeContext &C, OpKind Kind) {
     if (!Approximate)
       return Approximate.takeError();
     if (*Approximate != "none" && *Approximate != "tanh")
-      return C.error("approximate '{0}' is not 'none' or 'tanh'",
-                     *Approximate);
+      return C.error("approximate '{0}' is not 'none' or 'tanh'", *Approximate);
     Attrs.set("approximate", *Approximate);
     break;
   }

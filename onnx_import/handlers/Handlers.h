@@ -1,4 +1,5 @@
-//===- onnx_import/handlers/Handlers.h - ONNX op handlers and folders -*- C++ -*-===//
+//===- onnx_import/handlers/Handlers.h - ONNX op handlers and folders -*- C++
+//-*-===//
 //
 // Declarations of the handlers and folders that onnx_import/OpTable.cpp
 // lists. Most ops share a generic handler parameterized by the IR kind; the

@@ -24,8 +24,8 @@ llvm::Error batchNormalization(NodeContext &C) {
     return Momentum.takeError();
   if (!Training)
     return Training.takeError();
-  bool ExtraOutputs = C.hasOutput(1) || C.hasOutput(2) || C.hasOutput(3) ||
-                      C.hasOutput(4);
+  bool ExtraOutputs =
+      C.hasOutput(1) || C.hasOutput(2) || C.hasOutput(3) || C.hasOutput(4);
   if (C.opset() < 14 && ExtraOutputs)
     return C.error("the training outputs of BatchNormalization-9 are not "
                    "supported; export with opset 14 or later "

@@ -357,8 +357,8 @@ llvm::Error pad(NodeContext &C) {
       Axes.push_back(I);
   }
   if (Pads->size() != 2 * Axes.size())
-    return C.error("pads {0} must have 2 x {1} values",
-                   ir::formatShape(*Pads), Axes.size());
+    return C.error("pads {0} must have 2 x {1} values", ir::formatShape(*Pads),
+                   Axes.size());
   IntList Full(2 * In.size(), 0);
   for (size_t I = 0; I < Axes.size(); ++I) {
     Full[Axes[I]] = (*Pads)[I];
@@ -417,7 +417,8 @@ llvm::Error gather(NodeContext &C) {
   return C.emitOrFold(OpKind::Gather, {0, 1}, std::move(Attrs));
 }
 
-//===-- Ops that always fold ------------------------------------------------===//
+//===-- Ops that always fold
+//------------------------------------------------===//
 
 static ConstTensor int64Vector(llvm::ArrayRef<int64_t> Values) {
   ConstTensor T;
@@ -462,8 +463,8 @@ llvm::Error constant(NodeContext &C) {
   if (C.attr("sparse_value") || C.attr("value_string") ||
       C.attr("value_strings"))
     return C.error("sparse and string constants are not supported");
-  if (auto E = C.checkAttributes({"value", "value_float", "value_floats",
-                                  "value_int", "value_ints"}))
+  if (auto E = C.checkAttributes(
+          {"value", "value_float", "value_floats", "value_int", "value_ints"}))
     return E;
   ConstTensor T;
   if (const onnx::AttributeProto *A = C.attr("value")) {

@@ -105,9 +105,8 @@ llvm::Expected<llvm::ArrayRef<int64_t>> spatialDims(const NodeContext &C) {
 } // namespace
 
 llvm::Error conv(NodeContext &C) {
-  if (auto E = C.checkAttributes(
-          {"auto_pad", "dilations", "group", "kernel_shape", "pads",
-           "strides"}))
+  if (auto E = C.checkAttributes({"auto_pad", "dilations", "group",
+                                  "kernel_shape", "pads", "strides"}))
     return E;
   auto Spatial = spatialDims(C);
   if (!Spatial)
@@ -207,8 +206,8 @@ llvm::Error convTranspose(NodeContext &C) {
 llvm::Error pool(NodeContext &C, OpKind Kind) {
   bool Max = Kind == OpKind::MaxPool;
   if (auto E = Max ? C.checkAttributes({"auto_pad", "ceil_mode", "dilations",
-                                        "kernel_shape", "pads",
-                                        "storage_order", "strides"})
+                                        "kernel_shape", "pads", "storage_order",
+                                        "strides"})
                    : C.checkAttributes({"auto_pad", "ceil_mode",
                                         "count_include_pad", "dilations",
                                         "kernel_shape", "pads", "strides"}))

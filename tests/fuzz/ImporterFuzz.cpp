@@ -21,8 +21,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *Data, size_t Size) {
   (void)Initialized;
   auto Buffer = llvm::MemoryBuffer::getMemBufferCopy(
       llvm::StringRef(reinterpret_cast<const char *>(Data), Size), "fuzz");
-  auto File =
-      onnx_import::readModel(std::shared_ptr<llvm::MemoryBuffer>(std::move(Buffer)));
+  auto File = onnx_import::readModel(
+      std::shared_ptr<llvm::MemoryBuffer>(std::move(Buffer)));
   if (!File) {
     llvm::consumeError(File.takeError());
     return 0;
@@ -30,8 +30,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *Data, size_t Size) {
   onnx_import::ImportOptions Options;
   Options.Batch = 2;
   // A directory with no files: external data is never found.
-  auto Model = onnx_import::importModel(std::move(*File), "/nonexistent",
-                                        Options);
+  auto Model =
+      onnx_import::importModel(std::move(*File), "/nonexistent", Options);
   if (!Model)
     llvm::consumeError(Model.takeError());
   return 0;

@@ -22,8 +22,8 @@ inline TensorType i64(std::initializer_list<int64_t> Dims) {
 }
 
 /// Attributes from name/value pairs.
-inline Attributes attrs(
-    std::initializer_list<std::pair<const char *, AttrValue>> Pairs) {
+inline Attributes
+attrs(std::initializer_list<std::pair<const char *, AttrValue>> Pairs) {
   Attributes A;
   for (const auto &[Name, Value] : Pairs)
     A.set(Name, Value);

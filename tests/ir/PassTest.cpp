@@ -147,8 +147,8 @@ TEST(Fusion, IgnoresErfWithOtherConstants) {
   Graph G;
   TensorId X = G.addTensor("x", f32({4, 16}), TensorRole::Input);
   G.addInput(X);
-  TensorId E = add(G, OpKind::Erf,
-                   {add(G, OpKind::Div, {X, scalar(G, "three", 3.0f)})});
+  TensorId E =
+      add(G, OpKind::Erf, {add(G, OpKind::Div, {X, scalar(G, "three", 3.0f)})});
   TensorId One = add(G, OpKind::Add, {E, scalar(G, "one", 1.0f)});
   G.addOutput(add(G, OpKind::Mul,
                   {add(G, OpKind::Mul, {X, One}), scalar(G, "h", 0.5f)}));
@@ -164,9 +164,9 @@ TEST(RnnUnroll, BidirectionalLstmBecomesCellsSharingWeights) {
   TensorId W = G.addTensor("W", f32({2, 4 * H, I}), TensorRole::Parameter);
   TensorId R = G.addTensor("R", f32({2, 4 * H, H}), TensorRole::Parameter);
   TensorId Bias = G.addTensor("B", f32({2, 8 * H}), TensorRole::Parameter);
-  auto Id = G.addOp(OpKind::LSTM, "lstm", {X, W, R, Bias},
-                    attrs({{"hidden_size", H},
-                           {"direction", std::string("bidirectional")}}));
+  auto Id = G.addOp(
+      OpKind::LSTM, "lstm", {X, W, R, Bias},
+      attrs({{"hidden_size", H}, {"direction", std::string("bidirectional")}}));
   ASSERT_TRUE(static_cast<bool>(Id));
   std::vector<TensorId> Outs(G.op(*Id).Outputs.begin(),
                              G.op(*Id).Outputs.end());
@@ -175,7 +175,8 @@ TEST(RnnUnroll, BidirectionalLstmBecomesCellsSharingWeights) {
   int64_t Params = countParameters(G);
 
   auto Changed = unrollRecurrent(G);
-  ASSERT_TRUE(static_cast<bool>(Changed)) << llvm::toString(Changed.takeError());
+  ASSERT_TRUE(static_cast<bool>(Changed))
+      << llvm::toString(Changed.takeError());
   EXPECT_TRUE(*Changed);
   EXPECT_EQ(kindCounts(G)["LSTMCell"], 2 * T);
   EXPECT_EQ(kindCounts(G)["LSTM"], 0);
@@ -202,8 +203,8 @@ TEST(RnnUnroll, RefusesSequenceLengths) {
   TensorId X = G.addTensor("x", f32({3, 2, 4}), TensorRole::Input);
   TensorId W = G.addTensor("W", f32({1, 15, 4}), TensorRole::Parameter);
   TensorId R = G.addTensor("R", f32({1, 15, 5}), TensorRole::Parameter);
-  TensorId L = G.addTensor("len", TensorType{DType::Int32, {2}},
-                           TensorRole::Input);
+  TensorId L =
+      G.addTensor("len", TensorType{DType::Int32, {2}}, TensorRole::Input);
   auto Id = G.addOp(OpKind::GRU, "gru", {X, W, R, NoTensor, L},
                     attrs({{"hidden_size", int64_t(5)}}));
   ASSERT_TRUE(static_cast<bool>(Id)) << llvm::toString(Id.takeError());

@@ -83,8 +83,7 @@ TEST(Region, ReshapeMapsLeadingSplitsExactly) {
   TensorId X = G.addTensor("x", f32({4, 6, 8}), TensorRole::Input);
   TensorId Y = add(G, OpKind::Reshape, {X}, attrs({{"shape", ints({24, 8})}}));
   // Rows 6..11 of [24,8] are sample 1 of [4,6,8].
-  EXPECT_EQ(formatRegion(region(G, Y, 0, {{6, 12}, {0, 8}})),
-            "[1:2,0:6,0:8]");
+  EXPECT_EQ(formatRegion(region(G, Y, 0, {{6, 12}, {0, 8}})), "[1:2,0:6,0:8]");
   // A split inside the merged dim gives the bounding box.
   EXPECT_EQ(formatRegion(region(G, Y, 0, {{5, 7}, {0, 8}})), "[0:2,0:6,0:8]");
 }
@@ -119,7 +118,8 @@ TEST(Region, SliceWithNegativeStep) {
   Graph G;
   TensorId X = G.addTensor("x", f32({10}), TensorRole::Input);
   TensorId Y = add(G, OpKind::Slice, {X},
-                   attrs({{"starts", ints({9})}, {"ends", ints({-1})},
+                   attrs({{"starts", ints({9})},
+                          {"ends", ints({-1})},
                           {"steps", ints({-2})}}));
   // Outputs 1..2 are inputs 7 and 5.
   EXPECT_EQ(formatRegion(region(G, Y, 0, {{1, 3}})), "[5:8]");
@@ -130,8 +130,8 @@ TEST(Region, GatherEmbeddingReadsWholeTableRows) {
   TensorId Table = G.addTensor("table", f32({100, 16}), TensorRole::Parameter);
   TensorId Ids = G.addTensor("ids", i64({4, 7}), TensorRole::Input);
   G.tensor(Ids).BatchDim = 0;
-  TensorId Y = add(G, OpKind::Gather, {Table, Ids},
-                   attrs({{"axis", int64_t(0)}}));
+  TensorId Y =
+      add(G, OpKind::Gather, {Table, Ids}, attrs({{"axis", int64_t(0)}}));
   inferBatchDims(G);
   EXPECT_EQ(formatRegion(region(G, Y, 0, {{0, 2}, {0, 7}, {8, 16}})),
             "[0:100,8:16]");
@@ -147,12 +147,12 @@ TEST(BatchDims, FollowsTheBatchThroughLayoutChanges) {
   // [batch, seq, feature] -> Transpose -> [seq, batch, feature] -> LSTM.
   TensorId X = G.addTensor("x", f32({4, 5, 8}), TensorRole::Input);
   G.tensor(X).BatchDim = 0;
-  TensorId T = add(G, OpKind::Transpose, {X},
-                   attrs({{"perm", ints({1, 0, 2})}}));
+  TensorId T =
+      add(G, OpKind::Transpose, {X}, attrs({{"perm", ints({1, 0, 2})}}));
   TensorId W = G.addTensor("w", f32({1, 64, 8}), TensorRole::Parameter);
   TensorId R = G.addTensor("r", f32({1, 64, 16}), TensorRole::Parameter);
-  TensorId Y = add(G, OpKind::LSTM, {T, W, R},
-                   attrs({{"hidden_size", int64_t(16)}}));
+  TensorId Y =
+      add(G, OpKind::LSTM, {T, W, R}, attrs({{"hidden_size", int64_t(16)}}));
   inferBatchDims(G);
   EXPECT_EQ(G.tensor(T).BatchDim, 1);
   EXPECT_EQ(G.tensor(Y).BatchDim, 2);                  // Y [T,D,B,H]

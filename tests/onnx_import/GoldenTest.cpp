@@ -38,8 +38,8 @@ TEST_P(Golden, ImportedIrMatches) {
   ir::printGraph(Model->Graph, OS);
   OS.flush();
 
-  std::string Path = std::string(ONNX2SOAP_SOURCE_DIR "/tests/golden/") +
-                     C.Golden;
+  std::string Path =
+      std::string(ONNX2SOAP_SOURCE_DIR "/tests/golden/") + C.Golden;
   if (std::getenv("ONNX2SOAP_UPDATE_GOLDEN")) {
     std::error_code EC;
     llvm::raw_fd_ostream Out(Path, EC);
@@ -50,7 +50,8 @@ TEST_P(Golden, ImportedIrMatches) {
   auto Expected = llvm::MemoryBuffer::getFile(Path);
   ASSERT_TRUE(static_cast<bool>(Expected)) << Path;
   EXPECT_EQ((*Expected)->getBuffer().str(), Text)
-      << "IR of " << C.Model << " changed; if intended, regenerate with "
+      << "IR of " << C.Model
+      << " changed; if intended, regenerate with "
          "ONNX2SOAP_UPDATE_GOLDEN=1";
 }
 

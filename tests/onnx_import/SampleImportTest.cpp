@@ -57,10 +57,9 @@ TEST_P(Sample, ImportsWithoutWeightsAndKeepsParameterCount) {
 
 INSTANTIATE_TEST_SUITE_P(All, Sample,
                          ::testing::Values("alexnet", "inception_v3",
-                                           "resnet101", "rnntc", "rnnlm",
-                                           "nmt", "bert_encoder",
-                                           "gpt_decoder", "tiny_mlp",
-                                           "tiny_cnn"));
+                                           "resnet101", "rnntc", "rnnlm", "nmt",
+                                           "bert_encoder", "gpt_decoder",
+                                           "tiny_mlp", "tiny_cnn"));
 
 TEST(SampleImport, RnnlmFoldsItsInitialStateAndUnrolls) {
   onnx_import::ImportedModel M = import("rnnlm", 8);
@@ -108,9 +107,11 @@ TEST(SampleImport, BatchNormStatisticsAreState) {
 
 TEST(SampleImport, InlineWeightsAreBorrowedNotCopied) {
   onnx_import::ImportedModel M = import("tiny_mlp", 2);
-  for (const ir::Tensor &T : M.Graph.tensors())
-    if (T.Role == ir::TensorRole::Parameter)
+  for (const ir::Tensor &T : M.Graph.tensors()) {
+    if (T.Role == ir::TensorRole::Parameter) {
       EXPECT_EQ(T.Data.kind(), ir::TensorData::Kind::Borrowed) << T.Name;
+    }
+  }
 }
 
 TEST(SampleImport, GraphOnlyWeightsAreExternalAndAbsent) {
