@@ -17,9 +17,14 @@ namespace onnx2soap::cli {
 /// static initialization.
 llvm::cl::SubCommand &inspectCommand();
 llvm::cl::SubCommand &opsCommand();
+llvm::cl::SubCommand &runCommand();
+llvm::cl::SubCommand &trainCommand();
 
 llvm::Error runInspect();
 llvm::Error runOps();
+/// The exit code: 0 when every output is within tolerance.
+llvm::Expected<int> runRun();
+llvm::Error runTrain();
 
 /// The model-reading flags shared by the subcommands that import a model
 /// (--batch, --dim, --trainable, --frozen, --unroll-rnn, --no-fuse).

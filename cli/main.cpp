@@ -98,7 +98,14 @@ int main(int argc, char **argv) {
     Result = cli::runInspect();
   else if (cli::opsCommand())
     Result = cli::runOps();
-  else {
+  else if (cli::trainCommand())
+    Result = cli::runTrain();
+  else if (cli::runCommand()) {
+    auto Code = cli::runRun();
+    if (Code)
+      return *Code;
+    Result = Code.takeError();
+  } else {
     llvm::errs() << "onnx2soap: error: no subcommand given (try "
                     "'onnx2soap --help')\n";
     return 2;

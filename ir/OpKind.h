@@ -74,7 +74,13 @@ struct OpKindInfo {
   /// (bit I = input I), e.g. Conv's W and B.
   uint32_t WeightInputs = 0;
   /// Inputs that hold non-learned state (BatchNorm running statistics).
+  /// When an op updates its state, its outputs after the first are the new
+  /// values of these inputs, in order.
   uint32_t StateInputs = 0;
+  /// Inputs no gradient flows to even when they are floating point (indices,
+  /// labels, running statistics, a Where condition). Integer and bool
+  /// operands never get gradients.
+  uint32_t NoGradInputs = 0;
   /// Output types from input types; an Error names what is wrong, without
   /// the op's name (the caller adds where).
   llvm::Expected<OutputTypes> (*InferTypes)(const Attributes &Attrs,

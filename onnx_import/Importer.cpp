@@ -309,6 +309,16 @@ static llvm::Error addGraphInput(ImportState &State,
                                 ir::dtypeName(*Type), ir::formatShape(Dims)));
     V.Const = std::move(*Decoded);
   } else {
+    auto Hint = Options.InputHints.find(In.name());
+    if (Hint != Options.InputHints.end()) {
+      // A hint too large to fold is simply not used at import time.
+      const onnx::TensorProto &T = Hint->second;
+      auto Decoded = decodeTensor(T, T.raw_data(), T.has_raw_data());
+      if (!Decoded)
+        llvm::consumeError(Decoded.takeError());
+      else if (Decoded->Type == *Type && Decoded->Dims == Dims)
+        V.Hint = std::move(*Decoded);
+    }
     V.Tensor = State.Graph.addTensor(In.name(), V.Type, ir::TensorRole::Input);
     State.Graph.tensor(V.Tensor).BatchDim = BatchDim;
     State.Graph.addInput(V.Tensor);

@@ -35,6 +35,9 @@ struct ImportOptions {
   /// Values for graph inputs, by name: such inputs become constants (the
   /// ONNX backend tests feed shapes and axes this way).
   std::map<std::string, onnx::TensorProto> InputValues;
+  /// Values for graph inputs, by name, used only where the importer needs a
+  /// value (a Reshape's shape fed as an input); the inputs stay inputs.
+  std::map<std::string, onnx::TensorProto> InputHints;
 };
 
 struct ImportedModel {

@@ -128,6 +128,8 @@ llvm::Expected<const ConstTensor *>
 NodeContext::requireConstant(unsigned I, llvm::StringRef What) const {
   if (const ConstTensor *C = constant(I))
     return C;
+  if (hasInput(I) && input(I).Hint)
+    return &*input(I).Hint;
   if (!hasInput(I))
     return error("input {0} ({1}) is required but missing", I, What);
   return error("input '{0}' ({1}) must be a constant or computable from "

@@ -25,6 +25,9 @@ struct Value {
   ir::TensorId Tensor = ir::NoTensor;
   /// Its value, when known at import time.
   std::optional<ConstTensor> Const;
+  /// A graph input's value given for this run (ImportOptions::InputHints):
+  /// used only where a value is required at import time.
+  std::optional<ConstTensor> Hint;
 };
 
 /// The importer's state shared by all handlers.

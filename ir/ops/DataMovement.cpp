@@ -468,6 +468,7 @@ const OpKindInfo &infoGather() {
   static const OpKindInfo Info = [] {
     OpKindInfo I = movementInfo(OpKind::Gather, 2, 2);
     I.WeightInputs = 0b01;
+    I.NoGradInputs = 0b10;
     I.InferTypes = inferGather;
     I.Cost = gatherCost;
     I.Parallel = gatherParallel;

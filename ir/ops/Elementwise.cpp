@@ -196,8 +196,11 @@ static llvm::Expected<OutputTypes> inferWhere(const Attributes &Attrs,
 }
 
 const OpKindInfo &infoWhere() {
-  static const OpKindInfo Info =
-      broadcastInfo<1, 1>(OpKind::Where, 3, inferWhere);
+  static const OpKindInfo Info = [] {
+    OpKindInfo I = broadcastInfo<1, 1>(OpKind::Where, 3, inferWhere);
+    I.NoGradInputs = 0b1; // the condition
+    return I;
+  }();
   return Info;
 }
 

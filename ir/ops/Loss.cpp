@@ -81,6 +81,7 @@ const OpKindInfo &infoSoftmaxCrossEntropyLoss() {
     I.Kind = OpKind::SoftmaxCrossEntropyLoss;
     I.MinInputs = 2;
     I.MaxInputs = 3;
+    I.NoGradInputs = 0b110; // labels, class weights
     I.InferTypes = inferCrossEntropy;
     I.Cost = crossEntropyCost;
     I.Parallel = crossEntropyParallel;

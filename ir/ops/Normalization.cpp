@@ -64,6 +64,7 @@ const OpKindInfo &infoBatchNorm() {
     I.MinInputs = I.MaxInputs = 5;
     I.WeightInputs = 0b00110;
     I.StateInputs = 0b11000;
+    I.NoGradInputs = 0b11000;
     I.InferTypes = inferBatchNorm;
     I.Cost = batchNormCost;
     I.Parallel = batchNormParallel;

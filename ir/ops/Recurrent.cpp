@@ -134,6 +134,7 @@ static OpKindInfo recurrentInfo(OpKind Kind, unsigned MaxInputs,
   I.MinInputs = 3;
   I.MaxInputs = MaxInputs;
   I.WeightInputs = WeightInputs;
+  I.NoGradInputs = 1u << 4; // sequence_lens
   I.InferTypes = inferRecurrent<Gates>;
   I.Cost = recurrentCost<Gates>;
   I.Parallel = recurrentParallel;

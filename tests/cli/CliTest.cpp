@@ -13,6 +13,7 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Program.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include <cstdlib>
 #include <optional>
@@ -330,6 +331,74 @@ TEST_F(CliTest, SampleParametersMatchPyTorch) {
     EXPECT_EQ(Root->getInteger("parameters").getValueOr(-1), *Parameters)
         << File->str();
   }
+}
+
+//===-- run and train --------------------------------------------------===//
+
+std::string nodeTest(llvm::StringRef Name) {
+  return (llvm::Twine(ONNX2SOAP_TESTDATA_DIR) + "/node/" + Name).str();
+}
+
+TEST_F(CliTest, RunComparesWithStoredOutputs) {
+  // The shape is an input: it is read at import time from the stored data.
+  std::string Test = nodeTest("test_reshape_reordered_all_dims");
+  RunResult R = run({"run", Test + "/model.onnx", "--data",
+                     Test + "/test_data_set_0", "--out", Dir.file("out")});
+  EXPECT_EQ(R.ExitCode, 0) << R.Err;
+  EXPECT_THAT(R.Out, ::testing::HasSubstr("output 0 'reshaped': max abs "
+                                          "error 0.000000e+00"));
+  EXPECT_TRUE(llvm::sys::fs::exists(Dir.file("out") + "/output_0.pb"));
+}
+
+TEST_F(CliTest, RunReportsOutputsThatDiffer) {
+  // relu(-x) against the stored relu(x): negate test_relu's input with the
+  // test_neg model, then run test_relu on it.
+  std::string Relu = nodeTest("test_relu"), Neg = nodeTest("test_neg");
+  std::string Input = Dir.file("input"), Negated = Dir.file("negated"),
+              Mixed = Dir.file("mixed");
+  llvm::sys::fs::create_directories(Input);
+  llvm::sys::fs::create_directories(Mixed);
+  llvm::sys::fs::copy_file(Relu + "/test_data_set_0/input_0.pb",
+                           Input + "/input_0.pb");
+  RunResult First =
+      run({"run", Neg + "/model.onnx", "--data", Input, "--out", Negated});
+  ASSERT_EQ(First.ExitCode, 0) << First.Err;
+  llvm::sys::fs::copy_file(Negated + "/output_0.pb", Mixed + "/input_0.pb");
+  llvm::sys::fs::copy_file(Relu + "/test_data_set_0/output_0.pb",
+                           Mixed + "/output_0.pb");
+  RunResult R = run({"run", Relu + "/model.onnx", "--data", Mixed});
+  EXPECT_EQ(R.ExitCode, 3) << R.Err;
+  EXPECT_THAT(R.Out, ::testing::HasSubstr("FAIL"));
+}
+
+TEST_F(CliTest, TrainReproducesPyTorchLosses) {
+  std::string Fixture =
+      (llvm::Twine(ONNX2SOAP_SOURCE_DIR) + "/tests/fixtures/mlp").str();
+  RunResult R =
+      run({"train", Fixture + "/model.onnx", "--inputs",
+           Fixture + "/input_0.pb", "--labels", Fixture + "/labels.pb",
+           "--steps", "5", "--optimizer", "sgd", "--lr", "0.1"});
+  ASSERT_EQ(R.ExitCode, 0) << R.Err;
+  // PyTorch's losses (tests/fixtures/mlp/losses.json), 9 significant digits.
+  EXPECT_THAT(R.Out, ::testing::StartsWith("step 0 loss 2.23979902\n"
+                                           "step 1 loss 2.18663"));
+  EXPECT_EQ(llvm::StringRef(R.Out).count('\n'), 5u);
+}
+
+TEST_F(CliTest, TrainRefusesBadFlags) {
+  std::string Fixture =
+      (llvm::Twine(ONNX2SOAP_SOURCE_DIR) + "/tests/fixtures/mlp").str();
+  expectUserError(run({"train", Fixture + "/model.onnx", "--inputs",
+                       Fixture + "/input_0.pb", "--labels",
+                       Fixture + "/labels.pb", "--optimizer", "lbfgs"}),
+                  "--optimizer lbfgs");
+  expectUserError(run({"train", Fixture + "/model.onnx", "--labels",
+                       Fixture + "/labels.pb"}),
+                  "give each with --inputs");
+  expectUserError(
+      run({"train", Fixture + "/model.onnx", "--inputs", Fixture + "/labels.pb",
+           "--labels", Fixture + "/labels.pb"}),
+      "--inputs");
 }
 
 } // namespace

@@ -1,0 +1,274 @@
+//===- cli/Run.cpp - `onnx2soap run` --------------------------------------===//
+//
+// Runs a model's forward pass on the CPU backend over inputs stored in the
+// ONNX backend-test layout (DIR/input_N.pb, serialized TensorProtos), writes
+// the outputs (--out) and compares them with DIR/output_N.pb when present.
+//
+//===----------------------------------------------------------------------===//
+#include "cli/Subcommands.h"
+#include "executor/Executor.h"
+#include "onnx_import/ConstTensor.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+#include <cmath>
+#include <cstring>
+#include <set>
+
+namespace onnx2soap::cli {
+
+namespace cl = llvm::cl;
+
+cl::SubCommand &runCommand() {
+  static cl::SubCommand Command(
+      "run", "Run a model's forward pass on the CPU over stored inputs");
+  return Command;
+}
+
+static cl::opt<std::string> Model(cl::Positional, cl::Required,
+                                  cl::desc("<model.onnx>"),
+                                  cl::sub(runCommand()));
+static cl::opt<std::string>
+    Data("data", cl::Required,
+         cl::desc("Folder with input_N.pb (and output_N.pb to compare)"),
+         cl::value_desc("DIR"), cl::sub(runCommand()));
+static cl::opt<std::string> Out("out", cl::desc("Write output_N.pb here"),
+                                cl::value_desc("DIR"), cl::sub(runCommand()));
+static cl::opt<double> Rtol("rtol", cl::desc("Relative tolerance"),
+                            cl::init(1e-3), cl::sub(runCommand()));
+static cl::opt<double> Atol("atol", cl::desc("Absolute tolerance"),
+                            cl::init(1e-4), cl::sub(runCommand()));
+static cl::opt<int> Threads("threads", cl::desc("CPU threads (0: all cores)"),
+                            cl::init(0), cl::sub(runCommand()));
+
+static llvm::Expected<onnx::TensorProto> readTensor(const std::string &Path) {
+  auto Buffer = llvm::MemoryBuffer::getFile(Path, /*IsText=*/false,
+                                            /*RequiresNullTerminator=*/false);
+  if (!Buffer)
+    return usageError(llvm::formatv("cannot read '{0}': {1}", Path,
+                                    Buffer.getError().message()));
+  onnx::TensorProto T;
+  if (!T.ParseFromArray((*Buffer)->getBufferStart(),
+                        static_cast<int>((*Buffer)->getBufferSize())))
+    return usageError(
+        llvm::formatv("'{0}' is not a serialized ONNX TensorProto", Path));
+  return T;
+}
+
+/// The tensor's bytes in the IR's layout (raw_data is that layout already).
+static llvm::Expected<std::vector<char>> tensorBytes(const onnx::TensorProto &T,
+                                                     const std::string &Path) {
+  if (T.has_raw_data())
+    return std::vector<char>(T.raw_data().begin(), T.raw_data().end());
+  auto Decoded = onnx_import::decodeTensor(T, {}, false);
+  if (!Decoded)
+    return usageError(
+        llvm::formatv("'{0}': {1}", Path, llvm::toString(Decoded.takeError())));
+  return Decoded->toBytes();
+}
+
+/// Element I of bytes in type Type as a double.
+static double elementAt(const std::vector<char> &Bytes, ir::DType Type,
+                        int64_t I) {
+  auto Get = [&](auto Tag) {
+    decltype(Tag) V;
+    std::memcpy(&V, Bytes.data() + I * sizeof V, sizeof V);
+    return static_cast<double>(V);
+  };
+  switch (Type) {
+  case ir::DType::Float32:
+    return Get(float());
+  case ir::DType::Float64:
+    return Get(double());
+  case ir::DType::Float16: {
+    uint16_t Bits;
+    std::memcpy(&Bits, Bytes.data() + 2 * I, 2);
+    return onnx_import::halfToFloat(Bits);
+  }
+  case ir::DType::BFloat16: {
+    uint16_t Bits;
+    std::memcpy(&Bits, Bytes.data() + 2 * I, 2);
+    uint32_t Wide = static_cast<uint32_t>(Bits) << 16;
+    float F;
+    std::memcpy(&F, &Wide, 4);
+    return F;
+  }
+  case ir::DType::Int8:
+    return Get(int8_t());
+  case ir::DType::UInt8:
+  case ir::DType::Bool:
+    return Get(uint8_t());
+  case ir::DType::Int16:
+    return Get(int16_t());
+  case ir::DType::UInt16:
+    return Get(uint16_t());
+  case ir::DType::Int32:
+    return Get(int32_t());
+  case ir::DType::UInt32:
+    return Get(uint32_t());
+  case ir::DType::Int64:
+    return Get(int64_t());
+  case ir::DType::UInt64:
+    return Get(uint64_t());
+  }
+  return 0;
+}
+
+static int32_t onnxType(ir::DType Type) {
+  switch (Type) {
+  case ir::DType::Float32:
+    return onnx::TensorProto::FLOAT;
+  case ir::DType::Float16:
+    return onnx::TensorProto::FLOAT16;
+  case ir::DType::BFloat16:
+    return onnx::TensorProto::BFLOAT16;
+  case ir::DType::Float64:
+    return onnx::TensorProto::DOUBLE;
+  case ir::DType::Int8:
+    return onnx::TensorProto::INT8;
+  case ir::DType::UInt8:
+    return onnx::TensorProto::UINT8;
+  case ir::DType::Int16:
+    return onnx::TensorProto::INT16;
+  case ir::DType::UInt16:
+    return onnx::TensorProto::UINT16;
+  case ir::DType::Int32:
+    return onnx::TensorProto::INT32;
+  case ir::DType::UInt32:
+    return onnx::TensorProto::UINT32;
+  case ir::DType::Int64:
+    return onnx::TensorProto::INT64;
+  case ir::DType::UInt64:
+    return onnx::TensorProto::UINT64;
+  case ir::DType::Bool:
+    return onnx::TensorProto::BOOL;
+  }
+  return 0;
+}
+
+/// Exit code when outputs differ from the expected ones.
+constexpr int OutputsDiffer = 3;
+
+llvm::Expected<int> runRun() {
+  auto Options = importOptions();
+  if (!Options)
+    return Options.takeError();
+  std::vector<onnx::TensorProto> Inputs;
+  for (int I = 0;; ++I) {
+    std::string Path = llvm::formatv("{0}/input_{1}.pb", Data.getValue(), I);
+    if (!llvm::sys::fs::exists(Path))
+      break;
+    auto T = readTensor(Path);
+    if (!T)
+      return T.takeError();
+    Inputs.push_back(std::move(*T));
+  }
+  // Hints let inputs that feed shapes be read at import time.
+  auto File = onnx_import::readModelFile(Model);
+  if (!File)
+    return File.takeError();
+  std::set<std::string> Initializers;
+  for (const onnx_import::Initializer &Init : File->Initializers)
+    Initializers.insert(Init.Meta.name());
+  std::vector<std::string> Names;
+  for (const onnx::ValueInfoProto &In : File->Model.graph().input())
+    if (!Initializers.count(In.name()))
+      Names.push_back(In.name());
+  if (Inputs.size() != Names.size())
+    return usageError(llvm::formatv("the model has {0} inputs but '{1}' holds "
+                                    "{2} input_N.pb files",
+                                    Names.size(), Data.getValue(),
+                                    Inputs.size()));
+  for (size_t I = 0; I < Names.size(); ++I)
+    Options->InputHints[Names[I]] = Inputs[I];
+  auto Imported = onnx_import::importModel(Model, *Options);
+  if (!Imported)
+    return Imported.takeError();
+  const ir::Graph &G = Imported->Graph;
+
+  auto Backend = rt::createCpuBackend(Threads);
+  auto Exec = executor::Executor::create(G, *Backend);
+  if (!Exec)
+    return Exec.takeError();
+  for (size_t I = 0; I < G.inputs().size(); ++I) {
+    std::string Path = llvm::formatv("{0}/input_{1}.pb", Data.getValue(), I);
+    auto Bytes = tensorBytes(Inputs[I], Path);
+    if (!Bytes)
+      return Bytes.takeError();
+    if (auto E = (*Exec)->setInput(G.inputs()[I], *Bytes))
+      return usageError(
+          llvm::formatv("'{0}': {1}", Path, llvm::toString(std::move(E))));
+  }
+  if (auto E = (*Exec)->forward())
+    return E;
+
+  bool AllWithin = true;
+  for (size_t I = 0; I < G.outputs().size(); ++I) {
+    const ir::Tensor &T = G.tensor(G.outputs()[I]);
+    std::vector<char> Got = (*Exec)->read(T.Id);
+    if (!Out.empty()) {
+      onnx::TensorProto Proto;
+      Proto.set_name(T.Name);
+      Proto.set_data_type(onnxType(T.Type.Type));
+      for (int64_t D : T.Type.Dims)
+        Proto.add_dims(D);
+      Proto.set_raw_data(std::string(Got.begin(), Got.end()));
+      std::string Path = llvm::formatv("{0}/output_{1}.pb", Out.getValue(), I);
+      std::error_code EC = llvm::sys::fs::create_directories(Out.getValue());
+      llvm::raw_fd_ostream File(Path, EC, llvm::sys::fs::OF_None);
+      if (EC)
+        return usageError(
+            llvm::formatv("cannot write '{0}': {1}", Path, EC.message()));
+      File << Proto.SerializeAsString();
+    }
+    std::string Expected =
+        llvm::formatv("{0}/output_{1}.pb", Data.getValue(), I);
+    if (!llvm::sys::fs::exists(Expected)) {
+      llvm::outs() << llvm::formatv("output {0} '{1}': {2} {3}\n", I, T.Name,
+                                    ir::dtypeName(T.Type.Type),
+                                    ir::formatShape(T.Type.Dims));
+      continue;
+    }
+    auto Reference = readTensor(Expected);
+    if (!Reference)
+      return Reference.takeError();
+    auto Want = tensorBytes(*Reference, Expected);
+    if (!Want)
+      return Want.takeError();
+    std::vector<int64_t> Dims(Reference->dims().begin(),
+                              Reference->dims().end());
+    if (Dims != std::vector<int64_t>(T.Type.Dims.begin(), T.Type.Dims.end()) ||
+        Want->size() != Got.size()) {
+      llvm::outs() << llvm::formatv("output {0} '{1}': shape {2}, expected "
+                                    "{3}: FAIL\n",
+                                    I, T.Name, ir::formatShape(T.Type.Dims),
+                                    ir::formatShape(Dims));
+      AllWithin = false;
+      continue;
+    }
+    double MaxAbs = 0, MaxRel = 0;
+    bool Within = true;
+    for (int64_t E = 0; E < T.Type.numElements(); ++E) {
+      double A = elementAt(Got, T.Type.Type, E),
+             B = elementAt(*Want, T.Type.Type, E);
+      if (std::isnan(A) && std::isnan(B))
+        continue;
+      double Diff = std::fabs(A - B);
+      if (std::isnan(Diff) || ((std::isinf(A) || std::isinf(B)) && A != B))
+        Diff = INFINITY;
+      MaxAbs = std::max(MaxAbs, Diff);
+      MaxRel = std::max(MaxRel, Diff / std::max(std::fabs(B), 1e-30));
+      if (!(Diff <= Atol + Rtol * std::fabs(B)))
+        Within = false;
+    }
+    AllWithin &= Within;
+    llvm::outs() << llvm::formatv(
+        "output {0} '{1}': max abs error {2:e}, max rel error {3:e}: {4}\n", I,
+        T.Name, MaxAbs, MaxRel, Within ? "ok" : "FAIL");
+  }
+  return AllWithin ? 0 : OutputsDiffer;
+}
+
+} // namespace onnx2soap::cli

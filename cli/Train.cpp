@@ -1,0 +1,186 @@
+//===- cli/Train.cpp - `onnx2soap train` ----------------------------------===//
+//
+// Trains a model on one batch for K steps on one CPU device with the
+// reference executor and prints `step <i> loss <value>` per step: the
+// single-device truth that generated programs are compared with.
+//
+//===----------------------------------------------------------------------===//
+#include "cli/Subcommands.h"
+#include "executor/Trainer.h"
+#include "onnx_import/ConstTensor.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/raw_ostream.h"
+#include <cstdio>
+
+namespace onnx2soap::cli {
+
+namespace cl = llvm::cl;
+
+cl::SubCommand &trainCommand() {
+  static cl::SubCommand Command(
+      "train", "Train a model on one batch on the CPU and print the losses");
+  return Command;
+}
+
+static cl::opt<std::string> Model(cl::Positional, cl::Required,
+                                  cl::desc("<model.onnx>"),
+                                  cl::sub(trainCommand()));
+static cl::list<std::string>
+    InputFiles("inputs", cl::desc("The batch for input N (in input order)"),
+               cl::value_desc("FILE.pb"), cl::sub(trainCommand()));
+static cl::opt<std::string>
+    LabelFile("labels", cl::desc("Labels (cross-entropy) or targets (mse)"),
+              cl::value_desc("FILE.pb"), cl::sub(trainCommand()));
+static cl::opt<int> Steps("steps", cl::desc("Training steps"), cl::init(5),
+                          cl::sub(trainCommand()));
+static cl::opt<std::string> Optimizer("optimizer",
+                                      cl::desc("sgd, adam or adamw"),
+                                      cl::init("sgd"), cl::sub(trainCommand()));
+static cl::opt<double> Lr("lr", cl::desc("Learning rate"), cl::init(0.01),
+                          cl::sub(trainCommand()));
+static cl::opt<double> Momentum("momentum", cl::desc("SGD momentum"),
+                                cl::init(0), cl::sub(trainCommand()));
+static cl::opt<double> Dampening("dampening", cl::desc("SGD dampening"),
+                                 cl::init(0), cl::sub(trainCommand()));
+static cl::opt<bool> Nesterov("nesterov", cl::desc("Nesterov momentum"),
+                              cl::sub(trainCommand()));
+static cl::opt<double> WeightDecay("weight-decay", cl::desc("Weight decay"),
+                                   cl::init(-1), cl::sub(trainCommand()));
+static cl::opt<double> Beta1("beta1", cl::desc("Adam beta1"), cl::init(0.9),
+                             cl::sub(trainCommand()));
+static cl::opt<double> Beta2("beta2", cl::desc("Adam beta2"), cl::init(0.999),
+                             cl::sub(trainCommand()));
+static cl::opt<double> Epsilon("eps", cl::desc("Adam epsilon"), cl::init(1e-8),
+                               cl::sub(trainCommand()));
+static cl::opt<std::string>
+    Loss("loss", cl::desc("cross-entropy (default), mse, or model"),
+         cl::init("cross-entropy"), cl::sub(trainCommand()));
+static cl::opt<int> TrainThreads("threads",
+                                 cl::desc("CPU threads (0: all cores)"),
+                                 cl::init(0), cl::sub(trainCommand()));
+
+/// The bytes of the TensorProto in Path in its own element layout.
+static llvm::Expected<std::vector<char>> readBytes(const std::string &Path) {
+  auto Buffer = llvm::MemoryBuffer::getFile(Path, /*IsText=*/false,
+                                            /*RequiresNullTerminator=*/false);
+  if (!Buffer)
+    return usageError(llvm::formatv("cannot read '{0}': {1}", Path,
+                                    Buffer.getError().message()));
+  onnx::TensorProto T;
+  if (!T.ParseFromArray((*Buffer)->getBufferStart(),
+                        static_cast<int>((*Buffer)->getBufferSize())))
+    return usageError(
+        llvm::formatv("'{0}' is not a serialized ONNX TensorProto", Path));
+  if (T.has_raw_data())
+    return std::vector<char>(T.raw_data().begin(), T.raw_data().end());
+  auto Decoded = onnx_import::decodeTensor(T, {}, false);
+  if (!Decoded)
+    return usageError(
+        llvm::formatv("'{0}': {1}", Path, llvm::toString(Decoded.takeError())));
+  return Decoded->toBytes();
+}
+
+static llvm::Expected<rt::OptimizerConfig> optimizerConfig() {
+  rt::OptimizerConfig C;
+  if (Optimizer == "sgd")
+    C.Kind = rt::OptimizerKind::Sgd;
+  else if (Optimizer == "adam")
+    C.Kind = rt::OptimizerKind::Adam;
+  else if (Optimizer == "adamw")
+    C.Kind = rt::OptimizerKind::AdamW;
+  else
+    return usageError(llvm::formatv("--optimizer {0}: expected sgd, adam or "
+                                    "adamw",
+                                    Optimizer.getValue()));
+  if (!(Lr > 0))
+    return usageError("--lr must be positive");
+  C.LearningRate = Lr;
+  C.Momentum = Momentum;
+  C.Dampening = Dampening;
+  C.Nesterov = Nesterov;
+  // PyTorch's defaults: AdamW decays by 0.01, the others not at all.
+  C.WeightDecay = WeightDecay >= 0                     ? WeightDecay.getValue()
+                  : C.Kind == rt::OptimizerKind::AdamW ? 0.01
+                                                       : 0.0;
+  C.Beta1 = Beta1;
+  C.Beta2 = Beta2;
+  C.Epsilon = Epsilon;
+  if (C.Nesterov && (C.Momentum <= 0 || C.Dampening != 0))
+    return usageError("--nesterov needs --momentum > 0 and no dampening");
+  return C;
+}
+
+llvm::Error runTrain() {
+  auto Options = importOptions();
+  if (!Options)
+    return Options.takeError();
+  auto Config = optimizerConfig();
+  if (!Config)
+    return Config.takeError();
+  ir::LossKind Kind;
+  if (Loss == "cross-entropy")
+    Kind = ir::LossKind::CrossEntropy;
+  else if (Loss == "mse")
+    Kind = ir::LossKind::MeanSquaredError;
+  else if (Loss == "model")
+    Kind = ir::LossKind::ModelOutput;
+  else
+    return usageError(llvm::formatv("--loss {0}: expected cross-entropy, mse "
+                                    "or model",
+                                    Loss.getValue()));
+  if (Steps < 1)
+    return usageError("--steps must be at least 1");
+  auto Imported = onnx_import::importModel(Model, *Options);
+  if (!Imported)
+    return Imported.takeError();
+  auto Training = ir::deriveTraining(std::move(Imported->Graph), Kind);
+  if (!Training)
+    return Training.takeError();
+  const ir::Graph &G = Training->G;
+
+  auto Backend = rt::createCpuBackend(TrainThreads);
+  auto Trainer = executor::Trainer::create(*Training, *Backend, *Config);
+  if (!Trainer)
+    return Trainer.takeError();
+  // Model inputs first, in order, then the labels.
+  std::vector<ir::TensorId> ModelInputs;
+  for (ir::TensorId In : G.inputs())
+    if (In != Training->Labels)
+      ModelInputs.push_back(In);
+  if (InputFiles.size() != ModelInputs.size())
+    return usageError(llvm::formatv("the model has {0} inputs; give each with "
+                                    "--inputs FILE.pb ({1} given)",
+                                    ModelInputs.size(), InputFiles.size()));
+  for (size_t I = 0; I < ModelInputs.size(); ++I) {
+    auto Bytes = readBytes(InputFiles[I]);
+    if (!Bytes)
+      return Bytes.takeError();
+    if (auto E = (*Trainer)->executor().setInput(ModelInputs[I], *Bytes))
+      return usageError(llvm::formatv("--inputs {0}: {1}", InputFiles[I],
+                                      llvm::toString(std::move(E))));
+  }
+  if (Training->Labels != ir::NoTensor) {
+    if (LabelFile.empty())
+      return usageError(
+          llvm::formatv("--loss {0} needs --labels FILE.pb", Loss.getValue()));
+    auto Bytes = readBytes(LabelFile);
+    if (!Bytes)
+      return Bytes.takeError();
+    if (auto E = (*Trainer)->executor().setInput(Training->Labels, *Bytes))
+      return usageError(llvm::formatv("--labels {0}: {1}", LabelFile.getValue(),
+                                      llvm::toString(std::move(E))));
+  }
+  for (int I = 0; I < Steps; ++I) {
+    auto Value = (*Trainer)->step();
+    if (!Value)
+      return Value.takeError();
+    char Text[64];
+    std::snprintf(Text, sizeof Text, "%.9g", *Value);
+    llvm::outs() << "step " << I << " loss " << Text << "\n";
+    llvm::outs().flush();
+  }
+  return llvm::Error::success();
+}
+
+} // namespace onnx2soap::cli

@@ -1,0 +1,129 @@
+//===- executor/Trainer.cpp - Training steps on one backend ---------------===//
+//
+// The order within a step is the one PyTorch's loop has: zero gradients,
+// forward, backward, optimizer step.
+//
+//===----------------------------------------------------------------------===//
+#include "executor/Trainer.h"
+#include "runtime_lib/Error.h"
+#include "llvm/Support/FormatVariadic.h"
+#include <cstring>
+
+namespace onnx2soap::executor {
+
+static llvm::Error fail(const std::string &Message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), Message);
+}
+
+llvm::Expected<std::unique_ptr<Trainer>>
+Trainer::create(const ir::TrainingGraph &T, rt::Backend &B,
+                const rt::OptimizerConfig &Optimizer) {
+  std::unique_ptr<Trainer> Result(new Trainer(T, B, Optimizer));
+  auto Exec = Executor::create(T.G, B);
+  if (!Exec)
+    return Exec.takeError();
+  Result->Exec = std::move(*Exec);
+  const ir::Graph &G = T.G;
+  if (!ir::isFloatingPoint(G.tensor(T.LossTensor).Type.Type) ||
+      G.tensor(T.LossTensor).Type.numElements() != 1)
+    return fail("the loss must be a floating-point scalar");
+  Result->Grads.resize(G.numTensors());
+  for (const ir::Tensor &Tensor : G.tensors())
+    if (T.NeedsGrad[Tensor.Id])
+      Result->Grads[Tensor.Id] =
+          rt::DeviceBuffer(B, static_cast<size_t>(Tensor.Type.byteSize()));
+  for (ir::TensorId P : T.Parameters) {
+    if (G.tensor(P).Type.Type != ir::DType::Float32)
+      return fail(llvm::formatv("parameter '{0}' is {1}; training supports "
+                                "f32 parameters",
+                                G.tensor(P).Name,
+                                ir::dtypeName(G.tensor(P).Type.Type)));
+    std::vector<rt::DeviceBuffer> State;
+    for (int I = 0; I < rt::optimizerStateCount(Optimizer); ++I)
+      State.emplace_back(B, static_cast<size_t>(G.tensor(P).Type.byteSize()));
+    Result->OptimizerState.push_back(std::move(State));
+  }
+  return Result;
+}
+
+llvm::Expected<double> Trainer::step() {
+  const ir::Graph &G = T.G;
+  ++Step;
+  for (size_t I = 0; I < Grads.size(); ++I)
+    if (Grads[I].data())
+      B.fillZero(Grads[I].data(), Grads[I].size());
+  if (auto E = Exec->forward(Step))
+    return E;
+  auto GradView = [&](ir::TensorId Id) {
+    rt::TensorView V = Exec->view(Id);
+    V.Data = Grads[Id].data();
+    return V;
+  };
+  try {
+    // d(loss)/d(loss) = 1.
+    if (G.tensor(T.LossTensor).Type.Type == ir::DType::Float64) {
+      double One = 1.0;
+      B.copyFromHost(Grads[T.LossTensor].data(), &One, sizeof One);
+    } else {
+      float One = 1.0f;
+      B.copyFromHost(Grads[T.LossTensor].data(), &One, sizeof One);
+    }
+    for (size_t Index = G.numOps(); Index-- > 0;) {
+      ir::OpId Id = static_cast<ir::OpId>(Index);
+      uint32_t Needed = T.BackwardInputs[Id];
+      if (!Needed)
+        continue;
+      const ir::Op &O = G.op(Id);
+      std::vector<rt::TensorView> OutGrads, InGrads;
+      for (ir::TensorId Out : O.Outputs)
+        OutGrads.push_back(T.NeedsGrad[Out] ? GradView(Out)
+                                            : rt::TensorView::absent());
+      for (unsigned I = 0; I < O.Inputs.size(); ++I)
+        InGrads.push_back(Needed >> I & 1 ? GradView(O.Inputs[I])
+                                          : rt::TensorView::absent());
+      B.backward(Exec->call(Id, Step), OutGrads, InGrads);
+    }
+    // New running statistics become the state for the next step.
+    for (const ir::Op &O : G.ops()) {
+      uint32_t State = ir::opKindInfo(O.Kind).StateInputs;
+      unsigned Output = 1;
+      for (unsigned I = 0; I < O.Inputs.size() && State; ++I) {
+        if (!(State >> I & 1))
+          continue;
+        if (Output < O.Outputs.size()) {
+          rt::TensorView From = Exec->view(O.Outputs[Output]);
+          rt::TensorView To = Exec->view(O.Inputs[I]);
+          std::vector<char> Bytes(From.byteSize());
+          B.copyToHost(Bytes.data(), From.Data, Bytes.size());
+          B.copyFromHost(To.Data, Bytes.data(), Bytes.size());
+        }
+        ++Output;
+      }
+    }
+    for (size_t P = 0; P < T.Parameters.size(); ++P) {
+      ir::TensorId Id = T.Parameters[P];
+      std::vector<rt::TensorView> State;
+      for (rt::DeviceBuffer &Slot : OptimizerState[P]) {
+        rt::TensorView V = Exec->view(Id);
+        V.Data = Slot.data();
+        State.push_back(V);
+      }
+      B.update(Optimizer, Step, Exec->view(Id), GradView(Id), State);
+    }
+    B.synchronize();
+  } catch (const rt::RuntimeError &Failure) {
+    return fail(Failure.what());
+  }
+  // The loss of this step's forward pass.
+  std::vector<char> Bytes = Exec->read(T.LossTensor);
+  if (G.tensor(T.LossTensor).Type.Type == ir::DType::Float64) {
+    double Loss;
+    std::memcpy(&Loss, Bytes.data(), sizeof Loss);
+    return Loss;
+  }
+  float Loss;
+  std::memcpy(&Loss, Bytes.data(), sizeof Loss);
+  return static_cast<double>(Loss);
+}
+
+} // namespace onnx2soap::executor

@@ -1,0 +1,76 @@
+//===- runtime_lib/cpu/CpuKernels.h - CPU kernel families ------*- C++ -*-===//
+//
+// The CPU backend's kernels, one pair of entry points per op family (the
+// families of ir/OpKinds.def). CpuBackend.cpp dispatches on the op kind.
+// oneDNN does convolution, pooling, batch norm, layer norm, matmul,
+// eltwise, softmax and RNNs; plain loops the rest. Operands are dense
+// row-major (requireContiguous checks); float ops take f32 (f64 where a
+// loop kernel supports it), indices and labels i32 or i64.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ONNX2SOAP_RUNTIME_CPU_CPUKERNELS_H
+#define ONNX2SOAP_RUNTIME_CPU_CPUKERNELS_H
+
+#include "../Backend.h"
+#include "../Error.h"
+#include <dnnl.hpp>
+
+namespace onnx2soap::rt::cpu {
+
+/// What every CPU kernel may use.
+struct Context {
+  dnnl::engine Engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream Stream{Engine};
+  int Threads = 1;
+};
+
+using Views = std::vector<TensorView>;
+
+// Each family: forward fills Call.Outputs; backward ADDS into the present
+// InputGrads.
+void forwardElementwise(Context &C, const OpCall &Call);
+void backwardElementwise(Context &C, const OpCall &Call,
+                         const Views &OutputGrads, const Views &InputGrads);
+void forwardContraction(Context &C, const OpCall &Call);
+void backwardContraction(Context &C, const OpCall &Call,
+                         const Views &OutputGrads, const Views &InputGrads);
+void forwardPool(Context &C, const OpCall &Call);
+void backwardPool(Context &C, const OpCall &Call, const Views &OutputGrads,
+                  const Views &InputGrads);
+void forwardNormalization(Context &C, const OpCall &Call);
+void backwardNormalization(Context &C, const OpCall &Call,
+                           const Views &OutputGrads, const Views &InputGrads);
+void forwardMovement(Context &C, const OpCall &Call);
+void backwardMovement(Context &C, const OpCall &Call, const Views &OutputGrads,
+                      const Views &InputGrads);
+void forwardRecurrent(Context &C, const OpCall &Call);
+void backwardRecurrent(Context &C, const OpCall &Call, const Views &OutputGrads,
+                       const Views &InputGrads);
+void forwardLoss(Context &C, const OpCall &Call);
+void backwardLoss(Context &C, const OpCall &Call, const Views &OutputGrads,
+                  const Views &InputGrads);
+void updateParameter(Context &C, const OptimizerConfig &Config, int64_t Step,
+                     const TensorView &Parameter, const TensorView &Gradient,
+                     const Views &State);
+
+/// Fails unless V is dense row-major.
+void requireContiguous(const OpCall &Call, const TensorView &V,
+                       const char *What);
+/// Fails unless V has element type Type.
+void requireType(const OpCall &Call, const TensorView &V, DType Type,
+                 const char *What);
+/// Throws RuntimeError naming the op: "op 'conv1' (Conv): <What>".
+[[noreturn]] void failOp(const OpCall &Call, const std::string &What);
+/// Runs a oneDNN call, turning dnnl::error into a RuntimeError naming the op.
+template <typename F>
+void dnnlCall(const OpCall &Call, const char *What, F &&Fn) {
+  try {
+    Fn();
+  } catch (const dnnl::error &E) {
+    failOp(Call, std::string(What) + " failed in oneDNN: " + E.what());
+  }
+}
+
+} // namespace onnx2soap::rt::cpu
+
+#endif

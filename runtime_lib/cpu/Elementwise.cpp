@@ -1,0 +1,400 @@
+//===- runtime_lib/cpu/Elementwise.cpp - Elementwise kernels --------------===//
+//
+// The elementwise family's entry points and its unary kinds: activations and
+// math (plain loops over dense operands, f32 or f64; Relu, Neg and Abs also
+// i32/i64 forward), Not, and Dropout with its counter-based mask. Cast and
+// the broadcasting kinds live in Cast.cpp and Broadcast.cpp.
+//
+// Backward kernels recompute what they need from the forward input X rather
+// than reading the forward output, so they work whatever the executor keeps;
+// Dropout reads its mask output when present (and recomputes it otherwise).
+//
+//===----------------------------------------------------------------------===//
+#include "Elementwise.h"
+#include "Loops.h"
+#include <cmath>
+#include <string>
+
+namespace onnx2soap::rt::cpu {
+namespace {
+
+constexpr double TwoOverSqrtPi = 1.1283791670955126;  // 2/sqrt(pi)
+constexpr double InvSqrt2 = 0.70710678118654752;      // 1/sqrt(2)
+constexpr double InvSqrt2Pi = 0.39894228040143268;    // 1/sqrt(2 pi)
+constexpr double SqrtTwoOverPi = 0.79788456080286536; // sqrt(2/pi)
+constexpr double GeluCubic = 0.044715;
+
+void requireOperands(const OpCall &Call, size_t Inputs, size_t Outputs) {
+  if (Call.Inputs.size() < Inputs || Call.Outputs.size() < Outputs)
+    failOp(Call, "expects " + std::to_string(Inputs) + " input(s) and " +
+                     std::to_string(Outputs) + " output(s), got " +
+                     std::to_string(Call.Inputs.size()) + " and " +
+                     std::to_string(Call.Outputs.size()));
+  for (size_t I = 0; I < Inputs; ++I)
+    if (!Call.Inputs[I].present())
+      failOp(Call, "input " + std::to_string(I) + " is absent");
+  for (size_t I = 0; I < Outputs; ++I)
+    if (!Call.Outputs[I].present())
+      failOp(Call, "output " + std::to_string(I) + " is absent");
+}
+
+/// Fails unless V is dense and has X's element count.
+void requireLike(const OpCall &Call, const TensorView &V, const TensorView &X,
+                 const char *What) {
+  requireContiguous(Call, V, What);
+  if (V.numElements() != X.numElements())
+    failOp(Call, std::string(What) + " has " + std::to_string(V.numElements()) +
+                     " elements, input has " + std::to_string(X.numElements()));
+}
+
+[[noreturn]] void unsupportedType(const OpCall &Call, DType Type,
+                                  const char *Supported) {
+  failOp(Call, std::string("element type ") + dtypeName(Type) +
+                   " is not supported by the CPU kernel (" + Supported + ")");
+}
+
+template <typename T, typename F>
+void mapUnary(const TensorView &X, const TensorView &Y, F Fn) {
+  const T *In = X.as<T>();
+  T *Out = Y.as<T>();
+  int64_t N = X.numElements();
+  for (int64_t I = 0; I < N; ++I)
+    Out[I] = Fn(In[I]);
+}
+
+/// dX += Fn(x, dy) elementwise.
+template <typename T, typename F>
+void accumulateUnary(const TensorView &X, const TensorView &DY,
+                     const TensorView &DX, F Fn) {
+  const T *In = X.as<T>(), *G = DY.as<T>();
+  T *Out = DX.as<T>();
+  int64_t N = X.numElements();
+  for (int64_t I = 0; I < N; ++I)
+    Out[I] += Fn(In[I], G[I]);
+}
+
+/// Relu, Neg and Abs on i32/i64 (forward only: integers carry no gradient).
+template <typename T> void forwardIntegerUnary(const OpCall &Call) {
+  const TensorView &X = Call.Inputs[0], &Y = Call.Outputs[0];
+  switch (Call.Kind) {
+  case OpKind::Relu:
+    return mapUnary<T>(X, Y, [](T V) { return V < 0 ? T(0) : V; });
+  case OpKind::Neg:
+    return mapUnary<T>(X, Y, [](T V) { return T(-V); });
+  case OpKind::Abs:
+    return mapUnary<T>(X, Y, [](T V) { return V < 0 ? T(-V) : V; });
+  default:
+    unsupportedType(Call, X.Type, "f32, f64");
+  }
+}
+
+template <typename T> void forwardFloatUnary(const OpCall &Call) {
+  const TensorView &X = Call.Inputs[0], &Y = Call.Outputs[0];
+  switch (Call.Kind) {
+  case OpKind::Relu:
+    // Written so that NaN passes through, as in PyTorch.
+    return mapUnary<T>(X, Y, [](T V) { return V < 0 ? T(0) : V; });
+  case OpKind::LeakyRelu: {
+    T Alpha = static_cast<T>(Call.Attrs.getFloat("alpha", 0.01));
+    return mapUnary<T>(X, Y, [=](T V) { return V < 0 ? Alpha * V : V; });
+  }
+  case OpKind::Sigmoid:
+    return mapUnary<T>(X, Y, [](T V) { return T(1) / (T(1) + std::exp(-V)); });
+  case OpKind::Tanh:
+    return mapUnary<T>(X, Y, [](T V) { return std::tanh(V); });
+  case OpKind::Erf:
+    return mapUnary<T>(X, Y, [](T V) { return std::erf(V); });
+  case OpKind::Gelu:
+    if (Call.Attrs.getString("approximate", "none") == "tanh")
+      return mapUnary<T>(X, Y, [](T V) {
+        T U = T(SqrtTwoOverPi) * (V + T(GeluCubic) * V * V * V);
+        return T(0.5) * V * (T(1) + std::tanh(U));
+      });
+    return mapUnary<T>(X, Y, [](T V) {
+      return T(0.5) * V * (T(1) + std::erf(V * T(InvSqrt2)));
+    });
+  case OpKind::Sqrt:
+    return mapUnary<T>(X, Y, [](T V) { return std::sqrt(V); });
+  case OpKind::Exp:
+    return mapUnary<T>(X, Y, [](T V) { return std::exp(V); });
+  case OpKind::Log:
+    return mapUnary<T>(X, Y, [](T V) { return std::log(V); });
+  case OpKind::Neg:
+    return mapUnary<T>(X, Y, [](T V) { return -V; });
+  case OpKind::Abs:
+    return mapUnary<T>(X, Y, [](T V) { return std::fabs(V); });
+  case OpKind::Reciprocal:
+    return mapUnary<T>(X, Y, [](T V) { return T(1) / V; });
+  default:
+    failOp(Call, "is not a unary elementwise op");
+  }
+}
+
+template <typename T>
+void backwardFloatUnary(const OpCall &Call, const TensorView &DY,
+                        const TensorView &DX) {
+  const TensorView &X = Call.Inputs[0];
+  switch (Call.Kind) {
+  case OpKind::Relu:
+    return accumulateUnary<T>(X, DY, DX,
+                              [](T V, T G) { return V > 0 ? G : T(0); });
+  case OpKind::LeakyRelu: {
+    T Alpha = static_cast<T>(Call.Attrs.getFloat("alpha", 0.01));
+    return accumulateUnary<T>(X, DY, DX,
+                              [=](T V, T G) { return V > 0 ? G : Alpha * G; });
+  }
+  case OpKind::Sigmoid:
+    return accumulateUnary<T>(X, DY, DX, [](T V, T G) {
+      T S = T(1) / (T(1) + std::exp(-V));
+      return G * S * (T(1) - S);
+    });
+  case OpKind::Tanh:
+    return accumulateUnary<T>(X, DY, DX, [](T V, T G) {
+      T Y = std::tanh(V);
+      return G * (T(1) - Y * Y);
+    });
+  case OpKind::Erf:
+    return accumulateUnary<T>(X, DY, DX, [](T V, T G) {
+      return G * T(TwoOverSqrtPi) * std::exp(-V * V);
+    });
+  case OpKind::Gelu:
+    if (Call.Attrs.getString("approximate", "none") == "tanh")
+      return accumulateUnary<T>(X, DY, DX, [](T V, T G) {
+        T U = T(SqrtTwoOverPi) * (V + T(GeluCubic) * V * V * V);
+        T Th = std::tanh(U);
+        T DU = T(SqrtTwoOverPi) * (T(1) + T(3 * GeluCubic) * V * V);
+        return G * (T(0.5) * (T(1) + Th) + T(0.5) * V * (T(1) - Th * Th) * DU);
+      });
+    return accumulateUnary<T>(X, DY, DX, [](T V, T G) {
+      T Cdf = T(0.5) * (T(1) + std::erf(V * T(InvSqrt2)));
+      T Pdf = T(InvSqrt2Pi) * std::exp(T(-0.5) * V * V);
+      return G * (Cdf + V * Pdf);
+    });
+  case OpKind::Sqrt:
+    return accumulateUnary<T>(
+        X, DY, DX, [](T V, T G) { return G * T(0.5) / std::sqrt(V); });
+  case OpKind::Exp:
+    return accumulateUnary<T>(X, DY, DX,
+                              [](T V, T G) { return G * std::exp(V); });
+  case OpKind::Log:
+    return accumulateUnary<T>(X, DY, DX, [](T V, T G) { return G / V; });
+  case OpKind::Neg:
+    return accumulateUnary<T>(X, DY, DX, [](T, T G) { return -G; });
+  case OpKind::Abs:
+    // sign(x) * dy with sign(0) = 0, as PyTorch.
+    return accumulateUnary<T>(
+        X, DY, DX, [](T V, T G) { return V > 0 ? G : (V < 0 ? -G : T(0)); });
+  case OpKind::Reciprocal:
+    return accumulateUnary<T>(X, DY, DX, [](T V, T G) { return -G / (V * V); });
+  default:
+    failOp(Call, "is not a unary elementwise op");
+  }
+}
+
+void forwardUnary(const OpCall &Call) {
+  requireOperands(Call, 1, 1);
+  const TensorView &X = Call.Inputs[0], &Y = Call.Outputs[0];
+  requireContiguous(Call, X, "input");
+  requireLike(Call, Y, X, "output");
+  requireType(Call, Y, X.Type, "output");
+  if (visitFloat(X.Type, [&](auto Tag) {
+        forwardFloatUnary<typename decltype(Tag)::Type>(Call);
+      }))
+    return;
+  bool IntegerKind = Call.Kind == OpKind::Relu || Call.Kind == OpKind::Neg ||
+                     Call.Kind == OpKind::Abs;
+  if (IntegerKind && X.Type == DType::Int32)
+    return forwardIntegerUnary<int32_t>(Call);
+  if (IntegerKind && X.Type == DType::Int64)
+    return forwardIntegerUnary<int64_t>(Call);
+  unsupportedType(Call, X.Type,
+                  IntegerKind ? "f32, f64, i32, i64" : "f32, f64");
+}
+
+void backwardUnary(const OpCall &Call, const Views &OutputGrads,
+                   const Views &InputGrads) {
+  if (InputGrads.empty() || !InputGrads[0].present())
+    return;
+  requireOperands(Call, 1, 1);
+  const TensorView &X = Call.Inputs[0], &DX = InputGrads[0];
+  if (OutputGrads.empty() || !OutputGrads[0].present())
+    return; // nothing depends on the output: its gradient is zero
+  const TensorView &DY = OutputGrads[0];
+  requireContiguous(Call, X, "input");
+  requireLike(Call, DY, X, "output gradient");
+  requireLike(Call, DX, X, "input gradient");
+  requireType(Call, DY, X.Type, "output gradient");
+  requireType(Call, DX, X.Type, "input gradient");
+  if (!visitFloat(X.Type, [&](auto Tag) {
+        backwardFloatUnary<typename decltype(Tag)::Type>(Call, DY, DX);
+      }))
+    unsupportedType(Call, X.Type, "gradients need f32 or f64");
+}
+
+void forwardNot(const OpCall &Call) {
+  requireOperands(Call, 1, 1);
+  const TensorView &X = Call.Inputs[0], &Y = Call.Outputs[0];
+  requireType(Call, X, DType::Bool, "input");
+  requireType(Call, Y, DType::Bool, "output");
+  requireContiguous(Call, X, "input");
+  requireLike(Call, Y, X, "output");
+  mapUnary<uint8_t>(X, Y, [](uint8_t V) { return uint8_t(V == 0); });
+}
+
+//===-- Dropout -----------------------------------------------------------===//
+
+struct DropoutParams {
+  bool Training;
+  uint64_t Stream;
+  uint64_t Threshold;
+  double Scale;
+};
+
+DropoutParams dropoutParams(const OpCall &Call) {
+  double Ratio = Call.Attrs.getFloat("ratio", 0.5);
+  if (!(Ratio >= 0.0 && Ratio < 1.0))
+    failOp(Call, "ratio " + std::to_string(Ratio) + " is outside [0, 1)");
+  DropoutParams P;
+  P.Training = Call.Attrs.getInt("training", 0) != 0;
+  P.Stream = dropoutStream(Call.Attrs.getInt("seed", 0), Call.Step);
+  P.Threshold = dropoutThreshold(Ratio);
+  P.Scale = 1.0 / (1.0 - Ratio);
+  return P;
+}
+
+/// The mask output when the call has one, else nullptr.
+const TensorView *maskOutput(const OpCall &Call) {
+  if (Call.Outputs.size() < 2 || !Call.Outputs[1].present())
+    return nullptr;
+  const TensorView &M = Call.Outputs[1];
+  requireType(Call, M, DType::Bool, "mask");
+  requireLike(Call, M, Call.Inputs[0], "mask");
+  return &M;
+}
+
+template <typename T> void forwardDropoutTyped(const OpCall &Call) {
+  const TensorView &X = Call.Inputs[0], &Y = Call.Outputs[0];
+  const TensorView *M = maskOutput(Call);
+  DropoutParams P = dropoutParams(Call);
+  const T *In = X.as<T>();
+  T *Out = Y.as<T>();
+  uint8_t *Mask = M ? M->as<uint8_t>() : nullptr;
+  int64_t N = X.numElements();
+  T Scale = static_cast<T>(P.Scale);
+  for (int64_t I = 0; I < N; ++I) {
+    bool Keep = !P.Training || dropoutKeep(P.Stream, I, P.Threshold);
+    Out[I] = !P.Training ? In[I] : (Keep ? In[I] * Scale : T(0));
+    if (Mask)
+      Mask[I] = Keep;
+  }
+}
+
+template <typename T>
+void backwardDropoutTyped(const OpCall &Call, const TensorView &DY,
+                          const TensorView &DX) {
+  DropoutParams P = dropoutParams(Call);
+  const TensorView *M = maskOutput(Call);
+  const T *G = DY.as<T>();
+  T *Out = DX.as<T>();
+  int64_t N = DX.numElements();
+  if (!P.Training) {
+    for (int64_t I = 0; I < N; ++I)
+      Out[I] += G[I];
+    return;
+  }
+  const uint8_t *Mask = M ? M->as<uint8_t>() : nullptr;
+  T Scale = static_cast<T>(P.Scale);
+  for (int64_t I = 0; I < N; ++I) {
+    bool Keep = Mask ? Mask[I] != 0 : dropoutKeep(P.Stream, I, P.Threshold);
+    if (Keep)
+      Out[I] += G[I] * Scale;
+  }
+}
+
+void forwardDropout(const OpCall &Call) {
+  requireOperands(Call, 1, 1);
+  const TensorView &X = Call.Inputs[0], &Y = Call.Outputs[0];
+  requireContiguous(Call, X, "input");
+  requireLike(Call, Y, X, "output");
+  requireType(Call, Y, X.Type, "output");
+  if (!visitFloat(X.Type, [&](auto Tag) {
+        forwardDropoutTyped<typename decltype(Tag)::Type>(Call);
+      }))
+    unsupportedType(Call, X.Type, "f32, f64");
+}
+
+void backwardDropout(const OpCall &Call, const Views &OutputGrads,
+                     const Views &InputGrads) {
+  if (InputGrads.empty() || !InputGrads[0].present() || OutputGrads.empty() ||
+      !OutputGrads[0].present())
+    return; // the mask output carries no gradient
+  requireOperands(Call, 1, 1);
+  const TensorView &X = Call.Inputs[0], &DY = OutputGrads[0],
+                   &DX = InputGrads[0];
+  requireLike(Call, DY, X, "output gradient");
+  requireLike(Call, DX, X, "input gradient");
+  requireType(Call, DY, X.Type, "output gradient");
+  requireType(Call, DX, X.Type, "input gradient");
+  if (!visitFloat(X.Type, [&](auto Tag) {
+        backwardDropoutTyped<typename decltype(Tag)::Type>(Call, DY, DX);
+      }))
+    unsupportedType(Call, X.Type, "f32, f64");
+}
+
+} // namespace
+
+void forwardElementwise(Context &, const OpCall &Call) {
+  switch (Call.Kind) {
+  case OpKind::Relu:
+  case OpKind::LeakyRelu:
+  case OpKind::Sigmoid:
+  case OpKind::Tanh:
+  case OpKind::Erf:
+  case OpKind::Gelu:
+  case OpKind::Sqrt:
+  case OpKind::Exp:
+  case OpKind::Log:
+  case OpKind::Neg:
+  case OpKind::Abs:
+  case OpKind::Reciprocal:
+    return forwardUnary(Call);
+  case OpKind::Not:
+    return forwardNot(Call);
+  case OpKind::Cast:
+    return forwardCast(Call);
+  case OpKind::Dropout:
+    return forwardDropout(Call);
+  default:
+    // The broadcasting kinds; Broadcast.cpp rejects anything else.
+    return forwardBroadcast(Call);
+  }
+}
+
+void backwardElementwise(Context &, const OpCall &Call,
+                         const Views &OutputGrads, const Views &InputGrads) {
+  switch (Call.Kind) {
+  case OpKind::Relu:
+  case OpKind::LeakyRelu:
+  case OpKind::Sigmoid:
+  case OpKind::Tanh:
+  case OpKind::Erf:
+  case OpKind::Gelu:
+  case OpKind::Sqrt:
+  case OpKind::Exp:
+  case OpKind::Log:
+  case OpKind::Neg:
+  case OpKind::Abs:
+  case OpKind::Reciprocal:
+    return backwardUnary(Call, OutputGrads, InputGrads);
+  case OpKind::Not:
+    return; // bool in, bool out: no gradient
+  case OpKind::Cast:
+    return backwardCast(Call, OutputGrads, InputGrads);
+  case OpKind::Dropout:
+    return backwardDropout(Call, OutputGrads, InputGrads);
+  default:
+    return backwardBroadcast(Call, OutputGrads, InputGrads);
+  }
+}
+
+} // namespace onnx2soap::rt::cpu

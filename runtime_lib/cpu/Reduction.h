@@ -1,0 +1,26 @@
+//===- runtime_lib/cpu/Reduction.h - Softmax, reductions --------*- C++ -*-===//
+//
+// The Normalization family's softmax and reduction kernels, split from
+// Normalization.cpp (which dispatches the family) to keep files small.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ONNX2SOAP_RUNTIME_CPU_REDUCTION_H
+#define ONNX2SOAP_RUNTIME_CPU_REDUCTION_H
+
+#include "CpuKernels.h"
+
+namespace onnx2soap::rt::cpu {
+
+/// Softmax / LogSoftmax over the `axis` attribute; f32 or f64.
+void forwardSoftmax(const OpCall &Call);
+void backwardSoftmax(const OpCall &Call, const Views &OutputGrads,
+                     const Views &InputGrads);
+/// ReduceMean / ReduceSum over `axes` (`keepdims` only shapes the output);
+/// forward f32, f64, i32, i64, backward f32, f64.
+void forwardReduce(const OpCall &Call);
+void backwardReduce(const OpCall &Call, const Views &OutputGrads,
+                    const Views &InputGrads);
+
+} // namespace onnx2soap::rt::cpu
+
+#endif

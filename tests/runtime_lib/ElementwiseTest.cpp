@@ -1,0 +1,715 @@
+//===- tests/runtime_lib/ElementwiseTest.cpp - Elementwise CPU kernels ----===//
+//
+// Forward values of every elementwise op kind against reference formulas
+// and reference broadcast loops (in double), gradient checks of every
+// differentiable input (f32, epsilon 1e-2 or 1e-3, relative tolerance 1e-2;
+// inputs kept away from kinks and ties), accumulation, Cast's rounding, and
+// Dropout's mask contract.
+//
+//===----------------------------------------------------------------------===//
+#include "KernelTestUtil.h"
+#include "runtime_lib/Error.h"
+#include <functional>
+
+using namespace onnx2soap::rt;
+using namespace onnx2soap::rt::test;
+
+namespace {
+
+class ElementwiseTest : public ::testing::Test {
+protected:
+  std::unique_ptr<Backend> B = createCpuBackend(1);
+  std::mt19937 Rng{7};
+};
+
+OpAttrs noAttrs() { return OpAttrs(); }
+
+/// A float tensor with values in [Low, High) whose magnitude is at least
+/// MinAbs (so kinks at 0 stay out of reach of the finite differences).
+HostTensor awayFromZero(std::vector<int64_t> Dims, std::mt19937 &Rng,
+                        double MinAbs = 0.1, double High = 1.5) {
+  HostTensor T = f32(std::move(Dims));
+  std::uniform_real_distribution<double> D(MinAbs, High);
+  std::bernoulli_distribution Sign(0.5);
+  for (int64_t I = 0; I < T.size(); ++I)
+    T.set(I, Sign(Rng) ? D(Rng) : -D(Rng));
+  return T;
+}
+
+/// Numpy-broadcast reference: Out[i] = Fn(values of Ins at i).
+void referenceBroadcast(
+    const std::vector<const HostTensor *> &Ins, HostTensor &Out,
+    const std::function<double(const std::vector<double> &)> &Fn) {
+  int Rank = static_cast<int>(Out.Dims.size());
+  std::vector<int64_t> Index(Rank, 0);
+  for (int64_t Flat = 0; Flat < Out.size(); ++Flat) {
+    int64_t Rest = Flat;
+    for (int D = Rank - 1; D >= 0; --D) {
+      Index[D] = Rest % Out.Dims[D];
+      Rest /= Out.Dims[D];
+    }
+    std::vector<double> Values;
+    for (const HostTensor *In : Ins) {
+      int InRank = static_cast<int>(In->Dims.size());
+      int64_t Offset = 0;
+      for (int D = 0; D < InRank; ++D) {
+        int64_t Dim = In->Dims[D];
+        int64_t I = Dim == 1 ? 0 : Index[Rank - InRank + D];
+        Offset = Offset * Dim + I;
+      }
+      Values.push_back(In->at(Offset));
+    }
+    Out.set(Flat, Fn(Values));
+  }
+}
+
+void expectClose(const HostTensor &Actual, const HostTensor &Expected,
+                 double RelTol = 1e-6) {
+  ASSERT_EQ(Actual.size(), Expected.size());
+  for (int64_t I = 0; I < Actual.size(); ++I)
+    EXPECT_NEAR(Actual.at(I), Expected.at(I),
+                RelTol * std::max(1.0, std::fabs(Expected.at(I))))
+        << "element " << I;
+}
+
+//===-- Unary -------------------------------------------------------------===//
+
+struct UnaryCase {
+  OpKind Kind;
+  OpAttrs Attrs;
+  double (*Reference)(double X, const OpAttrs &A);
+  bool PositiveOnly;
+};
+
+double geluExact(double X, const OpAttrs &) {
+  return 0.5 * X * (1 + std::erf(X / std::sqrt(2.0)));
+}
+double geluTanh(double X, const OpAttrs &) {
+  return 0.5 * X *
+         (1 + std::tanh(std::sqrt(2 / M_PI) * (X + 0.044715 * X * X * X)));
+}
+
+std::vector<UnaryCase> unaryCases() {
+  OpAttrs Leaky;
+  Leaky.set("alpha", 0.2);
+  OpAttrs Tanh;
+  Tanh.set("approximate", std::string("tanh"));
+  OpAttrs None;
+  None.set("approximate", std::string("none"));
+  return {
+      {OpKind::Relu,
+       {},
+       [](double X, const OpAttrs &) { return X > 0 ? X : 0; },
+       false},
+      {OpKind::LeakyRelu, Leaky,
+       [](double X, const OpAttrs &) { return X > 0 ? X : 0.2 * X; }, false},
+      {OpKind::Sigmoid,
+       {},
+       [](double X, const OpAttrs &) { return 1 / (1 + std::exp(-X)); },
+       false},
+      {OpKind::Tanh,
+       {},
+       [](double X, const OpAttrs &) { return std::tanh(X); },
+       false},
+      {OpKind::Erf,
+       {},
+       [](double X, const OpAttrs &) { return std::erf(X); },
+       false},
+      {OpKind::Gelu, None, geluExact, false},
+      {OpKind::Gelu, Tanh, geluTanh, false},
+      {OpKind::Sqrt,
+       {},
+       [](double X, const OpAttrs &) { return std::sqrt(X); },
+       true},
+      {OpKind::Exp,
+       {},
+       [](double X, const OpAttrs &) { return std::exp(X); },
+       false},
+      {OpKind::Log,
+       {},
+       [](double X, const OpAttrs &) { return std::log(X); },
+       true},
+      {OpKind::Neg, {}, [](double X, const OpAttrs &) { return -X; }, false},
+      {OpKind::Abs,
+       {},
+       [](double X, const OpAttrs &) { return std::fabs(X); },
+       false},
+      {OpKind::Reciprocal,
+       {},
+       [](double X, const OpAttrs &) { return 1 / X; },
+       true},
+  };
+}
+
+TEST_F(ElementwiseTest, UnaryForwardMatchesFormulas) {
+  for (const UnaryCase &C : unaryCases()) {
+    HostTensor X =
+        C.PositiveOnly ? f32({2, 3, 4}) : awayFromZero({2, 3, 4}, Rng);
+    if (C.PositiveOnly)
+      randomize(X, Rng, 0.3, 3);
+    HostTensor Y = f32({2, 3, 4}), Expected = f32({2, 3, 4});
+    runForward(*B, C.Kind, C.Attrs, {&X}, {&Y});
+    for (int64_t I = 0; I < X.size(); ++I)
+      Expected.set(I, C.Reference(X.at(I), C.Attrs));
+    SCOPED_TRACE(opKindName(C.Kind));
+    expectClose(Y, Expected, 1e-6);
+  }
+}
+
+TEST_F(ElementwiseTest, UnaryForwardF64) {
+  HostTensor X(DType::Float64, {5}), Y(DType::Float64, {5});
+  for (int I = 0; I < 5; ++I)
+    X.set(I, 0.5 + I);
+  runForward(*B, OpKind::Log, noAttrs(), {&X}, {&Y});
+  for (int I = 0; I < 5; ++I)
+    EXPECT_DOUBLE_EQ(Y.at(I), std::log(0.5 + I));
+}
+
+TEST_F(ElementwiseTest, UnaryGradients) {
+  // Epsilon 1e-3 on inputs at least 0.1 from a kink; tolerance 1e-2.
+  for (const UnaryCase &C : unaryCases()) {
+    HostTensor X = C.PositiveOnly ? f32({3, 5}) : awayFromZero({3, 5}, Rng);
+    if (C.PositiveOnly)
+      randomize(X, Rng, 0.5, 2);
+    SCOPED_TRACE(opKindName(C.Kind));
+    gradCheck(*B, C.Kind, C.Attrs, {&X}, {f32({3, 5})}, {0}, 1e-3, 1e-2);
+  }
+}
+
+TEST_F(ElementwiseTest, UnaryGradientF64) {
+  HostTensor X(DType::Float64, {6});
+  randomize(X, Rng, 0.5, 2);
+  gradCheck(*B, OpKind::Tanh, noAttrs(), {&X},
+            {HostTensor(DType::Float64, {6})}, {0}, 1e-5, 1e-6);
+}
+
+TEST_F(ElementwiseTest, IntegerReluNegAbs) {
+  HostTensor X = i64({4}, {-3, 0, 2, -1}), Y = i64({4});
+  runForward(*B, OpKind::Relu, noAttrs(), {&X}, {&Y});
+  EXPECT_THAT(std::vector<double>({Y.at(0), Y.at(1), Y.at(2), Y.at(3)}),
+              ::testing::ElementsAre(0, 0, 2, 0));
+  runForward(*B, OpKind::Abs, noAttrs(), {&X}, {&Y});
+  EXPECT_EQ(Y.at(0), 3);
+  EXPECT_EQ(Y.at(3), 1);
+  HostTensor X32(DType::Int32, {2}), Y32(DType::Int32, {2});
+  X32.set(0, 5);
+  X32.set(1, -7);
+  runForward(*B, OpKind::Neg, noAttrs(), {&X32}, {&Y32});
+  EXPECT_EQ(Y32.at(0), -5);
+  EXPECT_EQ(Y32.at(1), 7);
+}
+
+TEST_F(ElementwiseTest, NotFlipsBools) {
+  HostTensor X(DType::Bool, {3}), Y(DType::Bool, {3});
+  X.set(0, 1);
+  X.set(2, 1);
+  runForward(*B, OpKind::Not, noAttrs(), {&X}, {&Y});
+  EXPECT_EQ(Y.at(0), 0);
+  EXPECT_EQ(Y.at(1), 1);
+  EXPECT_EQ(Y.at(2), 0);
+}
+
+TEST_F(ElementwiseTest, BackwardAccumulates) {
+  HostTensor X = awayFromZero({7}, Rng), Y = f32({7}), DY = f32({7}),
+             DX = f32({7});
+  randomize(DY, Rng);
+  runForward(*B, OpKind::Sigmoid, noAttrs(), {&X}, {&Y});
+  OpAttrs A;
+  OpCall Call{OpKind::Sigmoid, A, "test", {X.view()}, {Y.view()}, 1};
+  B->backward(Call, {DY.view()}, {DX.view()});
+  HostTensor Once = DX;
+  B->backward(Call, {DY.view()}, {DX.view()});
+  for (int64_t I = 0; I < 7; ++I)
+    EXPECT_FLOAT_EQ(DX.at(I), 2 * Once.at(I));
+  // Absent gradients are skipped.
+  B->backward(Call, {DY.view()}, {TensorView::absent()});
+}
+
+TEST_F(ElementwiseTest, UnaryRejectsWrongTypes) {
+  HostTensor X = i64({3}), Y = i64({3});
+  EXPECT_THROW(runForward(*B, OpKind::Exp, noAttrs(), {&X}, {&Y}),
+               RuntimeError);
+  HostTensor F = f32({3}), G = f32({4});
+  try {
+    runForward(*B, OpKind::Exp, noAttrs(), {&F}, {&G});
+    ADD_FAILURE() << "no error";
+  } catch (const RuntimeError &E) {
+    EXPECT_THAT(E.what(), ::testing::HasSubstr("op 'test' (Exp)"));
+  }
+}
+
+//===-- Cast --------------------------------------------------------------===//
+
+OpAttrs castTo(const char *Type) {
+  OpAttrs A;
+  A.set("to", std::string(Type));
+  return A;
+}
+
+uint16_t castF32ToBits(Backend &B, float V, const char *To, DType Type) {
+  HostTensor X = f32({1}, {V}), Y(Type, {1});
+  runForward(B, OpKind::Cast, castTo(To), {&X}, {&Y});
+  return Y.data<uint16_t>()[0];
+}
+
+TEST_F(ElementwiseTest, CastToF16RoundsToNearestEven) {
+  auto H = [&](double V) {
+    return castF32ToBits(*B, static_cast<float>(V), "f16", DType::Float16);
+  };
+  EXPECT_EQ(H(1.0), 0x3C00);
+  EXPECT_EQ(H(-2.0), 0xC000);
+  EXPECT_EQ(H(65504.0), 0x7BFF);
+  EXPECT_EQ(H(65519.0), 0x7BFF);
+  EXPECT_EQ(H(65520.0), 0x7C00); // halfway to 2^16: even is infinity
+  EXPECT_EQ(H(1.0 + std::ldexp(1.0, -11)), 0x3C00);     // tie, down to even
+  EXPECT_EQ(H(1.0 + 3 * std::ldexp(1.0, -11)), 0x3C02); // tie, up to even
+  EXPECT_EQ(H(std::ldexp(1.0, -24)), 0x0001);           // smallest subnormal
+  EXPECT_EQ(H(std::ldexp(1.0, -25)), 0x0000);           // tie to even 0
+  EXPECT_EQ(H(3 * std::ldexp(1.0, -25)), 0x0002);       // tie to even 2
+  EXPECT_EQ(H(std::ldexp(1.0, -14)), 0x0400);           // smallest normal
+  EXPECT_EQ(H(0.1), 0x2E66);
+  EXPECT_EQ(H(-0.0), 0x8000);
+  EXPECT_EQ(H(INFINITY), 0x7C00);
+  EXPECT_EQ(H(NAN) & 0x7C00, 0x7C00);
+  EXPECT_NE(H(NAN) & 0x03FF, 0);
+}
+
+TEST_F(ElementwiseTest, CastToBF16RoundsToNearestEven) {
+  auto H = [&](double V) {
+    return castF32ToBits(*B, static_cast<float>(V), "bf16", DType::BFloat16);
+  };
+  EXPECT_EQ(H(1.0), 0x3F80);
+  EXPECT_EQ(H(1.0 + std::ldexp(1.0, -8)), 0x3F80);     // tie, down to even
+  EXPECT_EQ(H(1.0 + 3 * std::ldexp(1.0, -8)), 0x3F82); // tie, up to even
+  EXPECT_EQ(H(1.0 + 1.5 * std::ldexp(1.0, -8)), 0x3F81);
+  EXPECT_EQ(H(-3.0), 0xC040);
+  EXPECT_EQ(H(3.0e38), 0x7F62);
+  EXPECT_EQ(H(std::numeric_limits<float>::max()), 0x7F80); // rounds to inf
+  EXPECT_EQ(H(std::ldexp(1.0, -133)), 0x0001);             // subnormal
+  EXPECT_NE(H(NAN) & 0x007F, 0);
+}
+
+TEST_F(ElementwiseTest, CastHalfRoundTripAndF64Source) {
+  HostTensor X(DType::Float16, {3}), Y = f32({3});
+  X.data<uint16_t>()[0] = 0x3C01; // 1 + 2^-10
+  X.data<uint16_t>()[1] = 0x0001; // 2^-24
+  X.data<uint16_t>()[2] = 0xFC00; // -inf
+  runForward(*B, OpKind::Cast, castTo("f32"), {&X}, {&Y});
+  EXPECT_EQ(Y.at(0), 1.0 + std::ldexp(1.0, -10));
+  EXPECT_EQ(Y.at(1), std::ldexp(1.0, -24));
+  EXPECT_EQ(Y.at(2), -INFINITY);
+  // A double just above an f16 tie must round up (no double rounding via f32).
+  HostTensor D(DType::Float64, {1}), H(DType::Float16, {1});
+  D.set(0, 1.0 + std::ldexp(1.0, -11) + std::ldexp(1.0, -40));
+  runForward(*B, OpKind::Cast, castTo("f16"), {&D}, {&H});
+  EXPECT_EQ(H.data<uint16_t>()[0], 0x3C01);
+  // f16 -> bf16 directly.
+  HostTensor BF(DType::BFloat16, {3});
+  runForward(*B, OpKind::Cast, castTo("bf16"), {&X}, {&BF});
+  EXPECT_EQ(BF.data<uint16_t>()[0], 0x3F80); // 1 + 2^-10 rounds to 1
+  EXPECT_EQ(BF.data<uint16_t>()[1], 0x3380); // 2^-24 is exact
+  EXPECT_EQ(BF.data<uint16_t>()[2], 0xFF80);
+}
+
+TEST_F(ElementwiseTest, CastIntegersAndBools) {
+  HostTensor X = f32({6}, {-2.7, 2.7, 1e10, -1e10, NAN, 0.0}),
+             Y(DType::Int32, {6});
+  runForward(*B, OpKind::Cast, castTo("i32"), {&X}, {&Y});
+  EXPECT_EQ(Y.at(0), -2);
+  EXPECT_EQ(Y.at(1), 2);
+  EXPECT_EQ(Y.at(2), 2147483647);
+  EXPECT_EQ(Y.at(3), -2147483648.0);
+  EXPECT_EQ(Y.at(4), 0);
+  HostTensor Bools(DType::Bool, {6});
+  runForward(*B, OpKind::Cast, castTo("bool"), {&X}, {&Bools});
+  EXPECT_EQ(Bools.at(0), 1);
+  EXPECT_EQ(Bools.at(4), 1); // NaN != 0
+  EXPECT_EQ(Bools.at(5), 0);
+  HostTensor Back = f32({6});
+  runForward(*B, OpKind::Cast, castTo("f32"), {&Bools}, {&Back});
+  EXPECT_EQ(Back.at(0), 1.0);
+  EXPECT_EQ(Back.at(5), 0.0);
+  HostTensor Big = i64({2}, {(int64_t(1) << 40) + 3, -5}),
+             Small(DType::Int32, {2});
+  runForward(*B, OpKind::Cast, castTo("i32"), {&Big}, {&Small});
+  EXPECT_EQ(Small.at(0), 3); // wraps modulo 2^32
+  EXPECT_EQ(Small.at(1), -5);
+  HostTensor U8(DType::UInt8, {2});
+  runForward(*B, OpKind::Cast, castTo("u8"), {&Big}, {&U8});
+  EXPECT_EQ(U8.data<uint8_t>()[1], 251);
+  HostTensor AsF64(DType::Float64, {2});
+  runForward(*B, OpKind::Cast, castTo("f64"), {&Big}, {&AsF64});
+  EXPECT_EQ(AsF64.at(0), double((int64_t(1) << 40) + 3));
+}
+
+TEST_F(ElementwiseTest, CastGradients) {
+  HostTensor X = f32({2, 3});
+  randomize(X, Rng);
+  gradCheck(*B, OpKind::Cast, castTo("f64"), {&X},
+            {HostTensor(DType::Float64, {2, 3})}, {0}, 1e-2, 1e-4);
+  HostTensor D(DType::Float64, {4});
+  randomize(D, Rng);
+  gradCheck(*B, OpKind::Cast, castTo("f32"), {&D}, {f32({4})}, {0}, 1e-3, 1e-4);
+  // f32 -> f16: the backward casts the gradient back.
+  HostTensor Out(DType::Float16, {2, 3}), G(DType::Float16, {2, 3}),
+      DX = f32({2, 3});
+  for (int I = 0; I < 6; ++I)
+    G.data<uint16_t>()[I] = 0x3800; // 0.5
+  OpAttrs A = castTo("f16");
+  OpCall Call{OpKind::Cast, A, "test", {X.view()}, {Out.view()}, 1};
+  B->forward(Call);
+  B->backward(Call, {G.view()}, {DX.view()});
+  B->backward(Call, {G.view()}, {DX.view()});
+  for (int I = 0; I < 6; ++I)
+    EXPECT_EQ(DX.at(I), 1.0);
+  // No gradient through an integer cast.
+  HostTensor Ints(DType::Int32, {2, 3}), IntGrad(DType::Int32, {2, 3});
+  HostTensor DX2 = f32({2, 3});
+  OpAttrs AI = castTo("i32");
+  OpCall IntCall{OpKind::Cast, AI, "test", {X.view()}, {Ints.view()}, 1};
+  B->forward(IntCall);
+  B->backward(IntCall, {IntGrad.view()}, {DX2.view()});
+  for (int I = 0; I < 6; ++I)
+    EXPECT_EQ(DX2.at(I), 0.0);
+}
+
+//===-- Dropout -----------------------------------------------------------===//
+
+OpAttrs dropoutAttrs(double Ratio, int64_t Training, int64_t Seed) {
+  OpAttrs A;
+  A.set("ratio", Ratio);
+  A.set("training", Training);
+  A.set("seed", Seed);
+  return A;
+}
+
+TEST_F(ElementwiseTest, DropoutInferenceIsIdentity) {
+  HostTensor X = f32({10}), Y = f32({10}), M(DType::Bool, {10});
+  randomize(X, Rng);
+  runForward(*B, OpKind::Dropout, dropoutAttrs(0.5, 0, 3), {&X}, {&Y, &M});
+  for (int I = 0; I < 10; ++I) {
+    EXPECT_EQ(Y.at(I), X.at(I));
+    EXPECT_EQ(M.at(I), 1);
+  }
+  gradCheck(*B, OpKind::Dropout, dropoutAttrs(0.5, 0, 3), {&X},
+            {f32({10}), HostTensor(DType::Bool, {10})}, {0}, 1e-2, 1e-3);
+}
+
+TEST_F(ElementwiseTest, DropoutTrainingMaskAndScale) {
+  const int64_t N = 20000;
+  HostTensor X = f32({N}), Y = f32({N}), M(DType::Bool, {N});
+  randomize(X, Rng, 0.5, 1.5);
+  runForward(*B, OpKind::Dropout, dropoutAttrs(0.3, 1, 42), {&X}, {&Y, &M},
+             /*Step=*/5);
+  int64_t Kept = 0;
+  for (int64_t I = 0; I < N; ++I) {
+    if (M.at(I)) {
+      ++Kept;
+      EXPECT_FLOAT_EQ(Y.at(I), X.at(I) * static_cast<float>(1 / 0.7));
+    } else {
+      EXPECT_EQ(Y.at(I), 0.0);
+    }
+  }
+  EXPECT_NEAR(double(Kept) / N, 0.7, 0.015);
+
+  // A pure function of (seed, step, index): same call, same mask; another
+  // step or seed, another mask.
+  HostTensor M2(DType::Bool, {N}), Y2 = f32({N});
+  runForward(*B, OpKind::Dropout, dropoutAttrs(0.3, 1, 42), {&X}, {&Y2, &M2},
+             5);
+  EXPECT_EQ(M.Bytes, M2.Bytes);
+  runForward(*B, OpKind::Dropout, dropoutAttrs(0.3, 1, 42), {&X}, {&Y2, &M2},
+             6);
+  EXPECT_NE(M.Bytes, M2.Bytes);
+  runForward(*B, OpKind::Dropout, dropoutAttrs(0.3, 1, 43), {&X}, {&Y2, &M2},
+             5);
+  EXPECT_NE(M.Bytes, M2.Bytes);
+}
+
+TEST_F(ElementwiseTest, DropoutMaskIsPinned) {
+  // Golden bits of the counter-based mask (Elementwise.h): the CUDA backend
+  // must produce exactly these (computed independently in Python). Seed
+  // 1234, step 3, ratio 0.5.
+  HostTensor X = f32({32}), Y = f32({32}), M(DType::Bool, {32});
+  runForward(*B, OpKind::Dropout, dropoutAttrs(0.5, 1, 1234), {&X}, {&Y, &M},
+             3);
+  std::string Bits;
+  for (int I = 0; I < 32; ++I)
+    Bits += M.at(I) ? '1' : '0';
+  EXPECT_EQ(Bits, "10011010100010110001010001101010");
+}
+
+TEST_F(ElementwiseTest, DropoutTrainingGradientUsesMask) {
+  HostTensor X = f32({4, 8});
+  randomize(X, Rng);
+  gradCheck(*B, OpKind::Dropout, dropoutAttrs(0.4, 1, 9), {&X},
+            {f32({4, 8}), HostTensor(DType::Bool, {4, 8})}, {0}, 1e-2, 1e-3);
+  // Without the mask output the backward recomputes the same mask.
+  HostTensor Y = f32({4, 8}), M(DType::Bool, {4, 8}), DY = f32({4, 8}),
+             WithMask = f32({4, 8}), Without = f32({4, 8});
+  randomize(DY, Rng);
+  OpAttrs A = dropoutAttrs(0.4, 1, 9);
+  OpCall Call{OpKind::Dropout, A, "test", {X.view()}, {Y.view(), M.view()}, 2};
+  B->forward(Call);
+  B->backward(Call, {DY.view(), TensorView::absent()}, {WithMask.view()});
+  OpCall NoMask{OpKind::Dropout, A, "test", {X.view()}, {Y.view()}, 2};
+  B->backward(NoMask, {DY.view()}, {Without.view()});
+  EXPECT_EQ(WithMask.Bytes, Without.Bytes);
+}
+
+//===-- Broadcasting ------------------------------------------------------===//
+
+struct BinaryCase {
+  OpKind Kind;
+  double (*Reference)(double, double);
+};
+
+std::vector<BinaryCase> arithmeticCases() {
+  return {{OpKind::Add, [](double A, double B) { return A + B; }},
+          {OpKind::Sub, [](double A, double B) { return A - B; }},
+          {OpKind::Mul, [](double A, double B) { return A * B; }},
+          {OpKind::Div, [](double A, double B) { return A / B; }},
+          {OpKind::Pow, [](double A, double B) { return std::pow(A, B); }}};
+}
+
+/// Shape pairs and their broadcast result.
+struct ShapeCase {
+  std::vector<int64_t> A, B, Out;
+};
+
+std::vector<ShapeCase> shapeCases() {
+  return {{{2, 3, 4}, {2, 3, 4}, {2, 3, 4}},
+          {{2, 3, 4}, {3, 1}, {2, 3, 4}},
+          {{4}, {2, 1, 4}, {2, 1, 4}},
+          {{}, {2, 3}, {2, 3}},
+          {{2, 1, 3, 1}, {1, 4, 1, 5}, {2, 4, 3, 5}},
+          {{1, 2, 1, 1, 2, 1, 1, 2},
+           {2, 1, 2, 1, 1, 1, 2, 1},
+           {2, 2, 2, 1, 2, 1, 2, 2}}};
+}
+
+TEST_F(ElementwiseTest, ArithmeticForwardBroadcasts) {
+  for (const BinaryCase &C : arithmeticCases())
+    for (const ShapeCase &S : shapeCases()) {
+      HostTensor A = f32(S.A), Bt = f32(S.B), Y = f32(S.Out),
+                 Expected = f32(S.Out);
+      randomize(A, Rng, 0.5, 2); // positive: Pow and Div stay finite
+      randomize(Bt, Rng, 0.5, 2);
+      runForward(*B, C.Kind, noAttrs(), {&A, &Bt}, {&Y});
+      referenceBroadcast({&A, &Bt}, Expected,
+                         [&](const std::vector<double> &V) {
+                           return C.Reference(V[0], V[1]);
+                         });
+      SCOPED_TRACE(std::string(opKindName(C.Kind)) + " rank " +
+                   std::to_string(S.Out.size()));
+      expectClose(Y, Expected, 1e-6);
+    }
+}
+
+TEST_F(ElementwiseTest, ArithmeticGradientsReduceOverBroadcastDims) {
+  for (const BinaryCase &C : arithmeticCases())
+    for (const ShapeCase &S : shapeCases()) {
+      HostTensor A = f32(S.A), Bt = f32(S.B);
+      randomize(A, Rng, 0.5, 2);
+      randomize(Bt, Rng, 0.5, 2);
+      SCOPED_TRACE(std::string(opKindName(C.Kind)) + " rank " +
+                   std::to_string(S.Out.size()));
+      gradCheck(*B, C.Kind, noAttrs(), {&A, &Bt}, {f32(S.Out)}, {0, 1}, 1e-3,
+                1e-2);
+    }
+}
+
+TEST_F(ElementwiseTest, ArithmeticOnIntegers) {
+  HostTensor A = i64({2, 3}, {1, 2, 3, 4, 5, 6}), Bt = i64({3}, {10, -2, 4}),
+             Y = i64({2, 3});
+  runForward(*B, OpKind::Mul, noAttrs(), {&A, &Bt}, {&Y});
+  EXPECT_EQ(Y.at(0), 10);
+  EXPECT_EQ(Y.at(4), -10);
+  runForward(*B, OpKind::Div, noAttrs(), {&A, &Bt}, {&Y});
+  EXPECT_EQ(Y.at(1), -1); // truncation toward zero
+  EXPECT_EQ(Y.at(5), 1);
+  HostTensor A32(DType::Int32, {2}), B32(DType::Int32, {1}),
+      Y32(DType::Int32, {2});
+  A32.set(0, 7);
+  A32.set(1, -7);
+  B32.set(0, 3);
+  runForward(*B, OpKind::Sub, noAttrs(), {&A32, &B32}, {&Y32});
+  EXPECT_EQ(Y32.at(0), 4);
+  EXPECT_EQ(Y32.at(1), -10);
+  HostTensor Zero = i64({1}, {0});
+  EXPECT_THROW(runForward(*B, OpKind::Div, noAttrs(), {&A, &Zero}, {&Y}),
+               RuntimeError);
+}
+
+TEST_F(ElementwiseTest, PowWithOtherExponentTypes) {
+  HostTensor A = f32({2, 2}, {1.5, -2, 3, 0.5}), E = i64({2}, {2, 3}),
+             Y = f32({2, 2});
+  runForward(*B, OpKind::Pow, noAttrs(), {&A, &E}, {&Y});
+  EXPECT_FLOAT_EQ(Y.at(0), 2.25);
+  EXPECT_FLOAT_EQ(Y.at(1), -8);
+  EXPECT_FLOAT_EQ(Y.at(2), 9);
+  EXPECT_FLOAT_EQ(Y.at(3), 0.125);
+  gradCheck(*B, OpKind::Pow, noAttrs(), {&A, &E}, {f32({2, 2})}, {0}, 1e-3,
+            1e-2);
+  HostTensor IntBase = i64({3}, {2, 3, -4}), Y64 = i64({3});
+  HostTensor FloatExp = f32({1}, {2});
+  runForward(*B, OpKind::Pow, noAttrs(), {&IntBase, &FloatExp}, {&Y64});
+  EXPECT_EQ(Y64.at(2), 16);
+}
+
+TEST_F(ElementwiseTest, MaxMinVariadicForward) {
+  HostTensor A = f32({2, 3}, {1, 5, -2, 0, 7, 3}), Bt = f32({3}, {2, 2, 2}),
+             C = f32({2, 1}, {-1, 6}), Y = f32({2, 3});
+  runForward(*B, OpKind::Max, noAttrs(), {&A, &Bt, &C}, {&Y});
+  std::vector<double> Max = {2, 5, 2, 6, 7, 6};
+  for (int I = 0; I < 6; ++I)
+    EXPECT_EQ(Y.at(I), Max[I]) << I;
+  runForward(*B, OpKind::Min, noAttrs(), {&A, &Bt, &C}, {&Y});
+  std::vector<double> Min = {-1, -1, -2, 0, 2, 2};
+  for (int I = 0; I < 6; ++I)
+    EXPECT_EQ(Y.at(I), Min[I]) << I;
+  HostTensor One = f32({2, 3});
+  runForward(*B, OpKind::Max, noAttrs(), {&A}, {&One});
+  EXPECT_EQ(One.Bytes, A.Bytes);
+  HostTensor I1 = i64({2}, {3, -4}), I2 = i64({2}, {1, 9}), IY = i64({2});
+  runForward(*B, OpKind::Min, noAttrs(), {&I1, &I2}, {&IY});
+  EXPECT_EQ(IY.at(0), 1);
+  EXPECT_EQ(IY.at(1), -4);
+  HostTensor N1 = f32({1}, {NAN}), N2 = f32({1}, {1}), NY = f32({1});
+  runForward(*B, OpKind::Max, noAttrs(), {&N2, &N1}, {&NY});
+  EXPECT_TRUE(std::isnan(NY.at(0)));
+}
+
+TEST_F(ElementwiseTest, MaxMinGradients) {
+  // Levels 0.2 apart (A even tenths, B odd tenths, C shifted by 0.05): no
+  // two candidates within finite-difference reach of each other.
+  HostTensor A = f32({2, 3}), Bt = f32({3}), C = f32({2, 1});
+  for (int I = 0; I < 6; ++I)
+    A.set(I, 0.2 * ((I * 7) % 6) - 0.5);
+  for (int I = 0; I < 3; ++I)
+    Bt.set(I, 0.2 * ((I * 2) % 3) - 0.4);
+  C.set(0, 0.05);
+  C.set(1, -0.35);
+  for (OpKind K : {OpKind::Max, OpKind::Min}) {
+    SCOPED_TRACE(opKindName(K));
+    gradCheck(*B, K, noAttrs(), {&A, &Bt, &C}, {f32({2, 3})}, {0, 1, 2}, 1e-3,
+              1e-2);
+  }
+}
+
+TEST_F(ElementwiseTest, MaxTiesSplitTheGradient) {
+  HostTensor A = f32({3}, {1, 2, 3}), Bt = f32({3}, {1, 0, 3}),
+             C = f32({3}, {1, 0, 0}), Y = f32({3}), DY = f32({3}, {6, 6, 6}),
+             DA = f32({3}), DB = f32({3}), DC = f32({3});
+  OpAttrs Attrs;
+  OpCall Call{OpKind::Max, Attrs, "test", {A.view(), Bt.view(), C.view()},
+              {Y.view()},  1};
+  B->forward(Call);
+  B->backward(Call, {DY.view()}, {DA.view(), DB.view(), DC.view()});
+  EXPECT_EQ(DA.at(0), 2); // three-way tie: a third each
+  EXPECT_EQ(DB.at(0), 2);
+  EXPECT_EQ(DC.at(0), 2);
+  EXPECT_EQ(DA.at(1), 6);
+  EXPECT_EQ(DB.at(1), 0);
+  EXPECT_EQ(DA.at(2), 3); // two-way tie: half each, as torch.maximum
+  EXPECT_EQ(DB.at(2), 3);
+  EXPECT_EQ(DC.at(2), 0);
+}
+
+TEST_F(ElementwiseTest, ComparisonsBroadcast) {
+  struct Case {
+    OpKind Kind;
+    bool (*Reference)(double, double);
+  };
+  std::vector<Case> Cases = {
+      {OpKind::Equal, [](double A, double B) { return A == B; }},
+      {OpKind::Less, [](double A, double B) { return A < B; }},
+      {OpKind::Greater, [](double A, double B) { return A > B; }}};
+  for (const Case &C : Cases)
+    for (DType Type : {DType::Float32, DType::Int64, DType::Int32}) {
+      HostTensor A(Type, {2, 3}), Bt(Type, {3}), Y(DType::Bool, {2, 3}),
+          Expected(DType::Bool, {2, 3});
+      for (int I = 0; I < 6; ++I)
+        A.set(I, I % 3 - 1);
+      for (int I = 0; I < 3; ++I)
+        Bt.set(I, 1 - I);
+      runForward(*B, C.Kind, noAttrs(), {&A, &Bt}, {&Y});
+      referenceBroadcast({&A, &Bt}, Expected,
+                         [&](const std::vector<double> &V) {
+                           return C.Reference(V[0], V[1]) ? 1.0 : 0.0;
+                         });
+      SCOPED_TRACE(std::string(opKindName(C.Kind)) + " " + dtypeName(Type));
+      EXPECT_EQ(Y.Bytes, Expected.Bytes);
+    }
+  HostTensor BA(DType::Bool, {2}), BB(DType::Bool, {2}), BY(DType::Bool, {2});
+  BA.set(0, 1);
+  BB.set(0, 1);
+  BB.set(1, 1);
+  runForward(*B, OpKind::Equal, noAttrs(), {&BA, &BB}, {&BY});
+  EXPECT_EQ(BY.at(0), 1);
+  EXPECT_EQ(BY.at(1), 0);
+}
+
+TEST_F(ElementwiseTest, WhereForwardAndGradients) {
+  HostTensor Cond(DType::Bool, {2, 1, 3}), X = f32({4, 1}), Z = f32({3}),
+                                           Y = f32({2, 4, 3}),
+                                           Expected = f32({2, 4, 3});
+  for (int I = 0; I < 6; ++I)
+    Cond.set(I, (I * 5) % 3 == 0);
+  randomize(X, Rng);
+  randomize(Z, Rng);
+  runForward(*B, OpKind::Where, noAttrs(), {&Cond, &X, &Z}, {&Y});
+  referenceBroadcast(
+      {&Cond, &X, &Z}, Expected,
+      [](const std::vector<double> &V) { return V[0] != 0 ? V[1] : V[2]; });
+  expectClose(Y, Expected, 0);
+  gradCheck(*B, OpKind::Where, noAttrs(), {&Cond, &X, &Z}, {f32({2, 4, 3})},
+            {1, 2}, 1e-2, 1e-3);
+  HostTensor IX = i64({2}, {1, 2}), IZ = i64({2}, {-1, -2}), IY = i64({2});
+  HostTensor C2(DType::Bool, {2});
+  C2.set(1, 1);
+  runForward(*B, OpKind::Where, noAttrs(), {&C2, &IX, &IZ}, {&IY});
+  EXPECT_EQ(IY.at(0), -1);
+  EXPECT_EQ(IY.at(1), 2);
+}
+
+TEST_F(ElementwiseTest, BroadcastBackwardAccumulatesAndSkipsAbsent) {
+  HostTensor A = f32({2, 3}), Bt = f32({3}), Y = f32({2, 3}), DY = f32({2, 3}),
+             DB = f32({3});
+  randomize(A, Rng);
+  randomize(Bt, Rng);
+  randomize(DY, Rng);
+  OpAttrs Attrs;
+  OpCall Call{OpKind::Mul, Attrs, "test", {A.view(), Bt.view()}, {Y.view()}, 1};
+  B->forward(Call);
+  B->backward(Call, {DY.view()}, {TensorView::absent(), DB.view()});
+  HostTensor Once = DB;
+  B->backward(Call, {DY.view()}, {TensorView::absent(), DB.view()});
+  for (int I = 0; I < 3; ++I) {
+    double Expected = 0;
+    for (int R = 0; R < 2; ++R)
+      Expected += DY.at(R * 3 + I) * A.at(R * 3 + I);
+    EXPECT_NEAR(Once.at(I), Expected, 1e-6);
+    EXPECT_FLOAT_EQ(DB.at(I), 2 * Once.at(I));
+  }
+}
+
+TEST_F(ElementwiseTest, BroadcastErrorsNameTheOp) {
+  HostTensor A = f32({2, 3}), Bt = f32({4}), Y = f32({2, 3});
+  try {
+    runForward(*B, OpKind::Add, noAttrs(), {&A, &Bt}, {&Y});
+    ADD_FAILURE() << "no error";
+  } catch (const RuntimeError &E) {
+    EXPECT_THAT(E.what(), ::testing::HasSubstr("op 'test' (Add)"));
+    EXPECT_THAT(E.what(), ::testing::HasSubstr("do not broadcast"));
+  }
+  HostTensor I = i64({2, 3});
+  EXPECT_THROW(runForward(*B, OpKind::Add, noAttrs(), {&A, &I}, {&Y}),
+               RuntimeError);
+  HostTensor Bools(DType::Bool, {2, 3});
+  EXPECT_THROW(
+      runForward(*B, OpKind::Add, noAttrs(), {&Bools, &Bools}, {&Bools}),
+      RuntimeError);
+}
+
+} // namespace
