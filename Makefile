@@ -46,7 +46,7 @@ docs: build
 	$(BUILD)/bin/onnx2soap ops --markdown > docs/onnx-support.md
 
 format:
-	clang-format -i $$(git ls-files '*.cpp' '*.h' '*.cu')
+	clang-format -i $$(git ls-files '*.cpp' '*.h' '*.cu' '*.cuh')
 
 clean:
 	rm -rf $(BUILD) $(FUZZ_BUILD)

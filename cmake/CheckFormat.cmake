@@ -7,6 +7,7 @@ file(GLOB_RECURSE Sources RELATIVE ${SOURCE_DIR}
   ${SOURCE_DIR}/soap_search/*.cpp ${SOURCE_DIR}/soap_search/*.h
   ${SOURCE_DIR}/codegen/*.cpp ${SOURCE_DIR}/codegen/*.h
   ${SOURCE_DIR}/runtime_lib/*.cpp ${SOURCE_DIR}/runtime_lib/*.h
+  ${SOURCE_DIR}/runtime_lib/*.cu ${SOURCE_DIR}/runtime_lib/*.cuh
   ${SOURCE_DIR}/cli/*.cpp ${SOURCE_DIR}/cli/*.h
   ${SOURCE_DIR}/tests/*.cpp ${SOURCE_DIR}/tests/*.h
   ${SOURCE_DIR}/bench/*.cpp ${SOURCE_DIR}/bench/*.h)

@@ -5,6 +5,7 @@
 // compile here until it has CPU kernels.
 //
 //===----------------------------------------------------------------------===//
+#include "../Families.h"
 #include "CpuKernels.h"
 #include <cstdlib>
 #include <cstring>
@@ -47,82 +48,6 @@ void requireType(const OpCall &Call, const TensorView &V, DType Type,
 }
 
 namespace {
-enum class Family {
-  Elementwise,
-  Contraction,
-  Pool,
-  Normalization,
-  Movement,
-  Recurrent,
-  Loss
-};
-
-Family familyOf(OpKind Kind) {
-  switch (Kind) {
-  case OpKind::Relu:
-  case OpKind::LeakyRelu:
-  case OpKind::Sigmoid:
-  case OpKind::Tanh:
-  case OpKind::Erf:
-  case OpKind::Gelu:
-  case OpKind::Sqrt:
-  case OpKind::Exp:
-  case OpKind::Log:
-  case OpKind::Neg:
-  case OpKind::Abs:
-  case OpKind::Reciprocal:
-  case OpKind::Not:
-  case OpKind::Cast:
-  case OpKind::Dropout:
-  case OpKind::Add:
-  case OpKind::Sub:
-  case OpKind::Mul:
-  case OpKind::Div:
-  case OpKind::Pow:
-  case OpKind::Max:
-  case OpKind::Min:
-  case OpKind::Equal:
-  case OpKind::Less:
-  case OpKind::Greater:
-  case OpKind::Where:
-    return Family::Elementwise;
-  case OpKind::Conv:
-  case OpKind::ConvTranspose:
-  case OpKind::Gemm:
-  case OpKind::MatMul:
-    return Family::Contraction;
-  case OpKind::MaxPool:
-  case OpKind::AveragePool:
-  case OpKind::GlobalAveragePool:
-  case OpKind::GlobalMaxPool:
-    return Family::Pool;
-  case OpKind::BatchNorm:
-  case OpKind::LayerNorm:
-  case OpKind::Softmax:
-  case OpKind::LogSoftmax:
-  case OpKind::ReduceMean:
-  case OpKind::ReduceSum:
-    return Family::Normalization;
-  case OpKind::Reshape:
-  case OpKind::Transpose:
-  case OpKind::Concat:
-  case OpKind::Split:
-  case OpKind::Slice:
-  case OpKind::Pad:
-  case OpKind::Expand:
-  case OpKind::Gather:
-    return Family::Movement;
-  case OpKind::LSTM:
-  case OpKind::GRU:
-  case OpKind::LSTMCell:
-  case OpKind::GRUCell:
-    return Family::Recurrent;
-  case OpKind::SoftmaxCrossEntropyLoss:
-    return Family::Loss;
-  }
-  return Family::Elementwise;
-}
-
 class CpuBackend final : public Backend {
 public:
   explicit CpuBackend(int Threads) {
@@ -153,40 +78,40 @@ public:
   }
 
   void forward(const OpCall &Call) override {
-    switch (familyOf(Call.Kind)) {
-    case Family::Elementwise:
+    switch (opFamily(Call.Kind)) {
+    case OpFamily::Elementwise:
       return cpu::forwardElementwise(Ctx, Call);
-    case Family::Contraction:
+    case OpFamily::Contraction:
       return cpu::forwardContraction(Ctx, Call);
-    case Family::Pool:
+    case OpFamily::Pool:
       return cpu::forwardPool(Ctx, Call);
-    case Family::Normalization:
+    case OpFamily::Normalization:
       return cpu::forwardNormalization(Ctx, Call);
-    case Family::Movement:
+    case OpFamily::Movement:
       return cpu::forwardMovement(Ctx, Call);
-    case Family::Recurrent:
+    case OpFamily::Recurrent:
       return cpu::forwardRecurrent(Ctx, Call);
-    case Family::Loss:
+    case OpFamily::Loss:
       return cpu::forwardLoss(Ctx, Call);
     }
   }
 
   void backward(const OpCall &Call, const Views &OutputGrads,
                 const Views &InputGrads) override {
-    switch (familyOf(Call.Kind)) {
-    case Family::Elementwise:
+    switch (opFamily(Call.Kind)) {
+    case OpFamily::Elementwise:
       return cpu::backwardElementwise(Ctx, Call, OutputGrads, InputGrads);
-    case Family::Contraction:
+    case OpFamily::Contraction:
       return cpu::backwardContraction(Ctx, Call, OutputGrads, InputGrads);
-    case Family::Pool:
+    case OpFamily::Pool:
       return cpu::backwardPool(Ctx, Call, OutputGrads, InputGrads);
-    case Family::Normalization:
+    case OpFamily::Normalization:
       return cpu::backwardNormalization(Ctx, Call, OutputGrads, InputGrads);
-    case Family::Movement:
+    case OpFamily::Movement:
       return cpu::backwardMovement(Ctx, Call, OutputGrads, InputGrads);
-    case Family::Recurrent:
+    case OpFamily::Recurrent:
       return cpu::backwardRecurrent(Ctx, Call, OutputGrads, InputGrads);
-    case Family::Loss:
+    case OpFamily::Loss:
       return cpu::backwardLoss(Ctx, Call, OutputGrads, InputGrads);
     }
   }

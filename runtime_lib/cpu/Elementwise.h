@@ -2,15 +2,15 @@
 //
 // What the elementwise family's files share: the entry points of Cast
 // (Cast.cpp) and of the broadcasting ops (Broadcast.cpp), which
-// Elementwise.cpp dispatches to, and Dropout's mask function, which every
-// backend must compute bit for bit the same way.
+// Elementwise.cpp dispatches to. Dropout's mask contract, which every backend
+// computes bit for bit the same way, is in runtime_lib/DropoutMask.h.
 //
 //===----------------------------------------------------------------------===//
 #ifndef ONNX2SOAP_RUNTIME_CPU_ELEMENTWISE_H
 #define ONNX2SOAP_RUNTIME_CPU_ELEMENTWISE_H
 
+#include "../DropoutMask.h"
 #include "CpuKernels.h"
-#include <cstdint>
 
 namespace onnx2soap::rt::cpu {
 
@@ -21,33 +21,6 @@ void backwardCast(const OpCall &Call, const Views &OutputGrads,
 void forwardBroadcast(const OpCall &Call);
 void backwardBroadcast(const OpCall &Call, const Views &OutputGrads,
                        const Views &InputGrads);
-
-/// splitmix64's output function (Steele, Lea, Flood 2014).
-constexpr uint64_t splitMix64(uint64_t Z) {
-  Z += 0x9e3779b97f4a7c15ull;
-  Z = (Z ^ (Z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  Z = (Z ^ (Z >> 27)) * 0x94d049bb133111ebull;
-  return Z ^ (Z >> 31);
-}
-
-/// Dropout's mask, the contract every backend implements identically:
-/// element Index (row-major, over the whole tensor) of the call at training
-/// step Step with attribute seed Seed is kept iff
-///   H = splitMix64(splitMix64(splitMix64(Seed) ^ Step) + Index)
-///   (H >> 11) >= Threshold,  Threshold = uint64(Ratio * 2^53)
-/// (all arithmetic modulo 2^64; Ratio * 2^53 is exact in double, the
-/// conversion truncates). Kept elements are multiplied by the element type's
-/// rounding of the double 1 / (1 - Ratio).
-inline uint64_t dropoutThreshold(double Ratio) {
-  return static_cast<uint64_t>(Ratio * 9007199254740992.0);
-}
-constexpr uint64_t dropoutStream(int64_t Seed, int64_t Step) {
-  return splitMix64(splitMix64(static_cast<uint64_t>(Seed)) ^
-                    static_cast<uint64_t>(Step));
-}
-constexpr bool dropoutKeep(uint64_t Stream, int64_t Index, uint64_t Threshold) {
-  return (splitMix64(Stream + static_cast<uint64_t>(Index)) >> 11) >= Threshold;
-}
 
 } // namespace onnx2soap::rt::cpu
 

@@ -427,7 +427,7 @@ TEST_F(ElementwiseTest, DropoutTrainingMaskAndScale) {
 }
 
 TEST_F(ElementwiseTest, DropoutMaskIsPinned) {
-  // Golden bits of the counter-based mask (Elementwise.h): the CUDA backend
+  // Golden bits of the counter-based mask (DropoutMask.h): the CUDA backend
   // must produce exactly these (computed independently in Python). Seed
   // 1234, step 3, ratio 0.5.
   HostTensor X = f32({32}), Y = f32({32}), M(DType::Bool, {32});

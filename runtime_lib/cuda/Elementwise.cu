@@ -1,0 +1,482 @@
+//===- runtime_lib/cuda/Elementwise.cu - Elementwise kernels --------------===//
+//
+// The CUDA elementwise family's entry points and its unary kinds, twins of
+// runtime_lib/cpu/Elementwise.cpp: activations and math (grid-stride loops
+// over dense operands, f32 or f64; Relu, Neg and Abs also i32/i64 forward),
+// Not, and Dropout with the counter-based mask of runtime_lib/DropoutMask.h,
+// so a GPU run drops exactly the elements a CPU run drops. Cast and the
+// broadcasting kinds live in Cast.cu and Broadcast.cu.
+//
+// Backward kernels recompute what they need from the forward input X rather
+// than reading the forward output; Dropout reads its mask output when
+// present (and recomputes it otherwise).
+//
+//===----------------------------------------------------------------------===//
+#include "../DropoutMask.h"
+#include "Elementwise.cuh"
+#include "Loops.cuh"
+#include <string>
+#include <type_traits>
+
+namespace onnx2soap::rt::cuda {
+namespace {
+using namespace loops;
+
+constexpr double TwoOverSqrtPi = 1.1283791670955126;  // 2/sqrt(pi)
+constexpr double InvSqrt2 = 0.70710678118654752;      // 1/sqrt(2)
+constexpr double InvSqrt2Pi = 0.39894228040143268;    // 1/sqrt(2 pi)
+constexpr double SqrtTwoOverPi = 0.79788456080286536; // sqrt(2/pi)
+constexpr double GeluCubic = 0.044715;
+
+// The f32 and f64 device math functions under one overloaded name each.
+#define ONNX2SOAP_DEVICE_MATH(Name, Float, Double)                             \
+  __device__ inline float Name(float V) { return Float(V); }                   \
+  __device__ inline double Name(double V) { return Double(V); }
+ONNX2SOAP_DEVICE_MATH(mathExp, expf, exp)
+ONNX2SOAP_DEVICE_MATH(mathTanh, tanhf, tanh)
+ONNX2SOAP_DEVICE_MATH(mathErf, erff, erf)
+ONNX2SOAP_DEVICE_MATH(mathSqrt, sqrtf, sqrt)
+ONNX2SOAP_DEVICE_MATH(mathLog, logf, log)
+ONNX2SOAP_DEVICE_MATH(mathAbs, fabsf, fabs)
+#undef ONNX2SOAP_DEVICE_MATH
+
+enum class Unary {
+  Relu,
+  LeakyRelu,
+  Sigmoid,
+  Tanh,
+  Erf,
+  GeluErf,
+  GeluTanh,
+  Sqrt,
+  Exp,
+  Log,
+  Neg,
+  Abs,
+  Reciprocal
+};
+
+template <Unary Op, typename T> __device__ T unaryForward(T V, T Alpha) {
+  if constexpr (Op == Unary::Relu) {
+    return V < 0 ? T(0) : V; // NaN passes through, as in PyTorch
+  } else if constexpr (Op == Unary::Neg) {
+    if constexpr (std::is_integral_v<T>) // wraps at the minimum
+      return T(0 - static_cast<std::make_unsigned_t<T>>(V));
+    else
+      return -V;
+  } else if constexpr (Op == Unary::Abs) {
+    if constexpr (std::is_integral_v<T>)
+      return V < 0 ? T(0 - static_cast<std::make_unsigned_t<T>>(V)) : V;
+    else
+      return mathAbs(V);
+  } else if constexpr (Op == Unary::LeakyRelu) {
+    return V < 0 ? Alpha * V : V;
+  } else if constexpr (Op == Unary::Sigmoid) {
+    return T(1) / (T(1) + mathExp(-V));
+  } else if constexpr (Op == Unary::Tanh) {
+    return mathTanh(V);
+  } else if constexpr (Op == Unary::Erf) {
+    return mathErf(V);
+  } else if constexpr (Op == Unary::GeluErf) {
+    return T(0.5) * V * (T(1) + mathErf(V * T(InvSqrt2)));
+  } else if constexpr (Op == Unary::GeluTanh) {
+    T U = T(SqrtTwoOverPi) * (V + T(GeluCubic) * V * V * V);
+    return T(0.5) * V * (T(1) + mathTanh(U));
+  } else if constexpr (Op == Unary::Sqrt) {
+    return mathSqrt(V);
+  } else if constexpr (Op == Unary::Exp) {
+    return mathExp(V);
+  } else if constexpr (Op == Unary::Log) {
+    return mathLog(V);
+  } else {
+    static_assert(Op == Unary::Reciprocal);
+    return T(1) / V;
+  }
+}
+
+/// d(op)/dx at V times the output gradient G.
+template <Unary Op, typename T> __device__ T unaryBackward(T V, T G, T Alpha) {
+  if constexpr (Op == Unary::Relu) {
+    return V > 0 ? G : T(0);
+  } else if constexpr (Op == Unary::LeakyRelu) {
+    return V > 0 ? G : Alpha * G;
+  } else if constexpr (Op == Unary::Sigmoid) {
+    T S = T(1) / (T(1) + mathExp(-V));
+    return G * S * (T(1) - S);
+  } else if constexpr (Op == Unary::Tanh) {
+    T Y = mathTanh(V);
+    return G * (T(1) - Y * Y);
+  } else if constexpr (Op == Unary::Erf) {
+    return G * T(TwoOverSqrtPi) * mathExp(-V * V);
+  } else if constexpr (Op == Unary::GeluErf) {
+    T Cdf = T(0.5) * (T(1) + mathErf(V * T(InvSqrt2)));
+    T Pdf = T(InvSqrt2Pi) * mathExp(T(-0.5) * V * V);
+    return G * (Cdf + V * Pdf);
+  } else if constexpr (Op == Unary::GeluTanh) {
+    T U = T(SqrtTwoOverPi) * (V + T(GeluCubic) * V * V * V);
+    T Th = mathTanh(U);
+    T DU = T(SqrtTwoOverPi) * (T(1) + T(3 * GeluCubic) * V * V);
+    return G * (T(0.5) * (T(1) + Th) + T(0.5) * V * (T(1) - Th * Th) * DU);
+  } else if constexpr (Op == Unary::Sqrt) {
+    return G * T(0.5) / mathSqrt(V);
+  } else if constexpr (Op == Unary::Exp) {
+    return G * mathExp(V);
+  } else if constexpr (Op == Unary::Log) {
+    return G / V;
+  } else if constexpr (Op == Unary::Neg) {
+    return -G;
+  } else if constexpr (Op == Unary::Abs) {
+    return V > 0 ? G : (V < 0 ? -G : T(0)); // sign(0) = 0, as PyTorch
+  } else {
+    static_assert(Op == Unary::Reciprocal);
+    return -G / (V * V);
+  }
+}
+
+template <Unary Op, typename T> struct ForwardBody {
+  const T *In;
+  T *Out;
+  T Alpha;
+  __device__ void operator()(int64_t I) const {
+    Out[I] = unaryForward<Op>(In[I], Alpha);
+  }
+};
+
+template <Unary Op, typename T> struct BackwardBody {
+  const T *In, *Grad;
+  T *Out;
+  T Alpha;
+  __device__ void operator()(int64_t I) const {
+    Out[I] += unaryBackward<Op>(In[I], Grad[I], Alpha);
+  }
+};
+
+void requireOperands(const OpCall &Call, size_t Inputs, size_t Outputs) {
+  if (Call.Inputs.size() < Inputs || Call.Outputs.size() < Outputs)
+    failOp(Call, "expects " + std::to_string(Inputs) + " input(s) and " +
+                     std::to_string(Outputs) + " output(s), got " +
+                     std::to_string(Call.Inputs.size()) + " and " +
+                     std::to_string(Call.Outputs.size()));
+  for (size_t I = 0; I < Inputs; ++I)
+    if (!Call.Inputs[I].present())
+      failOp(Call, "input " + std::to_string(I) + " is absent");
+  for (size_t I = 0; I < Outputs; ++I)
+    if (!Call.Outputs[I].present())
+      failOp(Call, "output " + std::to_string(I) + " is absent");
+}
+
+/// Fails unless V is dense and has X's element count.
+void requireLike(const OpCall &Call, const TensorView &V, const TensorView &X,
+                 const char *What) {
+  requireContiguous(Call, V, What);
+  if (V.numElements() != X.numElements())
+    failOp(Call, std::string(What) + " has " + std::to_string(V.numElements()) +
+                     " elements, input has " + std::to_string(X.numElements()));
+}
+
+[[noreturn]] void unsupportedType(const OpCall &Call, DType Type,
+                                  const char *Supported) {
+  failOp(Call, std::string("element type ") + dtypeName(Type) +
+                   " is not supported by the CUDA kernel (" + Supported + ")");
+}
+
+Unary unaryOf(const OpCall &Call) {
+  switch (Call.Kind) {
+  case OpKind::Relu:
+    return Unary::Relu;
+  case OpKind::LeakyRelu:
+    return Unary::LeakyRelu;
+  case OpKind::Sigmoid:
+    return Unary::Sigmoid;
+  case OpKind::Tanh:
+    return Unary::Tanh;
+  case OpKind::Erf:
+    return Unary::Erf;
+  case OpKind::Gelu:
+    return Call.Attrs.getString("approximate", "none") == "tanh"
+               ? Unary::GeluTanh
+               : Unary::GeluErf;
+  case OpKind::Sqrt:
+    return Unary::Sqrt;
+  case OpKind::Exp:
+    return Unary::Exp;
+  case OpKind::Log:
+    return Unary::Log;
+  case OpKind::Neg:
+    return Unary::Neg;
+  case OpKind::Abs:
+    return Unary::Abs;
+  case OpKind::Reciprocal:
+    return Unary::Reciprocal;
+  default:
+    failOp(Call, "is not a unary elementwise op");
+  }
+}
+
+/// Launches Body<Op, T>{Args...} over Count elements for the runtime Op.
+template <typename T, template <Unary, typename> class Body, typename... A>
+void launchUnary(Context &C, const OpCall &Call, Unary Op, int64_t Count,
+                 A... Args) {
+#define ONNX2SOAP_UNARY_CASE(Name)                                             \
+  case Unary::Name:                                                            \
+    return forEach(C, Call, Count, Body<Unary::Name, T>{Args...});
+  switch (Op) {
+    ONNX2SOAP_UNARY_CASE(Relu)
+    ONNX2SOAP_UNARY_CASE(LeakyRelu)
+    ONNX2SOAP_UNARY_CASE(Sigmoid)
+    ONNX2SOAP_UNARY_CASE(Tanh)
+    ONNX2SOAP_UNARY_CASE(Erf)
+    ONNX2SOAP_UNARY_CASE(GeluErf)
+    ONNX2SOAP_UNARY_CASE(GeluTanh)
+    ONNX2SOAP_UNARY_CASE(Sqrt)
+    ONNX2SOAP_UNARY_CASE(Exp)
+    ONNX2SOAP_UNARY_CASE(Log)
+    ONNX2SOAP_UNARY_CASE(Neg)
+    ONNX2SOAP_UNARY_CASE(Abs)
+    ONNX2SOAP_UNARY_CASE(Reciprocal)
+  }
+#undef ONNX2SOAP_UNARY_CASE
+}
+
+void forwardUnary(Context &C, const OpCall &Call) {
+  requireOperands(Call, 1, 1);
+  const TensorView &X = Call.Inputs[0], &Y = Call.Outputs[0];
+  requireContiguous(Call, X, "input");
+  requireLike(Call, Y, X, "output");
+  requireType(Call, Y, X.Type, "output");
+  Unary Op = unaryOf(Call);
+  double Alpha = Call.Attrs.getFloat("alpha", 0.01);
+  int64_t Count = X.numElements();
+  if (visitFloat(X.Type, [&](auto Tag) {
+        using T = typename decltype(Tag)::Type;
+        launchUnary<T, ForwardBody>(C, Call, Op, Count, X.as<const T>(),
+                                    Y.as<T>(), static_cast<T>(Alpha));
+      }))
+    return;
+  bool IntegerKind = Op == Unary::Relu || Op == Unary::Neg || Op == Unary::Abs;
+  if (!IntegerKind || (X.Type != DType::Int32 && X.Type != DType::Int64))
+    unsupportedType(Call, X.Type,
+                    IntegerKind ? "f32, f64, i32, i64" : "f32, f64");
+  // Integers carry no gradient: forward only.
+  visitNumeric(X.Type, [&](auto Tag) {
+    using T = typename decltype(Tag)::Type;
+    if constexpr (std::is_integral_v<T>) {
+      const T *In = X.as<const T>();
+      T *Out = Y.as<T>();
+      if (Op == Unary::Relu)
+        forEach(C, Call, Count, ForwardBody<Unary::Relu, T>{In, Out, T(0)});
+      else if (Op == Unary::Neg)
+        forEach(C, Call, Count, ForwardBody<Unary::Neg, T>{In, Out, T(0)});
+      else
+        forEach(C, Call, Count, ForwardBody<Unary::Abs, T>{In, Out, T(0)});
+    }
+  });
+}
+
+void backwardUnary(Context &C, const OpCall &Call, const Views &OutputGrads,
+                   const Views &InputGrads) {
+  if (InputGrads.empty() || !InputGrads[0].present())
+    return;
+  requireOperands(Call, 1, 1);
+  const TensorView &X = Call.Inputs[0], &DX = InputGrads[0];
+  if (OutputGrads.empty() || !OutputGrads[0].present())
+    return; // nothing depends on the output: its gradient is zero
+  const TensorView &DY = OutputGrads[0];
+  requireContiguous(Call, X, "input");
+  requireLike(Call, DY, X, "output gradient");
+  requireLike(Call, DX, X, "input gradient");
+  requireType(Call, DY, X.Type, "output gradient");
+  requireType(Call, DX, X.Type, "input gradient");
+  Unary Op = unaryOf(Call);
+  double Alpha = Call.Attrs.getFloat("alpha", 0.01);
+  if (!visitFloat(X.Type, [&](auto Tag) {
+        using T = typename decltype(Tag)::Type;
+        launchUnary<T, BackwardBody>(C, Call, Op, X.numElements(),
+                                     X.as<const T>(), DY.as<const T>(),
+                                     DX.as<T>(), static_cast<T>(Alpha));
+      }))
+    unsupportedType(Call, X.Type, "gradients need f32 or f64");
+}
+
+struct NotBody {
+  const uint8_t *In;
+  uint8_t *Out;
+  __device__ void operator()(int64_t I) const { Out[I] = In[I] == 0; }
+};
+
+void forwardNot(Context &C, const OpCall &Call) {
+  requireOperands(Call, 1, 1);
+  const TensorView &X = Call.Inputs[0], &Y = Call.Outputs[0];
+  requireType(Call, X, DType::Bool, "input");
+  requireType(Call, Y, DType::Bool, "output");
+  requireContiguous(Call, X, "input");
+  requireLike(Call, Y, X, "output");
+  forEach(C, Call, X.numElements(),
+          NotBody{X.as<const uint8_t>(), Y.as<uint8_t>()});
+}
+
+//===-- Dropout -----------------------------------------------------------===//
+
+struct DropoutParams {
+  bool Training;
+  uint64_t Stream;
+  uint64_t Threshold;
+  double Scale;
+};
+
+DropoutParams dropoutParams(const OpCall &Call) {
+  double Ratio = Call.Attrs.getFloat("ratio", 0.5);
+  if (!(Ratio >= 0.0 && Ratio < 1.0))
+    failOp(Call, "ratio " + std::to_string(Ratio) + " is outside [0, 1)");
+  DropoutParams P;
+  P.Training = Call.Attrs.getInt("training", 0) != 0;
+  P.Stream = dropoutStream(Call.Attrs.getInt("seed", 0), Call.Step);
+  P.Threshold = dropoutThreshold(Ratio);
+  P.Scale = 1.0 / (1.0 - Ratio);
+  return P;
+}
+
+/// The mask output when the call has one, else nullptr.
+const TensorView *maskOutput(const OpCall &Call) {
+  if (Call.Outputs.size() < 2 || !Call.Outputs[1].present())
+    return nullptr;
+  const TensorView &M = Call.Outputs[1];
+  requireType(Call, M, DType::Bool, "mask");
+  requireLike(Call, M, Call.Inputs[0], "mask");
+  return &M;
+}
+
+template <typename T> struct DropoutForwardBody {
+  const T *In;
+  T *Out;
+  uint8_t *Mask; // nullable
+  bool Training;
+  uint64_t Stream, Threshold;
+  T Scale;
+  __device__ void operator()(int64_t I) const {
+    bool Keep = !Training || dropoutKeep(Stream, I, Threshold);
+    Out[I] = !Training ? In[I] : (Keep ? In[I] * Scale : T(0));
+    if (Mask)
+      Mask[I] = Keep;
+  }
+};
+
+template <typename T> struct DropoutBackwardBody {
+  const T *Grad;
+  T *Out;
+  const uint8_t *Mask; // nullable: recompute
+  bool Training;
+  uint64_t Stream, Threshold;
+  T Scale;
+  __device__ void operator()(int64_t I) const {
+    if (!Training) {
+      Out[I] += Grad[I];
+      return;
+    }
+    bool Keep = Mask ? Mask[I] != 0 : dropoutKeep(Stream, I, Threshold);
+    if (Keep)
+      Out[I] += Grad[I] * Scale;
+  }
+};
+
+void forwardDropout(Context &C, const OpCall &Call) {
+  requireOperands(Call, 1, 1);
+  const TensorView &X = Call.Inputs[0], &Y = Call.Outputs[0];
+  requireContiguous(Call, X, "input");
+  requireLike(Call, Y, X, "output");
+  requireType(Call, Y, X.Type, "output");
+  if (!visitFloat(X.Type, [&](auto Tag) {
+        using T = typename decltype(Tag)::Type;
+        const TensorView *M = maskOutput(Call);
+        DropoutParams P = dropoutParams(Call);
+        forEach(C, Call, X.numElements(),
+                DropoutForwardBody<T>{X.as<const T>(), Y.as<T>(),
+                                      M ? M->as<uint8_t>() : nullptr,
+                                      P.Training, P.Stream, P.Threshold,
+                                      static_cast<T>(P.Scale)});
+      }))
+    unsupportedType(Call, X.Type, "f32, f64");
+}
+
+void backwardDropout(Context &C, const OpCall &Call, const Views &OutputGrads,
+                     const Views &InputGrads) {
+  if (InputGrads.empty() || !InputGrads[0].present() || OutputGrads.empty() ||
+      !OutputGrads[0].present())
+    return; // the mask output carries no gradient
+  requireOperands(Call, 1, 1);
+  const TensorView &X = Call.Inputs[0], &DY = OutputGrads[0],
+                   &DX = InputGrads[0];
+  requireLike(Call, DY, X, "output gradient");
+  requireLike(Call, DX, X, "input gradient");
+  requireType(Call, DY, X.Type, "output gradient");
+  requireType(Call, DX, X.Type, "input gradient");
+  if (!visitFloat(X.Type, [&](auto Tag) {
+        using T = typename decltype(Tag)::Type;
+        DropoutParams P = dropoutParams(Call);
+        const TensorView *M = maskOutput(Call);
+        forEach(C, Call, DX.numElements(),
+                DropoutBackwardBody<T>{DY.as<const T>(), DX.as<T>(),
+                                       M ? M->as<const uint8_t>() : nullptr,
+                                       P.Training, P.Stream, P.Threshold,
+                                       static_cast<T>(P.Scale)});
+      }))
+    unsupportedType(Call, X.Type, "f32, f64");
+}
+
+} // namespace
+
+void forwardElementwise(Context &C, const OpCall &Call) {
+  switch (Call.Kind) {
+  case OpKind::Relu:
+  case OpKind::LeakyRelu:
+  case OpKind::Sigmoid:
+  case OpKind::Tanh:
+  case OpKind::Erf:
+  case OpKind::Gelu:
+  case OpKind::Sqrt:
+  case OpKind::Exp:
+  case OpKind::Log:
+  case OpKind::Neg:
+  case OpKind::Abs:
+  case OpKind::Reciprocal:
+    return forwardUnary(C, Call);
+  case OpKind::Not:
+    return forwardNot(C, Call);
+  case OpKind::Cast:
+    return forwardCast(C, Call);
+  case OpKind::Dropout:
+    return forwardDropout(C, Call);
+  default:
+    // The broadcasting kinds; Broadcast.cu rejects anything else.
+    return forwardBroadcast(C, Call);
+  }
+}
+
+void backwardElementwise(Context &C, const OpCall &Call,
+                         const Views &OutputGrads, const Views &InputGrads) {
+  switch (Call.Kind) {
+  case OpKind::Relu:
+  case OpKind::LeakyRelu:
+  case OpKind::Sigmoid:
+  case OpKind::Tanh:
+  case OpKind::Erf:
+  case OpKind::Gelu:
+  case OpKind::Sqrt:
+  case OpKind::Exp:
+  case OpKind::Log:
+  case OpKind::Neg:
+  case OpKind::Abs:
+  case OpKind::Reciprocal:
+    return backwardUnary(C, Call, OutputGrads, InputGrads);
+  case OpKind::Not:
+    return; // bool in, bool out: no gradient
+  case OpKind::Cast:
+    return backwardCast(C, Call, OutputGrads, InputGrads);
+  case OpKind::Dropout:
+    return backwardDropout(C, Call, OutputGrads, InputGrads);
+  default:
+    return backwardBroadcast(C, Call, OutputGrads, InputGrads);
+  }
+}
+
+} // namespace onnx2soap::rt::cuda

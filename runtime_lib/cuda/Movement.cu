@@ -1,0 +1,339 @@
+//===- runtime_lib/cuda/Movement.cu - Data movement kernels ---------------===//
+//
+// CUDA twins of runtime_lib/cpu/Movement.cpp: Reshape, Transpose, Concat,
+// Split, Slice and Expand as strided walks (the same index maps, built on
+// the host by the same checks), Pad and Gather (PadGather.cu). Forward
+// copies elements of any type by width; backward adds the output gradient
+// (f32 or f64) back through the map. Injective maps add with one thread per
+// element; Expand's broadcast dims are summed by the strided reduction of
+// KernelSupport.cuh, one output element per thread or block, so every
+// backward here is deterministic.
+//
+//===----------------------------------------------------------------------===//
+#include "KernelSupport.cuh"
+#include "MovementKernels.cuh"
+#include <algorithm>
+#include <vector>
+
+namespace onnx2soap::rt::cuda {
+using namespace support;
+namespace {
+
+/// A walk over Dims with two element offsets (strides may be zero or
+/// negative), passed to kernels by value.
+struct Walk {
+  int Rank = 0;
+  int64_t Dims[MaxRank] = {};
+  int64_t StridesA[MaxRank] = {}, StridesB[MaxRank] = {};
+  int64_t BaseA = 0, BaseB = 0;
+
+  int64_t count() const {
+    int64_t N = 1;
+    for (int I = 0; I < Rank; ++I)
+      N *= Dims[I];
+    return N;
+  }
+};
+
+/// Dst[A] = Src[B] for every index of the walk.
+template <typename U>
+__global__ void copyWalkKernel(Walk W, int64_t Count, U *Dst, const U *Src) {
+  for (int64_t I = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; I < Count;
+       I += int64_t(gridDim.x) * blockDim.x)
+    Dst[W.BaseA + offsetOf(I, W.Rank, W.Dims, W.StridesA)] =
+        Src[W.BaseB + offsetOf(I, W.Rank, W.Dims, W.StridesB)];
+}
+
+void copyWalk(const Context &C, const OpCall &Call, const Walk &W, DType Type,
+              void *Dst, const void *Src) {
+  int64_t Count = W.count();
+  if (Count == 0)
+    return;
+  dispatchWidth(Type, [&](auto Zero) {
+    using U = decltype(Zero);
+    copyWalkKernel<U><<<blocksFor(Count), ThreadsPerBlock, 0, C.Stream>>>(
+        W, Count, static_cast<U *>(Dst), static_cast<const U *>(Src));
+  });
+  checkLaunch(Call, "strided copy kernel");
+}
+
+/// Dst[A] += sum of Src[B] over the walk's indices with the same A: a
+/// strided reduction over the dims where A does not move.
+void addWalk(const Context &C, const OpCall &Call, const Walk &W, DType Type,
+             void *Dst, const void *Src) {
+  ReducePlan P;
+  for (int D = 0; D < W.Rank; ++D) {
+    if (W.Dims[D] == 1)
+      continue;
+    if (W.StridesA[D] == 0)
+      P.reduce(W.Dims[D], W.StridesB[D]);
+    else
+      P.keep(W.Dims[D], W.StridesB[D], W.StridesA[D]);
+  }
+  if (W.count() == 0)
+    return;
+  dispatchFloat(Call, Type, "the gradient", [&](auto Zero) {
+    using T = decltype(Zero);
+    stridedReduce<T, T, double>(C, Call, P,
+                                static_cast<const T *>(Src) + W.BaseB,
+                                static_cast<T *>(Dst) + W.BaseA, true, false);
+  });
+}
+
+void denseStrides(const TensorView &V, int64_t *Strides) {
+  int64_t S = 1;
+  for (int I = V.Rank - 1; I >= 0; --I) {
+    Strides[I] = S;
+    S *= V.Dims[I];
+  }
+}
+
+void requireSameType(const OpCall &Call, const TensorView &A,
+                     const TensorView &B) {
+  if (A.Type != B.Type)
+    failOp(Call, std::string("input and output element types differ: ") +
+                     dtypeName(A.Type) + " and " + dtypeName(B.Type));
+}
+
+void requireRank(const OpCall &Call, const TensorView &V, int Rank,
+                 const char *What) {
+  if (V.Rank != Rank)
+    failOp(Call, std::string(What) + " has rank " + std::to_string(V.Rank) +
+                     ", expected " + std::to_string(Rank));
+}
+
+//===-- Index maps of the ops (as runtime_lib/cpu/Movement.cpp) -----------===//
+
+struct Transfer {
+  unsigned Output, Input;
+  Walk W;
+};
+
+std::vector<Transfer> reshapeMap(const OpCall &Call) {
+  const TensorView &X = movementOperand(Call, Call.Inputs, 0, "input");
+  const TensorView &Y = movementOperand(Call, Call.Outputs, 0, "output");
+  if (X.numElements() != Y.numElements())
+    failOp(Call, "input and output element counts differ");
+  Transfer T{0, 0, {}};
+  T.W.Rank = 1;
+  T.W.Dims[0] = X.numElements();
+  T.W.StridesA[0] = T.W.StridesB[0] = 1;
+  return {T};
+}
+
+std::vector<Transfer> transposeMap(const OpCall &Call) {
+  const TensorView &X = movementOperand(Call, Call.Inputs, 0, "input");
+  const TensorView &Y = movementOperand(Call, Call.Outputs, 0, "output");
+  const std::vector<int64_t> &Perm = Call.Attrs.getInts("perm");
+  requireRank(Call, Y, X.Rank, "output");
+  if (static_cast<int>(Perm.size()) != X.Rank)
+    failOp(Call, "perm does not match the input's rank");
+  Transfer T{0, 0, {}};
+  T.W.Rank = X.Rank;
+  int64_t XStrides[MaxRank];
+  denseStrides(X, XStrides);
+  denseStrides(Y, T.W.StridesA);
+  std::vector<bool> Seen(X.Rank, false);
+  for (int I = 0; I < X.Rank; ++I) {
+    int64_t P = Perm[I];
+    if (P < 0 || P >= X.Rank || Seen[P] || Y.Dims[I] != X.Dims[P])
+      failOp(Call, "perm is not a permutation matching the output shape");
+    Seen[P] = true;
+    T.W.Dims[I] = Y.Dims[I];
+    T.W.StridesB[I] = XStrides[P];
+  }
+  return {T};
+}
+
+/// Concat (the many tensors are the inputs) and Split (the outputs).
+std::vector<Transfer> concatMap(const OpCall &Call, bool IsConcat) {
+  const Views &ManyViews = IsConcat ? Call.Inputs : Call.Outputs;
+  const TensorView &One =
+      movementOperand(Call, IsConcat ? Call.Outputs : Call.Inputs, 0,
+                      IsConcat ? "output" : "input");
+  int64_t Axis = Call.Attrs.getInt("axis");
+  if (Axis < 0 || Axis >= One.Rank)
+    failOp(Call, "axis " + std::to_string(Axis) + " is out of range");
+  int64_t OneStrides[MaxRank];
+  denseStrides(One, OneStrides);
+  std::vector<Transfer> Map;
+  int64_t Offset = 0;
+  for (unsigned K = 0; K < ManyViews.size(); ++K) {
+    const TensorView &M =
+        movementOperand(Call, ManyViews, K, IsConcat ? "input" : "output");
+    requireRank(Call, M, One.Rank, IsConcat ? "an input" : "an output");
+    requireSameType(Call, M, One);
+    Walk W;
+    W.Rank = One.Rank;
+    int64_t MStrides[MaxRank];
+    denseStrides(M, MStrides);
+    for (int D = 0; D < One.Rank; ++D) {
+      if (D != Axis && M.Dims[D] != One.Dims[D])
+        failOp(Call, "operand " + std::to_string(K) +
+                         " does not match outside the axis");
+      W.Dims[D] = M.Dims[D];
+    }
+    int64_t *OneSide = IsConcat ? W.StridesA : W.StridesB;
+    int64_t *ManySide = IsConcat ? W.StridesB : W.StridesA;
+    std::copy(OneStrides, OneStrides + One.Rank, OneSide);
+    std::copy(MStrides, MStrides + One.Rank, ManySide);
+    (IsConcat ? W.BaseA : W.BaseB) = Offset * OneStrides[Axis];
+    Offset += M.Dims[Axis];
+    Map.push_back(Transfer{IsConcat ? 0 : K, IsConcat ? K : 0, W});
+  }
+  if (Offset != One.Dims[Axis])
+    failOp(Call, "operand sizes along the axis do not add up");
+  return Map;
+}
+
+std::vector<Transfer> sliceMap(const OpCall &Call) {
+  const TensorView &X = movementOperand(Call, Call.Inputs, 0, "input");
+  const TensorView &Y = movementOperand(Call, Call.Outputs, 0, "output");
+  requireRank(Call, Y, X.Rank, "output");
+  const std::vector<int64_t> &Starts = Call.Attrs.getInts("starts"),
+                             &Steps = Call.Attrs.getInts("steps");
+  if (static_cast<int>(Starts.size()) != X.Rank ||
+      static_cast<int>(Steps.size()) != X.Rank)
+    failOp(Call, "starts/steps do not cover the input's dims");
+  Transfer T{0, 0, {}};
+  T.W.Rank = X.Rank;
+  int64_t XStrides[MaxRank];
+  denseStrides(X, XStrides);
+  denseStrides(Y, T.W.StridesA);
+  for (int D = 0; D < X.Rank; ++D) {
+    int64_t First = Starts[D], Last = First + (Y.Dims[D] - 1) * Steps[D];
+    if (Y.Dims[D] > 0 && (std::min(First, Last) < 0 ||
+                          std::max(First, Last) >= X.Dims[D] || !Steps[D]))
+      failOp(Call,
+             "slice of dim " + std::to_string(D) + " reads outside the input");
+    T.W.Dims[D] = Y.Dims[D];
+    T.W.StridesB[D] = Steps[D] * XStrides[D];
+    T.W.BaseB += First * XStrides[D];
+  }
+  return {T};
+}
+
+std::vector<Transfer> expandMap(const OpCall &Call) {
+  const TensorView &X = movementOperand(Call, Call.Inputs, 0, "input");
+  const TensorView &Y = movementOperand(Call, Call.Outputs, 0, "output");
+  if (X.Rank > Y.Rank)
+    failOp(Call, "input has more dims than the output");
+  Transfer T{0, 0, {}};
+  T.W.Rank = Y.Rank;
+  int64_t XStrides[MaxRank];
+  denseStrides(X, XStrides);
+  denseStrides(Y, T.W.StridesA);
+  int Lead = Y.Rank - X.Rank;
+  for (int D = 0; D < Y.Rank; ++D) {
+    T.W.Dims[D] = Y.Dims[D];
+    if (D < Lead)
+      continue;
+    int64_t XDim = X.Dims[D - Lead];
+    if (XDim != Y.Dims[D] && XDim != 1)
+      failOp(Call, "input does not broadcast to the output");
+    T.W.StridesB[D] = XDim == 1 ? 0 : XStrides[D - Lead];
+  }
+  return {T};
+}
+
+std::vector<Transfer> transfers(const OpCall &Call) {
+  switch (Call.Kind) {
+  case OpKind::Reshape:
+    return reshapeMap(Call);
+  case OpKind::Transpose:
+    return transposeMap(Call);
+  case OpKind::Concat:
+    return concatMap(Call, true);
+  case OpKind::Split:
+    return concatMap(Call, false);
+  case OpKind::Slice:
+    return sliceMap(Call);
+  case OpKind::Expand:
+    return expandMap(Call);
+  default:
+    failOp(Call, "has no strided index map");
+  }
+}
+
+void forwardTransfers(Context &C, const OpCall &Call) {
+  for (const Transfer &T : transfers(Call)) {
+    const TensorView &X = Call.Inputs[T.Input], &Y = Call.Outputs[T.Output];
+    requireSameType(Call, X, Y);
+    if (Call.Kind == OpKind::Reshape) {
+      // A contiguous copy; an in-place reshape (same buffer) needs none.
+      // Partly overlapping buffers (which no planner produces) would be
+      // undefined for cudaMemcpyAsync, unlike the CPU's memmove.
+      if (X.Data != Y.Data && X.byteSize())
+        checkCuda(Call,
+                  cudaMemcpyAsync(Y.Data, X.Data, X.byteSize(),
+                                  cudaMemcpyDeviceToDevice, C.Stream),
+                  "cudaMemcpyAsync (reshape)");
+      continue;
+    }
+    copyWalk(C, Call, T.W, X.Type, Y.Data, X.Data);
+  }
+}
+
+void backwardTransfers(Context &C, const OpCall &Call, const Views &OutGrads,
+                       const Views &InGrads) {
+  for (const Transfer &T : transfers(Call)) {
+    TensorView DX = movementGradient(Call, InGrads, T.Input,
+                                     Call.Inputs[T.Input], "gradient");
+    TensorView GY = movementGradient(Call, OutGrads, T.Output,
+                                     Call.Outputs[T.Output], "output gradient");
+    if (!DX.present() || !GY.present())
+      continue;
+    // Swap the walk's sides: accumulate into the input's offsets.
+    Walk W = T.W;
+    std::swap(W.StridesA, W.StridesB);
+    std::swap(W.BaseA, W.BaseB);
+    addWalk(C, Call, W, DX.Type, DX.Data, GY.Data);
+  }
+}
+
+} // namespace
+
+const TensorView &movementOperand(const OpCall &Call, const Views &Vs, size_t I,
+                                  const char *What) {
+  if (I >= Vs.size() || !Vs[I].present())
+    failOp(Call, std::string("missing ") + What + " " + std::to_string(I));
+  requireContiguous(Call, Vs[I], What);
+  return Vs[I];
+}
+
+TensorView movementGradient(const OpCall &Call, const Views &Vs, size_t I,
+                            const TensorView &Like, const char *What) {
+  if (I >= Vs.size() || !Vs[I].present())
+    return TensorView::absent();
+  requireContiguous(Call, Vs[I], What);
+  requireType(Call, Vs[I], Like.Type, What);
+  if (Vs[I].numElements() != Like.numElements())
+    failOp(Call, std::string(What) + " " + std::to_string(I) +
+                     " does not match its tensor's shape");
+  return Vs[I];
+}
+
+void forwardMovement(Context &C, const OpCall &Call) {
+  switch (Call.Kind) {
+  case OpKind::Pad:
+    return forwardPad(C, Call);
+  case OpKind::Gather:
+    return forwardGather(C, Call);
+  default:
+    return forwardTransfers(C, Call);
+  }
+}
+
+void backwardMovement(Context &C, const OpCall &Call, const Views &OutputGrads,
+                      const Views &InputGrads) {
+  switch (Call.Kind) {
+  case OpKind::Pad:
+    return backwardPad(C, Call, OutputGrads, InputGrads);
+  case OpKind::Gather:
+    return backwardGather(C, Call, OutputGrads, InputGrads);
+  default:
+    return backwardTransfers(C, Call, OutputGrads, InputGrads);
+  }
+}
+
+} // namespace onnx2soap::rt::cuda

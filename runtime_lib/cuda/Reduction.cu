@@ -1,0 +1,305 @@
+//===- runtime_lib/cuda/Reduction.cu - Softmax and reductions -------------===//
+//
+// CUDA twins of runtime_lib/cpu/Reduction.cpp. Softmax works on lanes: X
+// viewed as [Outer, Axis, Inner], one lane per (outer, inner) pair; a block
+// reduces a lane when the axis is the innermost dim (contiguous rows), one
+// thread walks a lane otherwise (neighbouring threads then read
+// neighbouring elements). Statistics are kept in double as on the CPU.
+// Backward recomputes the softmax from X rather than reading the forward
+// output. ReduceMean / ReduceSum are the strided reduction of
+// KernelSupport.cuh; their backward broadcasts the output gradient back.
+//
+//===----------------------------------------------------------------------===//
+#include "KernelSupport.cuh"
+#include "NormalizationKernels.cuh"
+#include <vector>
+
+namespace onnx2soap::rt::cuda {
+using namespace support;
+namespace {
+
+const TensorView &operand(const OpCall &Call, const Views &Vs, size_t I,
+                          const char *What) {
+  if (I >= Vs.size() || !Vs[I].present())
+    failOp(Call, std::string("missing ") + What);
+  requireContiguous(Call, Vs[I], What);
+  return Vs[I];
+}
+
+TensorView gradientAt(const OpCall &Call, const Views &Vs, size_t I,
+                      const TensorView &Like, const char *What) {
+  if (I >= Vs.size() || !Vs[I].present())
+    return TensorView::absent();
+  requireContiguous(Call, Vs[I], What);
+  requireType(Call, Vs[I], Like.Type, What);
+  if (Vs[I].numElements() != Like.numElements())
+    failOp(Call, std::string(What) + " does not match its tensor's shape");
+  return Vs[I];
+}
+
+//===-- Softmax, LogSoftmax -----------------------------------------------===//
+
+struct Lanes {
+  int64_t Outer = 1, Axis = 1, Inner = 1;
+};
+
+Lanes softmaxLanes(const OpCall &Call, const TensorView &X) {
+  int64_t Axis = Call.Attrs.getInt("axis");
+  if (Axis < 0 || Axis >= X.Rank)
+    failOp(Call, "axis " + std::to_string(Axis) + " is out of range");
+  Lanes L;
+  for (int I = 0; I < X.Rank; ++I)
+    (I < Axis ? L.Outer : I == Axis ? L.Axis : L.Inner) *= X.Dims[I];
+  return L;
+}
+
+/// The lanes this thread (Block: this thread's block) works on, and its
+/// first element and step within a lane.
+template <bool Block> struct LaneLoop {
+  __device__ static int64_t first() {
+    return Block ? blockIdx.x : blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  }
+  __device__ static int64_t step() {
+    return Block ? gridDim.x : int64_t(gridDim.x) * blockDim.x;
+  }
+  __device__ static int64_t start() { return Block ? threadIdx.x : 0; }
+  __device__ static int64_t stride() { return Block ? blockDim.x : 1; }
+};
+
+/// log(sum(exp(x))) of a lane.
+template <typename T, bool Block>
+__device__ double laneLogSum(const T *In, int64_t Stride, int64_t Count) {
+  using Loop = LaneLoop<Block>;
+  double Max = -INFINITY;
+  for (int64_t A = Loop::start(); A < Count; A += Loop::stride())
+    Max = max(Max, static_cast<double>(In[A * Stride]));
+  if constexpr (Block)
+    Max = blockMax(Max);
+  double Sum = 0;
+  for (int64_t A = Loop::start(); A < Count; A += Loop::stride())
+    Sum += exp(In[A * Stride] - Max);
+  if constexpr (Block)
+    Sum = blockSum(Sum);
+  return Max + log(Sum);
+}
+
+template <typename T, bool Block>
+__global__ void softmaxForwardKernel(Lanes L, const T *X, T *Y, bool Log) {
+  using Loop = LaneLoop<Block>;
+  int64_t Count = L.Outer * L.Inner;
+  for (int64_t Lane = Loop::first(); Lane < Count; Lane += Loop::step()) {
+    int64_t Base = (Lane / L.Inner) * L.Axis * L.Inner + Lane % L.Inner;
+    const T *In = X + Base;
+    T *Out = Y + Base;
+    double LogSum = laneLogSum<T, Block>(In, L.Inner, L.Axis);
+    for (int64_t A = Loop::start(); A < L.Axis; A += Loop::stride()) {
+      double V = In[A * L.Inner] - LogSum;
+      Out[A * L.Inner] = static_cast<T>(Log ? V : exp(V));
+    }
+  }
+}
+
+template <typename T, bool Block>
+__global__ void softmaxBackwardKernel(Lanes L, const T *X, const T *GY, T *DX,
+                                      bool Log) {
+  using Loop = LaneLoop<Block>;
+  int64_t Count = L.Outer * L.Inner;
+  for (int64_t Lane = Loop::first(); Lane < Count; Lane += Loop::step()) {
+    int64_t Base = (Lane / L.Inner) * L.Axis * L.Inner + Lane % L.Inner;
+    const T *In = X + Base, *G = GY + Base;
+    T *D = DX + Base;
+    double LogSum = laneLogSum<T, Block>(In, L.Inner, L.Axis);
+    // Softmax: dx = y (g - sum g y). LogSoftmax: dx = g - softmax sum g.
+    double Sum = 0;
+    for (int64_t A = Loop::start(); A < L.Axis; A += Loop::stride()) {
+      double Gv = G[A * L.Inner];
+      Sum += Log ? Gv : Gv * exp(In[A * L.Inner] - LogSum);
+    }
+    if constexpr (Block)
+      Sum = blockSum(Sum);
+    for (int64_t A = Loop::start(); A < L.Axis; A += Loop::stride()) {
+      double Gv = G[A * L.Inner], P = exp(In[A * L.Inner] - LogSum);
+      D[A * L.Inner] += static_cast<T>(Log ? Gv - P * Sum : P * (Gv - Sum));
+    }
+  }
+}
+
+/// Blocks for one block per lane, or threads for one thread per lane.
+bool blockPerLane(const Lanes &L) { return L.Inner == 1 && L.Axis >= 64; }
+
+unsigned laneGrid(const Lanes &L) {
+  int64_t Count = L.Outer * L.Inner;
+  return blockPerLane(L)
+             ? static_cast<unsigned>(std::min<int64_t>(Count, 65535 * 8))
+             : blocksFor(Count);
+}
+
+//===-- ReduceMean, ReduceSum ---------------------------------------------===//
+
+/// The reduction of X into Y, and for each input dim the stride of its
+/// output position (0 where reduced).
+struct Reduction {
+  ReducePlan Plan;
+  int64_t OutStrides[MaxRank] = {};
+  int64_t Reduced = 1;
+};
+
+Reduction reduction(const OpCall &Call, const TensorView &X,
+                    const TensorView &Y) {
+  const std::vector<int64_t> &Axes = Call.Attrs.getInts("axes");
+  std::vector<bool> IsReduced(X.Rank, false);
+  for (int64_t A : Axes) {
+    if (A < 0 || A >= X.Rank)
+      failOp(Call, "axis " + std::to_string(A) + " is out of range");
+    IsReduced[A] = true;
+  }
+  Reduction R;
+  int64_t OutCount = 1;
+  for (int I = X.Rank - 1; I >= 0; --I) {
+    if (IsReduced[I]) {
+      R.Reduced *= X.Dims[I];
+      continue;
+    }
+    R.OutStrides[I] = OutCount;
+    OutCount *= X.Dims[I];
+  }
+  if (Y.numElements() != OutCount)
+    failOp(Call, "output has " + std::to_string(Y.numElements()) +
+                     " elements, the reduction gives " +
+                     std::to_string(OutCount));
+  int64_t Stride = 1, XStrides[MaxRank];
+  for (int I = X.Rank - 1; I >= 0; --I) {
+    XStrides[I] = Stride;
+    Stride *= X.Dims[I];
+  }
+  for (int I = 0; I < X.Rank; ++I) {
+    if (IsReduced[I])
+      R.Plan.reduce(X.Dims[I], XStrides[I]);
+    else
+      R.Plan.keep(X.Dims[I], XStrides[I], R.OutStrides[I]);
+  }
+  return R;
+}
+
+struct Broadcast {
+  int Rank = 0;
+  int64_t Dims[MaxRank] = {}, OutStrides[MaxRank] = {};
+};
+
+template <typename T>
+__global__ void reduceBackwardKernel(Broadcast B, int64_t Count, const T *G,
+                                     T *D, double Scale) {
+  for (int64_t I = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; I < Count;
+       I += int64_t(gridDim.x) * blockDim.x)
+    D[I] +=
+        static_cast<T>(G[offsetOf(I, B.Rank, B.Dims, B.OutStrides)] * Scale);
+}
+
+template <typename T, typename Acc>
+void reduceForward(Context &C, const OpCall &Call) {
+  const TensorView &X = operand(Call, Call.Inputs, 0, "input");
+  const TensorView &Y = operand(Call, Call.Outputs, 0, "output");
+  requireType(Call, Y, X.Type, "output");
+  Reduction R = reduction(Call, X, Y);
+  stridedReduce<T, T, Acc>(C, Call, R.Plan, X.as<T>(), Y.as<T>(), false,
+                           Call.Kind == OpKind::ReduceMean);
+}
+
+} // namespace
+
+void forwardSoftmax(Context &C, const OpCall &Call) {
+  const TensorView &X = operand(Call, Call.Inputs, 0, "input");
+  dispatchFloat(Call, X.Type, "input", [&](auto Zero) {
+    using T = decltype(Zero);
+    const TensorView &Y = operand(Call, Call.Outputs, 0, "output");
+    requireType(Call, Y, X.Type, "output");
+    if (Y.numElements() != X.numElements())
+      failOp(Call, "output does not match the input's shape");
+    Lanes L = softmaxLanes(Call, X);
+    if (X.numElements() == 0)
+      return;
+    bool Log = Call.Kind == OpKind::LogSoftmax;
+    if (blockPerLane(L))
+      softmaxForwardKernel<T, true>
+          <<<laneGrid(L), ThreadsPerBlock, 0, C.Stream>>>(L, X.as<T>(),
+                                                          Y.as<T>(), Log);
+    else
+      softmaxForwardKernel<T, false>
+          <<<laneGrid(L), ThreadsPerBlock, 0, C.Stream>>>(L, X.as<T>(),
+                                                          Y.as<T>(), Log);
+    checkLaunch(Call, "softmax kernel");
+  });
+}
+
+void backwardSoftmax(Context &C, const OpCall &Call, const Views &OutputGrads,
+                     const Views &InputGrads) {
+  const TensorView &X = operand(Call, Call.Inputs, 0, "input");
+  dispatchFloat(Call, X.Type, "input", [&](auto Zero) {
+    using T = decltype(Zero);
+    TensorView DX = gradientAt(Call, InputGrads, 0, X, "input gradient");
+    TensorView GY = gradientAt(Call, OutputGrads, 0, X, "output gradient");
+    if (!DX.present() || !GY.present())
+      return;
+    Lanes L = softmaxLanes(Call, X);
+    if (X.numElements() == 0)
+      return;
+    bool Log = Call.Kind == OpKind::LogSoftmax;
+    if (blockPerLane(L))
+      softmaxBackwardKernel<T, true>
+          <<<laneGrid(L), ThreadsPerBlock, 0, C.Stream>>>(
+              L, X.as<T>(), GY.as<T>(), DX.as<T>(), Log);
+    else
+      softmaxBackwardKernel<T, false>
+          <<<laneGrid(L), ThreadsPerBlock, 0, C.Stream>>>(
+              L, X.as<T>(), GY.as<T>(), DX.as<T>(), Log);
+    checkLaunch(Call, "softmax backward kernel");
+  });
+}
+
+void forwardReduce(Context &C, const OpCall &Call) {
+  switch (operand(Call, Call.Inputs, 0, "input").Type) {
+  case DType::Float32:
+    return reduceForward<float, double>(C, Call);
+  case DType::Float64:
+    return reduceForward<double, double>(C, Call);
+  case DType::Int32:
+    return reduceForward<int32_t, long long>(C, Call);
+  case DType::Int64:
+    return reduceForward<int64_t, long long>(C, Call);
+  default:
+    failOp(Call, std::string("element type ") + dtypeName(Call.Inputs[0].Type) +
+                     " is not supported, the CUDA kernel needs f32, f64, "
+                     "i32 or i64");
+  }
+}
+
+void backwardReduce(Context &C, const OpCall &Call, const Views &OutputGrads,
+                    const Views &InputGrads) {
+  const TensorView &X = operand(Call, Call.Inputs, 0, "input");
+  dispatchFloat(Call, X.Type, "input", [&](auto Zero) {
+    using T = decltype(Zero);
+    TensorView DX = gradientAt(Call, InputGrads, 0, X, "input gradient");
+    if (!DX.present() || OutputGrads.empty() || !OutputGrads[0].present())
+      return;
+    const TensorView &GY = operand(Call, OutputGrads, 0, "output gradient");
+    requireType(Call, GY, X.Type, "output gradient");
+    Reduction R = reduction(Call, X, GY);
+    double Scale = Call.Kind == OpKind::ReduceMean && R.Reduced
+                       ? 1.0 / static_cast<double>(R.Reduced)
+                       : 1.0;
+    Broadcast B;
+    B.Rank = X.Rank;
+    for (int I = 0; I < X.Rank; ++I) {
+      B.Dims[I] = X.Dims[I];
+      B.OutStrides[I] = R.OutStrides[I];
+    }
+    int64_t Count = X.numElements();
+    if (Count == 0)
+      return;
+    reduceBackwardKernel<T><<<blocksFor(Count), ThreadsPerBlock, 0, C.Stream>>>(
+        B, Count, GY.as<T>(), DX.as<T>(), Scale);
+    checkLaunch(Call, "reduce backward kernel");
+  });
+}
+
+} // namespace onnx2soap::rt::cuda
