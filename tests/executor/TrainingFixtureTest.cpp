@@ -58,12 +58,17 @@ class TrainingFixture : public ::testing::TestWithParam<OptimizerRun> {};
 
 TEST_P(TrainingFixture, LossesMatchPyTorch) {
   const OptimizerRun &R = GetParam();
-  // Known deviation, under investigation: with AdamW's decoupled decay the
-  // quarter-width ResNet-18 drifts from PyTorch by 2e-5 at step 2 and 2.6e-4
-  // at step 3, while Adam (the same kernel without the decay) matches to
-  // 1e-5 and AdamW on every other fixture matches to 1e-4.
+  // Known deviation, caused by float32 rounding in the fixture, not by the
+  // trainer (docs/training.md): a step-1 gradient element of about 1e-7
+  // differs by 5e-8 between PyTorch and us, within both sides' float32
+  // error. Adam's first step turns that into a 1.3e-5 weight difference,
+  // which moves a near-zero ReLU input across zero at step 2; from step 3
+  // the losses follow that flip. With our value of that one element,
+  // PyTorch's own run gives our losses to 1e-6. Only the steps before the
+  // flip are compared for this run.
+  size_t ComparedSteps = 5;
   if (R.Fixture == "resnet18" && R.Optimizer == "adamw")
-    GTEST_SKIP() << "known deviation from PyTorch (see docs/training.md)";
+    ComparedSteps = 3;
   std::string Dir = Fixtures + R.Fixture + "/";
   auto Text = llvm::MemoryBuffer::getFile(Dir + "losses.json");
   ASSERT_TRUE(static_cast<bool>(Text));
@@ -112,7 +117,8 @@ TEST_P(TrainingFixture, LossesMatchPyTorch) {
   }
   const llvm::json::Array *Expected = Recorded->getArray("losses");
   ASSERT_NE(Expected, nullptr);
-  for (size_t Step = 0; Step < Expected->size(); ++Step) {
+  ASSERT_GE(Expected->size(), ComparedSteps);
+  for (size_t Step = 0; Step < ComparedSteps; ++Step) {
     auto Loss = (*Trainer)->step();
     ASSERT_TRUE(static_cast<bool>(Loss)) << llvm::toString(Loss.takeError());
     double Want = *(*Expected)[Step].getAsNumber();
