@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The demo behind `make demo`: the main job on the bundled models. Today
-# that is import + inspection; planning and code generation join it as the
-# planner and codegen land (see docs/roadmap.md).
+# that is import, inspection and single-device training on the reference
+# executor; planning and code generation join it as the planner and the
+# code generator land (docs/architecture.md, "Status").
 set -euo pipefail
 cli=${1:-build/bin/onnx2soap}
 cd "$(dirname "$0")/.."
@@ -25,3 +26,10 @@ echo
 echo "== RNNLM unrolled into per-step LSTM cells (--unroll-rnn), as FlexFlow plans it"
 "$cli" inspect samples/rnnlm.onnx --batch 64 --unroll-rnn --json |
   python3 -c 'import json,sys; d=json.load(sys.stdin); print("ops:", d["ops"], " kinds:", d["op_kinds"])'
+echo
+echo "== 5 SGD steps of a small CNN with BatchNorm on the CPU reference executor"
+echo "   (PyTorch's losses for the same weights and batch: tests/fixtures/cnn_bn/losses.json)"
+fixture=tests/fixtures/cnn_bn
+"$cli" train "$fixture/model.onnx" --inputs "$fixture/input_0.pb" \
+  --labels "$fixture/labels.pb" --steps 5 --optimizer sgd --lr 0.1
+python3 -c 'import json; print("PyTorch:", " ".join("%.9g" % l for l in json.load(open("tests/fixtures/cnn_bn/losses.json"))["sgd"]["losses"]))'
