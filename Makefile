@@ -41,6 +41,7 @@ demo: build
 
 bench: build
 	@bench/run.sh $(BUILD)
+	@bench/train_run.sh $(BUILD)
 
 docs: build
 	$(BUILD)/bin/onnx2soap ops --markdown > docs/onnx-support.md

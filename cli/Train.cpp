@@ -11,6 +11,7 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
+#include <chrono>
 #include <cstdio>
 
 namespace onnx2soap::cli {
@@ -59,6 +60,10 @@ static cl::opt<std::string>
 static cl::opt<int> TrainThreads("threads",
                                  cl::desc("CPU threads (0: all cores)"),
                                  cl::init(0), cl::sub(trainCommand()));
+static cl::opt<bool>
+    TimeSteps("time",
+              cl::desc("Also print each step's wall time: `time <seconds>`"),
+              cl::sub(trainCommand()));
 
 /// The bytes of the TensorProto in Path in its own element layout.
 static llvm::Expected<std::vector<char>> readBytes(const std::string &Path) {
@@ -172,12 +177,20 @@ llvm::Error runTrain() {
                                       llvm::toString(std::move(E))));
   }
   for (int I = 0; I < Steps; ++I) {
+    auto Start = std::chrono::steady_clock::now();
     auto Value = (*Trainer)->step();
+    std::chrono::duration<double> Elapsed =
+        std::chrono::steady_clock::now() - Start;
     if (!Value)
       return Value.takeError();
     char Text[64];
     std::snprintf(Text, sizeof Text, "%.9g", *Value);
-    llvm::outs() << "step " << I << " loss " << Text << "\n";
+    llvm::outs() << "step " << I << " loss " << Text;
+    if (TimeSteps) {
+      std::snprintf(Text, sizeof Text, "%.6f", Elapsed.count());
+      llvm::outs() << " time " << Text;
+    }
+    llvm::outs() << "\n";
     llvm::outs().flush();
   }
   return llvm::Error::success();
