@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <omp.h>
 #include <thread>
 
 namespace onnx2soap::rt {
@@ -54,6 +55,8 @@ public:
     Ctx.Threads = Threads > 0
                       ? Threads
                       : std::max(1u, std::thread::hardware_concurrency());
+    // oneDNN's primitives run on OpenMP: this is what bounds their threads.
+    omp_set_num_threads(Ctx.Threads);
   }
   const char *name() const override { return "cpu"; }
 
