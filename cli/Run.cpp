@@ -43,32 +43,6 @@ static cl::opt<double> Atol("atol", cl::desc("Absolute tolerance"),
 static cl::opt<int> Threads("threads", cl::desc("CPU threads (0: all cores)"),
                             cl::init(0), cl::sub(runCommand()));
 
-static llvm::Expected<onnx::TensorProto> readTensor(const std::string &Path) {
-  auto Buffer = llvm::MemoryBuffer::getFile(Path, /*IsText=*/false,
-                                            /*RequiresNullTerminator=*/false);
-  if (!Buffer)
-    return usageError(llvm::formatv("cannot read '{0}': {1}", Path,
-                                    Buffer.getError().message()));
-  onnx::TensorProto T;
-  if (!T.ParseFromArray((*Buffer)->getBufferStart(),
-                        static_cast<int>((*Buffer)->getBufferSize())))
-    return usageError(
-        llvm::formatv("'{0}' is not a serialized ONNX TensorProto", Path));
-  return T;
-}
-
-/// The tensor's bytes in the IR's layout (raw_data is that layout already).
-static llvm::Expected<std::vector<char>> tensorBytes(const onnx::TensorProto &T,
-                                                     const std::string &Path) {
-  if (T.has_raw_data())
-    return std::vector<char>(T.raw_data().begin(), T.raw_data().end());
-  auto Decoded = onnx_import::decodeTensor(T, {}, false);
-  if (!Decoded)
-    return usageError(
-        llvm::formatv("'{0}': {1}", Path, llvm::toString(Decoded.takeError())));
-  return Decoded->toBytes();
-}
-
 /// Element I of bytes in type Type as a double.
 static double elementAt(const std::vector<char> &Bytes, ir::DType Type,
                         int64_t I) {

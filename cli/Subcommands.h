@@ -30,6 +30,14 @@ llvm::Error runTrain();
 /// (--batch, --dim, --trainable, --frozen, --unroll-rnn, --no-fuse).
 llvm::Expected<onnx_import::ImportOptions> importOptions();
 
+/// A serialized TensorProto file (cli/TensorFiles.cpp).
+llvm::Expected<onnx::TensorProto> readTensor(const std::string &Path);
+/// T's bytes in the IR's element layout; Path names it in errors.
+llvm::Expected<std::vector<char>> tensorBytes(const onnx::TensorProto &T,
+                                              const std::string &Path);
+/// readTensor then tensorBytes.
+llvm::Expected<std::vector<char>> readTensorBytes(const std::string &Path);
+
 /// A user-input error: printed as one line, exit code 2.
 llvm::Error usageError(const llvm::Twine &Message);
 

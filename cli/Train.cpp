@@ -65,27 +65,6 @@ static cl::opt<bool>
               cl::desc("Also print each step's wall time: `time <seconds>`"),
               cl::sub(trainCommand()));
 
-/// The bytes of the TensorProto in Path in its own element layout.
-static llvm::Expected<std::vector<char>> readBytes(const std::string &Path) {
-  auto Buffer = llvm::MemoryBuffer::getFile(Path, /*IsText=*/false,
-                                            /*RequiresNullTerminator=*/false);
-  if (!Buffer)
-    return usageError(llvm::formatv("cannot read '{0}': {1}", Path,
-                                    Buffer.getError().message()));
-  onnx::TensorProto T;
-  if (!T.ParseFromArray((*Buffer)->getBufferStart(),
-                        static_cast<int>((*Buffer)->getBufferSize())))
-    return usageError(
-        llvm::formatv("'{0}' is not a serialized ONNX TensorProto", Path));
-  if (T.has_raw_data())
-    return std::vector<char>(T.raw_data().begin(), T.raw_data().end());
-  auto Decoded = onnx_import::decodeTensor(T, {}, false);
-  if (!Decoded)
-    return usageError(
-        llvm::formatv("'{0}': {1}", Path, llvm::toString(Decoded.takeError())));
-  return Decoded->toBytes();
-}
-
 static llvm::Expected<rt::OptimizerConfig> optimizerConfig() {
   rt::OptimizerConfig C;
   if (Optimizer == "sgd")
@@ -158,7 +137,7 @@ llvm::Error runTrain() {
                                     "--inputs FILE.pb ({1} given)",
                                     ModelInputs.size(), InputFiles.size()));
   for (size_t I = 0; I < ModelInputs.size(); ++I) {
-    auto Bytes = readBytes(InputFiles[I]);
+    auto Bytes = readTensorBytes(InputFiles[I]);
     if (!Bytes)
       return Bytes.takeError();
     if (auto E = (*Trainer)->executor().setInput(ModelInputs[I], *Bytes))
@@ -169,7 +148,7 @@ llvm::Error runTrain() {
     if (LabelFile.empty())
       return usageError(
           llvm::formatv("--loss {0} needs --labels FILE.pb", Loss.getValue()));
-    auto Bytes = readBytes(LabelFile);
+    auto Bytes = readTensorBytes(LabelFile);
     if (!Bytes)
       return Bytes.takeError();
     if (auto E = (*Trainer)->executor().setInput(Training->Labels, *Bytes))

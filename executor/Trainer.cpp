@@ -92,10 +92,8 @@ llvm::Expected<double> Trainer::step() {
           continue;
         if (Output < O.Outputs.size()) {
           rt::TensorView From = Exec->view(O.Outputs[Output]);
-          rt::TensorView To = Exec->view(O.Inputs[I]);
-          std::vector<char> Bytes(From.byteSize());
-          B.copyToHost(Bytes.data(), From.Data, Bytes.size());
-          B.copyFromHost(To.Data, Bytes.data(), Bytes.size());
+          B.copyOnDevice(Exec->view(O.Inputs[I]).Data, From.Data,
+                         From.byteSize());
         }
         ++Output;
       }

@@ -61,6 +61,8 @@ public:
   virtual void copyFromHost(void *Device, const void *Host, size_t Bytes) = 0;
   virtual void copyToHost(void *Host, const void *Device, size_t Bytes) = 0;
   virtual void fillZero(void *Device, size_t Bytes) = 0;
+  /// Copies between two buffers of this backend.
+  virtual void copyOnDevice(void *To, const void *From, size_t Bytes) = 0;
 
   /// Computes Call.Outputs from Call.Inputs.
   virtual void forward(const OpCall &Call) = 0;

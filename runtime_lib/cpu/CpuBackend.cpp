@@ -76,6 +76,9 @@ public:
   void copyToHost(void *Host, const void *Device, size_t Bytes) override {
     std::memcpy(Host, Device, Bytes);
   }
+  void copyOnDevice(void *To, const void *From, size_t Bytes) override {
+    std::memmove(To, From, Bytes);
+  }
   void fillZero(void *Device, size_t Bytes) override {
     std::memset(Device, 0, Bytes);
   }

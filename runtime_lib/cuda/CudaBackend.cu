@@ -97,6 +97,11 @@ public:
           "cudaMemcpy to the host");
     check(cudaStreamSynchronize(Ctx.Stream), "cudaStreamSynchronize");
   }
+  void copyOnDevice(void *To, const void *From, size_t Bytes) override {
+    check(
+        cudaMemcpyAsync(To, From, Bytes, cudaMemcpyDeviceToDevice, Ctx.Stream),
+        "cudaMemcpy on the device");
+  }
   void fillZero(void *Device, size_t Bytes) override {
     check(cudaMemsetAsync(Device, 0, Bytes, Ctx.Stream), "cudaMemsetAsync");
   }
