@@ -1,0 +1,713 @@
+//===- simulator/ClusterFile.cpp - The JSON cluster format ----------------===//
+//
+// Reads and writes the cluster file format of docs/cluster-format.md. The
+// reader checks everything a user can get wrong (types, units, unknown keys,
+// names) and reports it with the file and the JSON path; it first turns each
+// node description into a NodeSpec with names resolved, so the compact
+// `{"count": N, "template": {...}}` form is checked once and stamped N
+// times. The writer produces the canonical form: every key written, numbers
+// rounded to 12 significant digits, identical nodes folded into a template.
+//
+//===----------------------------------------------------------------------===//
+#include "simulator/Machine.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/Format.h"
+#include <cmath>
+#include <cstdlib>
+#include <optional>
+
+using namespace onnx2soap::simulator;
+namespace json = llvm::json;
+using llvm::Error;
+using llvm::Expected;
+using llvm::StringRef;
+using llvm::Twine;
+
+/// More devices than this would make the all-pairs route table too large.
+static constexpr unsigned MaxDevices = 1024;
+static constexpr int64_t CurrentVersion = 1;
+
+namespace {
+
+/// A node's description with names resolved to local endpoint indices:
+/// devices first, then switches, then NICs.
+struct NodeSpec {
+  struct Nic {
+    std::string Name;
+    double Bandwidth = 0, Latency = 0;
+    std::vector<unsigned> Attach;
+  };
+  struct LinkSpec {
+    unsigned From = 0, To = 0;
+    std::string Kind;
+    double Bandwidth = 0, Latency = 0;
+    bool Duplex = true;
+  };
+  std::vector<std::pair<unsigned, std::string>> Devices; ///< type, name
+  std::vector<std::string> Switches;
+  std::vector<Nic> Nics;
+  std::vector<LinkSpec> Links;
+};
+
+enum class Sign { Positive, NonNegative };
+
+class ClusterReader {
+public:
+  explicit ClusterReader(StringRef Where) : Where(Where) {}
+  Expected<Machine> read(const json::Value &Root);
+
+private:
+  Error error(const std::string &Path, const Twine &Message) const {
+    std::string Prefix = Where + ": ";
+    if (!Path.empty())
+      Prefix += Path + ": ";
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   Prefix + Message);
+  }
+  static std::string key(const std::string &Path, StringRef Key) {
+    return Path.empty() ? Key.str() : Path + "." + Key.str();
+  }
+  static std::string index(const std::string &Path, size_t I) {
+    return Path + "[" + std::to_string(I) + "]";
+  }
+
+  Expected<const json::Object *> object(const json::Value &V,
+                                        const std::string &Path) const;
+  Error checkKeys(const json::Object &O, const std::string &Path,
+                  llvm::ArrayRef<StringRef> Known) const;
+  Expected<double> number(const json::Object &O, const std::string &Path,
+                          StringRef Key, Sign S,
+                          std::optional<double> Default = std::nullopt) const;
+  Expected<std::string> string(const json::Object &O, const std::string &Path,
+                               StringRef Key, bool IsName,
+                               std::optional<StringRef> Default = {}) const;
+  Expected<const json::Array *> array(const json::Object &O,
+                                      const std::string &Path, StringRef Key,
+                                      bool Required) const;
+  Error checkName(StringRef Name, const std::string &Path) const;
+
+  Expected<DeviceType> readDeviceType(const json::Value &V,
+                                      const std::string &Path) const;
+  Expected<NodeSpec> readNode(const json::Value &V,
+                              const std::string &Path) const;
+  Error readDeviceGroup(const json::Value &V, const std::string &Path,
+                        NodeSpec &Node) const;
+
+  std::string Where;
+  llvm::StringMap<unsigned> TypeIds;
+  std::vector<std::string> TypeNames;
+  std::vector<bool> TypeIsGpu; ///< has a cuda_arch: devices default to "gpu"
+};
+
+} // namespace
+
+//===-- Typed access with paths -------------------------------------------===//
+
+Expected<const json::Object *>
+ClusterReader::object(const json::Value &V, const std::string &Path) const {
+  if (const json::Object *O = V.getAsObject())
+    return O;
+  return error(Path, "expected an object");
+}
+
+Error ClusterReader::checkKeys(const json::Object &O, const std::string &Path,
+                               llvm::ArrayRef<StringRef> Known) const {
+  // Report the alphabetically first unknown key, so the message does not
+  // depend on the hash order of json::Object.
+  std::optional<std::string> Unknown;
+  for (const auto &Entry : O) {
+    StringRef Key = Entry.first;
+    if (!llvm::is_contained(Known, Key) && (!Unknown || Key < *Unknown))
+      Unknown = Key.str();
+  }
+  if (!Unknown)
+    return Error::success();
+  std::string Message = "unknown key '" + *Unknown + "'";
+  StringRef Closest;
+  unsigned Best = 4;
+  for (StringRef K : Known) {
+    unsigned Distance = StringRef(*Unknown).edit_distance(K, true, Best);
+    if (Distance < Best) {
+      Best = Distance;
+      Closest = K;
+    }
+  }
+  if (!Closest.empty())
+    Message += " (did you mean '" + Closest.str() + "'?)";
+  else
+    Message += " (expected one of: " + llvm::join(Known, ", ") + ")";
+  return error(Path, Message);
+}
+
+Expected<double> ClusterReader::number(const json::Object &O,
+                                       const std::string &Path, StringRef Key,
+                                       Sign S,
+                                       std::optional<double> Default) const {
+  const json::Value *V = O.get(Key);
+  if (!V) {
+    if (Default)
+      return *Default;
+    return error(Path, "missing '" + Key + "'");
+  }
+  std::optional<double> D;
+  if (auto Got = V->getAsNumber())
+    D = *Got;
+  if (!D || !std::isfinite(*D))
+    return error(key(Path, Key), "expected a number");
+  if (S == Sign::Positive && !(*D > 0))
+    return error(key(Path, Key), "must be greater than 0");
+  if (S == Sign::NonNegative && *D < 0)
+    return error(key(Path, Key), "must not be negative");
+  return *D;
+}
+
+Error ClusterReader::checkName(StringRef Name, const std::string &Path) const {
+  if (Name.empty())
+    return error(Path, "a name must not be empty");
+  for (char C : Name)
+    if (!llvm::isAlnum(C) && C != '_' && C != '-' && C != '.')
+      return error(Path, "name '" + Name +
+                             "' may hold only letters, digits, '_', '-' "
+                             "and '.'");
+  return Error::success();
+}
+
+Expected<std::string>
+ClusterReader::string(const json::Object &O, const std::string &Path,
+                      StringRef Key, bool IsName,
+                      std::optional<StringRef> Default) const {
+  const json::Value *V = O.get(Key);
+  if (!V) {
+    if (Default)
+      return Default->str();
+    return error(Path, "missing '" + Key + "'");
+  }
+  auto S = V->getAsString();
+  if (!S)
+    return error(key(Path, Key), "expected a string");
+  if (IsName)
+    if (Error E = checkName(*S, key(Path, Key)))
+      return E;
+  return S->str();
+}
+
+Expected<const json::Array *> ClusterReader::array(const json::Object &O,
+                                                   const std::string &Path,
+                                                   StringRef Key,
+                                                   bool Required) const {
+  const json::Value *V = O.get(Key);
+  if (!V) {
+    if (Required)
+      return error(Path, "missing '" + Key + "'");
+    return nullptr;
+  }
+  if (const json::Array *A = V->getAsArray())
+    return A;
+  return error(key(Path, Key), "expected an array");
+}
+
+// Unwraps an Expected into Var or returns its error from the function.
+#define TRY(Var, Expr)                                                         \
+  auto Var##OrErr = (Expr);                                                    \
+  if (!Var##OrErr)                                                             \
+    return Var##OrErr.takeError();                                             \
+  auto Var = std::move(*Var##OrErr)
+
+//===-- Reading -----------------------------------------------------------===//
+
+Expected<DeviceType>
+ClusterReader::readDeviceType(const json::Value &V,
+                              const std::string &Path) const {
+  TRY(O, object(V, Path));
+  if (Error E = checkKeys(*O, Path,
+                          {"name", "peak_TFLOPS_f32", "peak_TFLOPS_f16",
+                           "memory_bandwidth_GBps", "memory_GiB",
+                           "launch_overhead_us", "cuda_arch"}))
+    return E;
+  DeviceType T;
+  TRY(Name, string(*O, Path, "name", true));
+  TRY(F32, number(*O, Path, "peak_TFLOPS_f32", Sign::Positive));
+  TRY(F16, number(*O, Path, "peak_TFLOPS_f16", Sign::Positive, F32));
+  TRY(Bandwidth, number(*O, Path, "memory_bandwidth_GBps", Sign::Positive));
+  TRY(GiB, number(*O, Path, "memory_GiB", Sign::Positive));
+  TRY(Launch, number(*O, Path, "launch_overhead_us", Sign::NonNegative));
+  TRY(Arch, string(*O, Path, "cuda_arch", false, StringRef()));
+  if (GiB > 1e9)
+    return error(key(Path, "memory_GiB"), "is too large");
+  bool ArchOk =
+      Arch.empty() ||
+      ((Arch.size() == 2 || Arch.size() == 3) && llvm::isDigit(Arch[0]) &&
+       llvm::isDigit(Arch[1]) && (Arch.size() == 2 || llvm::isAlnum(Arch[2])));
+  if (!ArchOk)
+    return error(key(Path, "cuda_arch"),
+                 "'" + Arch +
+                     "' is not a compute capability as nvcc spells it "
+                     "(\"70\", \"90\", \"90a\"); leave it out for CPUs");
+  T.Name = Name;
+  T.PeakFlopsF32 = F32 * 1e12;
+  T.PeakFlopsF16 = F16 * 1e12;
+  T.MemoryBandwidth = Bandwidth * 1e9;
+  T.MemoryCapacity = static_cast<int64_t>(std::llround(GiB * (1 << 30)));
+  T.LaunchOverhead = Launch * 1e-6;
+  T.CudaArch = Arch;
+  return T;
+}
+
+Error ClusterReader::readDeviceGroup(const json::Value &V,
+                                     const std::string &Path,
+                                     NodeSpec &Node) const {
+  TRY(O, object(V, Path));
+  if (Error E = checkKeys(*O, Path, {"type", "count", "prefix", "names"}))
+    return E;
+  TRY(Type, string(*O, Path, "type", false));
+  auto It = TypeIds.find(Type);
+  if (It == TypeIds.end())
+    return error(key(Path, "type"), "unknown device type '" + Type +
+                                        "' (device_types has: " +
+                                        llvm::join(TypeNames, ", ") + ")");
+  unsigned TypeId = It->second;
+  const json::Value *Count = O->get("count");
+  TRY(Names, array(*O, Path, "names", false));
+  if ((Count != nullptr) == (Names != nullptr))
+    return error(Path, "give either 'count' (with an optional 'prefix') or "
+                       "'names'");
+  if (Names) {
+    if (O->get("prefix"))
+      return error(key(Path, "prefix"), "goes with 'count', not 'names'");
+    if (Names->empty())
+      return error(key(Path, "names"), "must not be empty");
+    for (size_t I = 0; I < Names->size(); ++I) {
+      std::string P = index(key(Path, "names"), I);
+      auto Name = (*Names)[I].getAsString();
+      if (!Name)
+        return error(P, "expected a string");
+      if (Error E = checkName(*Name, P))
+        return E;
+      Node.Devices.emplace_back(TypeId, Name->str());
+    }
+    return Error::success();
+  }
+  auto N = Count->getAsInteger();
+  if (!N || *N < 1 || *N > MaxDevices)
+    return error(key(Path, "count"),
+                 "expected a whole number from 1 to " + Twine(MaxDevices));
+  TRY(Prefix, string(*O, Path, "prefix", true,
+                     StringRef(TypeIsGpu[TypeId] ? "gpu" : "cpu")));
+  for (int64_t I = 0; I < *N; ++I)
+    Node.Devices.emplace_back(TypeId, Prefix + std::to_string(I));
+  return Error::success();
+}
+
+Expected<NodeSpec> ClusterReader::readNode(const json::Value &V,
+                                           const std::string &Path) const {
+  TRY(O, object(V, Path));
+  if (Error E = checkKeys(*O, Path, {"devices", "switches", "nics", "links"}))
+    return E;
+  NodeSpec Node;
+  const json::Value *Devices = O->get("devices");
+  if (!Devices)
+    return error(Path, "missing 'devices'");
+  std::string DevicesPath = key(Path, "devices");
+  if (const json::Array *Groups = Devices->getAsArray()) {
+    if (Groups->empty())
+      return error(DevicesPath, "a node needs at least one device");
+    for (size_t I = 0; I < Groups->size(); ++I)
+      if (Error E = readDeviceGroup((*Groups)[I], index(DevicesPath, I), Node))
+        return E;
+  } else if (Error E = readDeviceGroup(*Devices, DevicesPath, Node)) {
+    return E;
+  }
+
+  // Every name of the node, to its local index.
+  llvm::StringMap<unsigned> Local;
+  auto Declare = [&](StringRef Name, const std::string &P) -> Error {
+    if (!Local.try_emplace(Name, Local.size()).second)
+      return error(P, "'" + Name + "' is already a name in this node");
+    return Error::success();
+  };
+  for (size_t I = 0; I < Node.Devices.size(); ++I)
+    if (Error E = Declare(Node.Devices[I].second, DevicesPath))
+      return E;
+
+  TRY(Switches, array(*O, Path, "switches", false));
+  if (Switches)
+    for (size_t I = 0; I < Switches->size(); ++I) {
+      std::string P = index(key(Path, "switches"), I);
+      auto Name = (*Switches)[I].getAsString();
+      if (!Name)
+        return error(P, "expected a string (the switch's name)");
+      if (Error E = checkName(*Name, P))
+        return E;
+      if (Error E = Declare(*Name, P))
+        return E;
+      Node.Switches.push_back(Name->str());
+    }
+
+  auto Resolve = [&](const json::Value &Ref,
+                     const std::string &P) -> Expected<unsigned> {
+    auto Name = Ref.getAsString();
+    if (!Name)
+      return error(P, "expected a string (a device, switch or NIC name)");
+    auto Found = Local.find(*Name);
+    if (Found == Local.end())
+      return error(P, "unknown endpoint '" + *Name + "'");
+    return Found->second;
+  };
+
+  TRY(Nics, array(*O, Path, "nics", false));
+  unsigned FirstNic = Node.Devices.size() + Node.Switches.size();
+  if (Nics)
+    for (size_t I = 0; I < Nics->size(); ++I) {
+      std::string P = index(key(Path, "nics"), I);
+      TRY(Nic, object((*Nics)[I], P));
+      if (Error E = checkKeys(
+              *Nic, P, {"name", "bandwidth_GBps", "latency_us", "attach"}))
+        return E;
+      NodeSpec::Nic Spec;
+      TRY(Name, string(*Nic, P, "name", true));
+      if (Error E = Declare(Name, key(P, "name")))
+        return E;
+      TRY(Bandwidth, number(*Nic, P, "bandwidth_GBps", Sign::Positive));
+      TRY(Latency, number(*Nic, P, "latency_us", Sign::NonNegative));
+      Spec.Name = Name;
+      Spec.Bandwidth = Bandwidth * 1e9;
+      Spec.Latency = Latency * 1e-6;
+      Node.Nics.push_back(std::move(Spec));
+    }
+  // Attachments resolve after all NICs are declared, to name NICs properly.
+  if (Nics)
+    for (size_t I = 0; I < Nics->size(); ++I) {
+      std::string P = index(key(Path, "nics"), I);
+      TRY(Attach, array(*(*Nics)[I].getAsObject(), P, "attach", false));
+      if (!Attach)
+        continue;
+      for (size_t J = 0; J < Attach->size(); ++J) {
+        std::string AP = index(key(P, "attach"), J);
+        TRY(Id, Resolve((*Attach)[J], AP));
+        if (Id >= FirstNic)
+          return error(AP, "'" + Node.Nics[Id - FirstNic].Name +
+                               "' is a NIC; attach devices or switches");
+        Node.Nics[I].Attach.push_back(Id);
+      }
+    }
+
+  TRY(Links, array(*O, Path, "links", false));
+  if (Links)
+    for (size_t I = 0; I < Links->size(); ++I) {
+      std::string P = index(key(Path, "links"), I);
+      TRY(L, object((*Links)[I], P));
+      if (Error E = checkKeys(
+              *L, P,
+              {"from", "to", "kind", "bandwidth_GBps", "latency_us", "duplex"}))
+        return E;
+      NodeSpec::LinkSpec Spec;
+      for (StringRef End : {"from", "to"}) {
+        const json::Value *Ref = L->get(End);
+        if (!Ref)
+          return error(P, "missing '" + End + "'");
+        TRY(Id, Resolve(*Ref, key(P, End)));
+        (End == "from" ? Spec.From : Spec.To) = Id;
+      }
+      if (Spec.From == Spec.To)
+        return error(P, "a link must join two different endpoints");
+      TRY(Kind, string(*L, P, "kind", true));
+      TRY(Bandwidth, number(*L, P, "bandwidth_GBps", Sign::Positive));
+      TRY(Latency, number(*L, P, "latency_us", Sign::NonNegative));
+      Spec.Kind = Kind;
+      Spec.Bandwidth = Bandwidth * 1e9;
+      Spec.Latency = Latency * 1e-6;
+      if (const json::Value *Duplex = L->get("duplex")) {
+        auto B = Duplex->getAsBoolean();
+        if (!B)
+          return error(key(P, "duplex"), "expected true or false");
+        Spec.Duplex = *B;
+      }
+      Node.Links.push_back(std::move(Spec));
+    }
+  return Node;
+}
+
+Expected<Machine> ClusterReader::read(const json::Value &Root) {
+  TRY(O, object(Root, ""));
+  if (Error E = checkKeys(
+          *O, "", {"version", "name", "device_types", "nodes", "network"}))
+    return E;
+  if (const json::Value *Version = O->get("version")) {
+    auto V = Version->getAsInteger();
+    if (!V || *V != CurrentVersion)
+      return error("version", "this onnx2soap reads version " +
+                                  Twine(CurrentVersion) + " cluster files");
+  }
+  TRY(Name, string(*O, "", "name", false));
+  MachineBuilder Builder(Name);
+
+  TRY(Types, array(*O, "", "device_types", true));
+  if (Types->empty())
+    return error("device_types", "must not be empty");
+  for (size_t I = 0; I < Types->size(); ++I) {
+    TRY(Type, readDeviceType((*Types)[I], index("device_types", I)));
+    if (!TypeIds.try_emplace(Type.Name, TypeNames.size()).second)
+      return error(index("device_types", I) + ".name",
+                   "device type '" + Type.Name + "' is defined twice");
+    TypeNames.push_back(Type.Name);
+    TypeIsGpu.push_back(!Type.CudaArch.empty());
+    Builder.addDeviceType(std::move(Type));
+  }
+
+  // Nodes: an array, or {"count": N, "template": node}.
+  std::vector<NodeSpec> Specs;      // distinct descriptions
+  std::vector<unsigned> SpecOfNode; // per node
+  std::vector<std::string> PathOfSpec;
+  const json::Value *Nodes = O->get("nodes");
+  if (!Nodes)
+    return error("", "missing 'nodes'");
+  if (const json::Array *List = Nodes->getAsArray()) {
+    if (List->empty())
+      return error("nodes", "must not be empty");
+    for (size_t I = 0; I < List->size(); ++I) {
+      TRY(Spec, readNode((*List)[I], index("nodes", I)));
+      Specs.push_back(std::move(Spec));
+      PathOfSpec.push_back(index("nodes", I));
+      SpecOfNode.push_back(I);
+    }
+  } else if (const json::Object *Compact = Nodes->getAsObject()) {
+    if (Error E = checkKeys(*Compact, "nodes", {"count", "template"}))
+      return E;
+    const json::Value *Count = Compact->get("count");
+    const json::Value *Template = Compact->get("template");
+    if (!Count || !Template)
+      return error("nodes", "the compact form needs 'count' and 'template'");
+    auto N = Count->getAsInteger();
+    if (!N || *N < 1 || *N > MaxDevices)
+      return error("nodes.count",
+                   "expected a whole number from 1 to " + Twine(MaxDevices));
+    TRY(Spec, readNode(*Template, "nodes.template"));
+    Specs.push_back(std::move(Spec));
+    PathOfSpec.push_back("nodes.template");
+    SpecOfNode.assign(*N, 0);
+  } else {
+    return error("nodes", "expected an array of nodes or {\"count\": N, "
+                          "\"template\": {...}}");
+  }
+  size_t TotalDevices = 0;
+  for (unsigned S : SpecOfNode)
+    TotalDevices += Specs[S].Devices.size();
+  if (TotalDevices > MaxDevices)
+    return error("nodes", "the cluster has " + Twine(TotalDevices) +
+                              " devices; at most " + Twine(MaxDevices) +
+                              " are supported");
+
+  std::optional<EndpointId> Network;
+  if (const json::Value *Net = O->get("network")) {
+    TRY(NetObject, object(*Net, "network"));
+    if (Error E = checkKeys(*NetObject, "network", {"name"}))
+      return E;
+    TRY(NetName, string(*NetObject, "network", "name", true));
+    Network = Builder.addEndpoint(NetName, -1, EndpointKind::Network);
+  }
+  if (!Network) {
+    if (SpecOfNode.size() > 1)
+      return error("", Twine(SpecOfNode.size()) +
+                           " nodes need a 'network' (and NICs) to reach "
+                           "each other");
+    for (size_t S = 0; S < Specs.size(); ++S)
+      if (!Specs[S].Nics.empty())
+        return error(PathOfSpec[S] + ".nics",
+                     "NICs need the top-level 'network' they connect to");
+  }
+
+  for (unsigned S : SpecOfNode) {
+    const NodeSpec &Spec = Specs[S];
+    unsigned Node = Builder.addNode();
+    std::vector<EndpointId> Ids;
+    for (const auto &[Type, DeviceName] : Spec.Devices)
+      Ids.push_back(Builder.addDevice(Type, DeviceName));
+    for (const std::string &Switch : Spec.Switches)
+      Ids.push_back(Builder.addEndpoint(Switch, Node));
+    for (const NodeSpec::Nic &Nic : Spec.Nics)
+      Ids.push_back(Builder.addEndpoint(Nic.Name, Node, EndpointKind::Nic));
+    for (const NodeSpec::LinkSpec &L : Spec.Links) {
+      if (L.Duplex)
+        Builder.addDuplex(Ids[L.From], Ids[L.To], L.Bandwidth, L.Latency,
+                          L.Kind);
+      else
+        Builder.addLink(Ids[L.From], Ids[L.To], L.Bandwidth, L.Latency, L.Kind);
+    }
+    // Attachments before network links, so that the canonical form (which
+    // writes attachments as ordinary links) reads back to the same link ids.
+    unsigned FirstNic = Spec.Devices.size() + Spec.Switches.size();
+    for (size_t I = 0; I < Spec.Nics.size(); ++I)
+      for (unsigned A : Spec.Nics[I].Attach)
+        Builder.addDuplex(Ids[A], Ids[FirstNic + I], Spec.Nics[I].Bandwidth, 0,
+                          "pcie");
+    for (size_t I = 0; I < Spec.Nics.size(); ++I)
+      Builder.addDuplex(Ids[FirstNic + I], *Network, Spec.Nics[I].Bandwidth,
+                        Spec.Nics[I].Latency, "network");
+  }
+  auto M = Builder.finish();
+  if (!M)
+    return error("", llvm::toString(M.takeError()));
+  return M;
+}
+
+Expected<Machine> Machine::fromJsonValue(const json::Value &Value,
+                                         StringRef Where) {
+  return ClusterReader(Where).read(Value);
+}
+
+Expected<Machine> Machine::fromJson(StringRef Text, StringRef Where) {
+  auto Value = json::parse(Text);
+  if (!Value)
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        Where + ": not valid JSON: " + llvm::toString(Value.takeError()));
+  return fromJsonValue(*Value, Where);
+}
+
+//===-- Writing -----------------------------------------------------------===//
+
+/// X to 12 significant digits, so unit conversions do not leave noise in
+/// the last bits and reading a written file back writes the same text.
+static double round12(double X) {
+  char Buffer[40];
+  snprintf(Buffer, sizeof(Buffer), "%.12g", X);
+  return std::strtod(Buffer, nullptr);
+}
+
+/// The name of an endpoint of node Node without its "node<N>/" prefix.
+static std::string localName(StringRef Full, unsigned Node) {
+  std::string Prefix = "node" + std::to_string(Node) + "/";
+  bool HasPrefix = Full.consume_front(Prefix);
+  assert(HasPrefix && "node endpoints are named node<N>/<name>");
+  (void)HasPrefix;
+  return Full.str();
+}
+
+/// The devices of a run of one type: {count, prefix} when they are named
+/// prefix0, prefix1, ..., else their names.
+static json::Object deviceGroup(const std::string &Type,
+                                const std::vector<std::string> &Names) {
+  StringRef First = Names.front();
+  StringRef Prefix = First.rtrim("0123456789");
+  bool Counted = !Prefix.empty();
+  for (size_t I = 0; I < Names.size() && Counted; ++I)
+    Counted = Names[I] == Prefix.str() + std::to_string(I);
+  if (Counted)
+    return json::Object{{"type", Type},
+                        {"count", static_cast<int64_t>(Names.size())},
+                        {"prefix", Prefix.str()}};
+  json::Array List;
+  for (const std::string &Name : Names)
+    List.push_back(Name);
+  return json::Object{{"type", Type}, {"names", std::move(List)}};
+}
+
+json::Value Machine::toJson() const {
+  json::Array TypeList;
+  for (const DeviceType &T : Types) {
+    json::Object O{{"name", T.Name},
+                   {"peak_TFLOPS_f32", round12(T.PeakFlopsF32 / 1e12)},
+                   {"peak_TFLOPS_f16", round12(T.PeakFlopsF16 / 1e12)},
+                   {"memory_bandwidth_GBps", round12(T.MemoryBandwidth / 1e9)},
+                   {"memory_GiB",
+                    round12(static_cast<double>(T.MemoryCapacity) / (1 << 30))},
+                   {"launch_overhead_us", round12(T.LaunchOverhead * 1e6)}};
+    if (!T.CudaArch.empty())
+      O["cuda_arch"] = T.CudaArch;
+    TypeList.push_back(std::move(O));
+  }
+
+  std::optional<EndpointId> Network;
+  for (EndpointId E = 0; E < Endpoints.size(); ++E)
+    if (Endpoints[E].Kind == EndpointKind::Network) {
+      assert(!Network && "the cluster format has one network");
+      Network = E;
+    }
+
+  std::vector<json::Value> NodeList;
+  for (unsigned Node = 0; Node < NumNodes; ++Node) {
+    json::Array Groups;
+    std::vector<std::string> Run;
+    unsigned RunType = 0;
+    for (const Device &D : Devices) {
+      if (D.Node != Node)
+        continue;
+      if (!Run.empty() && D.Type != RunType) {
+        Groups.push_back(deviceGroup(Types[RunType].Name, Run));
+        Run.clear();
+      }
+      RunType = D.Type;
+      Run.push_back(localName(D.Name, Node));
+    }
+    if (!Run.empty())
+      Groups.push_back(deviceGroup(Types[RunType].Name, Run));
+
+    json::Array Switches, Nics, LinkList;
+    auto InNode = [&](EndpointId E) {
+      return Endpoints[E].Node == static_cast<int>(Node);
+    };
+    for (EndpointId E = 0; E < Endpoints.size(); ++E) {
+      if (!InNode(E))
+        continue;
+      if (Endpoints[E].Kind == EndpointKind::Switch)
+        Switches.push_back(localName(Endpoints[E].Name, Node));
+      if (Endpoints[E].Kind != EndpointKind::Nic)
+        continue;
+      auto Up = llvm::find_if(Links, [&](const Link &L) {
+        return L.From == E && Network && L.To == *Network;
+      });
+      assert(Up != Links.end() && "a NIC links to the network");
+      Nics.push_back(
+          json::Object{{"name", localName(Endpoints[E].Name, Node)},
+                       {"bandwidth_GBps", round12(Up->Bandwidth / 1e9)},
+                       {"latency_us", round12(Up->Latency * 1e6)}});
+    }
+    std::vector<bool> Written(Links.size(), false);
+    for (LinkId I = 0; I < Links.size(); ++I) {
+      const Link &L = Links[I];
+      if (Written[I] || !InNode(L.From) || !InNode(L.To))
+        continue;
+      Written[I] = true;
+      bool Duplex = false;
+      for (LinkId J = I + 1; J < Links.size() && !Duplex; ++J) {
+        const Link &R = Links[J];
+        if (!Written[J] && R.From == L.To && R.To == L.From &&
+            R.Kind == L.Kind && R.Bandwidth == L.Bandwidth &&
+            R.Latency == L.Latency)
+          Duplex = Written[J] = true;
+      }
+      LinkList.push_back(
+          json::Object{{"from", localName(Endpoints[L.From].Name, Node)},
+                       {"to", localName(Endpoints[L.To].Name, Node)},
+                       {"kind", L.Kind},
+                       {"bandwidth_GBps", round12(L.Bandwidth / 1e9)},
+                       {"latency_us", round12(L.Latency * 1e6)},
+                       {"duplex", Duplex}});
+    }
+    json::Value DevicesValue = Groups.size() == 1
+                                   ? json::Value(std::move(Groups[0]))
+                                   : json::Value(std::move(Groups));
+    NodeList.push_back(json::Object{{"devices", std::move(DevicesValue)},
+                                    {"switches", std::move(Switches)},
+                                    {"nics", std::move(Nics)},
+                                    {"links", std::move(LinkList)}});
+  }
+
+  bool Regular =
+      NodeList.size() > 1 && llvm::all_of(NodeList, [&](const json::Value &V) {
+        return V == NodeList.front();
+      });
+  json::Object Root{{"version", CurrentVersion},
+                    {"name", Name},
+                    {"device_types", std::move(TypeList)}};
+  if (Regular)
+    Root["nodes"] = json::Object{{"count", static_cast<int64_t>(NumNodes)},
+                                 {"template", std::move(NodeList.front())}};
+  else
+    Root["nodes"] = json::Array(std::move(NodeList));
+  if (Network)
+    Root["network"] = json::Object{{"name", Endpoints[*Network].Name}};
+  return json::Value(std::move(Root));
+}

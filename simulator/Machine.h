@@ -1,0 +1,213 @@
+//===- simulator/Machine.h - A cluster: devices, links, routes -*- C++ -*-===//
+//
+// The machine model the simulator plans against (FlexFlow's device
+// topology): compute devices (GPUs, or CPU ranks) grouped into nodes, and a
+// graph of directed links between endpoints (devices, PCIe switches,
+// NVSwitches, host bridges, NICs, the inter-node network). A transfer from
+// one device to another crosses the links of its route, one hop after the
+// other; the simulator makes every link a FIFO device so that transfers
+// sharing a link contend. Machines come from a JSON cluster file
+// (docs/cluster-format.md) or a built-in preset (`onnx2soap clusters`).
+//
+//===----------------------------------------------------------------------===//
+#ifndef ONNX2SOAP_SIMULATOR_MACHINE_H
+#define ONNX2SOAP_SIMULATOR_MACHINE_H
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+#include "llvm/Support/JSON.h"
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace onnx2soap::simulator {
+
+/// Index of a compute device, dense from 0 in the cluster's order (node by
+/// node): it is also the rank that runs the device in a generated program.
+using DeviceId = uint32_t;
+/// Index of a directed link.
+using LinkId = uint32_t;
+/// Index of a point of the link graph (devices first, with EndpointId ==
+/// DeviceId, then switches, bridges, NICs, networks).
+using EndpointId = uint32_t;
+
+/// What one kind of compute device can do. Rates are per second, sizes in
+/// bytes, times in seconds.
+struct DeviceType {
+  std::string Name;           ///< "P100", "H100-SXM", "cpu"
+  double PeakFlopsF32 = 0;    ///< dense float32 FLOP/s
+  double PeakFlopsF16 = 0;    ///< dense float16 / bfloat16 FLOP/s
+  double MemoryBandwidth = 0; ///< device memory, bytes/s
+  int64_t MemoryCapacity = 0; ///< bytes usable for training
+  double LaunchOverhead = 0;  ///< fixed cost of one kernel, seconds
+  /// CUDA compute capability as nvcc spells it ("60", "90"), empty for CPU
+  /// devices.
+  std::string CudaArch;
+};
+
+struct Device {
+  std::string Name; ///< "node0/gpu3"
+  unsigned Node = 0;
+  unsigned Type = 0;  ///< index into Machine::deviceTypes()
+  unsigned Local = 0; ///< index within its node (the local rank)
+};
+
+/// What a point of the link graph is. Routes never pass through a Device
+/// (a GPU does not forward other GPUs' messages); they may cross any other
+/// kind.
+enum class EndpointKind : uint8_t {
+  Device,  ///< a compute device; EndpointId == DeviceId
+  Switch,  ///< NVSwitch, PCIe switch, host bridge, shared memory
+  Nic,     ///< a network card of a node, linked to the Network both ways
+  Network, ///< the inter-node network, shared by all nodes
+};
+
+struct Endpoint {
+  std::string Name; ///< "node0/gpu3", "node1/pcie-switch0", "ib"
+  /// The node it belongs to, or -1 for something shared between nodes (the
+  /// inter-node network).
+  int Node = -1;
+  EndpointKind Kind = EndpointKind::Switch;
+};
+
+/// One direction of a physical connection.
+struct Link {
+  std::string Name; ///< "node0/gpu0->node0/gpu1 (nvlink)"
+  std::string Kind; ///< "nvlink", "pcie", "network", ... (free text)
+  EndpointId From = 0;
+  EndpointId To = 0;
+  double Bandwidth = 0; ///< bytes/s
+  double Latency = 0;   ///< seconds per message
+};
+
+/// A built-in cluster, as `onnx2soap clusters` lists it.
+struct PresetInfo {
+  std::string Name;        ///< "paper-p100", "cpu:N"
+  std::string Description; ///< one line, with the source of its figures
+  std::string DeviceType;  ///< "P100"
+  /// Of the preset as named (dgx-h100: its default 8 nodes); 0 where the
+  /// name's N chooses it (cpu:N).
+  unsigned Devices = 0;
+  unsigned Nodes = 0;
+};
+
+class Machine {
+public:
+  /// Parses a cluster file's text; errors name the file (Where) and the
+  /// JSON path of what is wrong.
+  static llvm::Expected<Machine> fromJson(llvm::StringRef Text,
+                                          llvm::StringRef Where);
+  /// The same from parsed JSON (a cluster embedded in a strategy file).
+  static llvm::Expected<Machine> fromJsonValue(const llvm::json::Value &Value,
+                                               llvm::StringRef Where);
+  /// Reads and parses a cluster file.
+  static llvm::Expected<Machine> fromFile(llvm::StringRef Path);
+  /// A preset by name ("paper-p100", "cpu:4", ...).
+  static llvm::Expected<Machine> preset(llvm::StringRef Name);
+  /// A preset name or else a cluster file path (the CLI's `--cluster C`).
+  static llvm::Expected<Machine> load(llvm::StringRef PresetOrPath);
+  static llvm::ArrayRef<PresetInfo> presets();
+
+  /// The machine restricted to its first N devices (`--gpus N`), with the
+  /// endpoints their routes use and every link among those (so routes stay
+  /// what they were); nodes left without a device are dropped. An error when
+  /// N is 0 or larger than the machine.
+  llvm::Expected<Machine> firstDevices(unsigned N) const;
+
+  unsigned numDevices() const { return Devices.size(); }
+  unsigned numNodes() const { return NumNodes; }
+  unsigned numLinks() const { return Links.size(); }
+  unsigned numEndpoints() const { return Endpoints.size(); }
+
+  const Device &device(DeviceId Id) const { return Devices[Id]; }
+  const DeviceType &deviceType(DeviceId Id) const {
+    return Types[Devices[Id].Type];
+  }
+  llvm::ArrayRef<DeviceType> deviceTypes() const { return Types; }
+  llvm::ArrayRef<Device> devices() const { return Devices; }
+  const Link &link(LinkId Id) const { return Links[Id]; }
+  llvm::ArrayRef<Link> links() const { return Links; }
+  const Endpoint &endpoint(EndpointId Id) const { return Endpoints[Id]; }
+  llvm::ArrayRef<Endpoint> endpoints() const { return Endpoints; }
+
+  /// The links a message from A to B crosses, in order; empty when A == B.
+  /// Routes are fixed (the lowest total latency + 1/bandwidth path, ties to
+  /// the lexicographically smaller sequence of link ids; never through
+  /// another device), computed once when the machine is built.
+  llvm::ArrayRef<LinkId> route(DeviceId A, DeviceId B) const {
+    const RouteSlice &S = Routes[A * Devices.size() + B];
+    return llvm::ArrayRef<LinkId>(RouteLinks).slice(S.Begin, S.Size);
+  }
+  /// Time for one message of Bytes along the route A -> B when nothing else
+  /// uses its links: every hop's latency plus Bytes over the slowest hop
+  /// (messages are pipelined across hops).
+  double transferTime(DeviceId A, DeviceId B, double Bytes) const;
+
+  /// The canonical JSON form (the cluster file format, keys sorted, numbers
+  /// rounded to 12 significant digits, regular nodes written once as a
+  /// template): what strategy files and manifests record and hash.
+  /// fromJsonValue(toJson()) gives back the same machine. Defined for
+  /// machines in the cluster-file shape: devices named <prefix><index>
+  /// or listed by name, links within a node or between a NIC and the
+  /// network (what fromJson, presets and firstDevices make).
+  llvm::json::Value toJson() const;
+
+  /// The preset name or the file's "name" field.
+  std::string Name;
+
+private:
+  struct RouteSlice {
+    uint32_t Begin = 0;
+    uint32_t Size = 0;
+  };
+  /// Fills Routes; an error names a device pair with no route.
+  llvm::Error computeRoutes();
+
+  std::vector<DeviceType> Types;
+  std::vector<Device> Devices;
+  std::vector<Endpoint> Endpoints;
+  std::vector<Link> Links;
+  unsigned NumNodes = 0;
+  std::vector<RouteSlice> Routes; ///< NumDevices x NumDevices
+  std::vector<LinkId> RouteLinks;
+
+  friend class MachineBuilder;
+};
+
+/// Builds a Machine piece by piece (the JSON reader, firstDevices, tests).
+/// Ids it returns are the builder's own, in the order things were added:
+/// finish() renumbers endpoints so that devices come first (EndpointId ==
+/// DeviceId) and keeps devices, nodes and links in the order added.
+class MachineBuilder {
+public:
+  explicit MachineBuilder(std::string Name);
+  unsigned addDeviceType(DeviceType Type);
+  /// Adds a node; devices and endpoints added next belong to it.
+  unsigned addNode();
+  /// Adds a device of the current node, named "node<N>/<Name>". Returns its
+  /// endpoint (for addLink); its DeviceId is the number of devices added
+  /// before it.
+  EndpointId addDevice(unsigned Type, std::string Name);
+  /// Endpoints that are not compute devices: of node Node when it is 0 or
+  /// more (named "node<N>/<Name>"), shared between nodes when Node is -1
+  /// (named Name).
+  EndpointId addEndpoint(std::string Name, int Node,
+                         EndpointKind Kind = EndpointKind::Switch);
+  /// Adds the link From -> To.
+  LinkId addLink(EndpointId From, EndpointId To, double Bandwidth,
+                 double Latency, llvm::StringRef Kind);
+  /// Adds links both ways.
+  void addDuplex(EndpointId A, EndpointId B, double Bandwidth, double Latency,
+                 llvm::StringRef Kind);
+  /// Checks that every device reaches every other and computes the routes.
+  llvm::Expected<Machine> finish();
+
+private:
+  Machine M; ///< endpoints in the order added until finish()
+  int CurrentNode = -1;
+};
+
+} // namespace onnx2soap::simulator
+
+#endif

@@ -1,0 +1,651 @@
+//===- tests/simulator/MachineTest.cpp - Cluster files, presets, routes ---===//
+//
+// The machine model: presets against their datasheet figures, routes on the
+// paper's K80 topology (and the others), `--gpus N` restriction, the
+// canonical JSON form reading back to itself, and a table of broken cluster
+// files, each of which must give one line naming the file and the JSON path.
+//
+//===----------------------------------------------------------------------===//
+#include "simulator/Machine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/raw_ostream.h"
+#include "gtest/gtest.h"
+#include <functional>
+
+using namespace onnx2soap::simulator;
+namespace json = llvm::json;
+
+namespace {
+
+Machine mustLoad(llvm::StringRef Name) {
+  auto M = Machine::load(Name);
+  if (!M) {
+    ADD_FAILURE() << "cannot load " << Name.str() << ": "
+                  << llvm::toString(M.takeError());
+    return cantFail(Machine::preset("cpu:1"));
+  }
+  return std::move(*M);
+}
+
+std::string text(const json::Value &V) {
+  std::string S;
+  llvm::raw_string_ostream OS(S);
+  OS << llvm::formatv("{0:2}", V);
+  return OS.str();
+}
+
+/// The endpoints a route visits after its source, by name.
+std::vector<std::string> hops(const Machine &M, DeviceId A, DeviceId B) {
+  std::vector<std::string> Names;
+  for (LinkId L : M.route(A, B))
+    Names.push_back(M.endpoint(M.link(L).To).Name);
+  return Names;
+}
+
+/// Every route starts at its source, is connected, ends at its target and
+/// passes through no other device.
+void expectWellFormedRoutes(const Machine &M) {
+  for (DeviceId A = 0; A < M.numDevices(); ++A)
+    for (DeviceId B = 0; B < M.numDevices(); ++B) {
+      llvm::ArrayRef<LinkId> R = M.route(A, B);
+      if (A == B) {
+        EXPECT_TRUE(R.empty());
+        continue;
+      }
+      ASSERT_FALSE(R.empty()) << A << "->" << B;
+      EndpointId At = A;
+      for (LinkId L : R) {
+        ASSERT_EQ(M.link(L).From, At) << M.Name << " " << A << "->" << B;
+        At = M.link(L).To;
+        if (At != B) {
+          EXPECT_NE(M.endpoint(At).Kind, EndpointKind::Device)
+              << M.Name << ": route " << A << "->" << B << " crosses "
+              << M.endpoint(At).Name;
+        }
+      }
+      EXPECT_EQ(At, B);
+    }
+}
+
+//===-- Presets -----------------------------------------------------------===//
+
+struct PresetCase {
+  const char *Name;
+  unsigned Devices, Nodes;
+  const char *Type;
+  double GiB;
+  const char *Arch;
+  double TflopsF32;
+};
+
+class PresetTest : public ::testing::TestWithParam<PresetCase> {};
+
+TEST_P(PresetTest, MatchesItsDatasheet) {
+  const PresetCase &C = GetParam();
+  Machine M = mustLoad(C.Name);
+  EXPECT_EQ(M.Name, C.Name);
+  EXPECT_EQ(M.numDevices(), C.Devices);
+  EXPECT_EQ(M.numNodes(), C.Nodes);
+  ASSERT_EQ(M.deviceTypes().size(), 1u);
+  const DeviceType &T = M.deviceTypes()[0];
+  EXPECT_EQ(T.Name, C.Type);
+  EXPECT_EQ(T.MemoryCapacity, static_cast<int64_t>(C.GiB * (1ll << 30)));
+  EXPECT_EQ(T.CudaArch, C.Arch);
+  EXPECT_DOUBLE_EQ(T.PeakFlopsF32, C.TflopsF32 * 1e12);
+  EXPECT_GE(T.PeakFlopsF16, T.PeakFlopsF32);
+  EXPECT_GT(T.MemoryBandwidth, 0);
+  EXPECT_GT(T.LaunchOverhead, 0);
+  for (DeviceId D = 0; D < M.numDevices(); ++D) {
+    EXPECT_EQ(M.endpoint(D).Name, M.device(D).Name);
+    EXPECT_EQ(M.endpoint(D).Kind, EndpointKind::Device);
+    EXPECT_EQ(M.device(D).Node, D / (C.Devices / C.Nodes));
+    EXPECT_EQ(M.device(D).Local, D % (C.Devices / C.Nodes));
+  }
+  expectWellFormedRoutes(M);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Presets, PresetTest,
+    ::testing::Values(PresetCase{"paper-p100", 16, 4, "P100", 16, "60", 10.6},
+                      PresetCase{"paper-k80", 64, 16, "K80", 12, "37", 4.37},
+                      PresetCase{"tensoropt-v100", 16, 2, "V100", 16, "70",
+                                 15.7},
+                      PresetCase{"dgx-h100", 64, 8, "H100-SXM", 80, "90", 67},
+                      PresetCase{"dgx-h100:2", 16, 2, "H100-SXM", 80, "90", 67},
+                      PresetCase{"cpu:1", 1, 1, "cpu", 4, "", 0.1},
+                      PresetCase{"cpu:4", 4, 1, "cpu", 4, "", 0.1},
+                      PresetCase{"cpu:64", 64, 1, "cpu", 4, "", 0.1}),
+    [](const auto &Info) {
+      std::string Name = Info.param.Name;
+      for (char &C : Name)
+        if (!isalnum(static_cast<unsigned char>(C)))
+          C = '_';
+      return Name;
+    });
+
+TEST(PresetList, DescribesEveryPreset) {
+  ASSERT_EQ(Machine::presets().size(), 5u);
+  for (const PresetInfo &P : Machine::presets()) {
+    EXPECT_FALSE(P.Description.empty()) << P.Name;
+    if (P.Devices == 0)
+      continue; // cpu:N
+    Machine M = mustLoad(P.Name);
+    EXPECT_EQ(M.numDevices(), P.Devices) << P.Name;
+    EXPECT_EQ(M.numNodes(), P.Nodes) << P.Name;
+    EXPECT_EQ(M.deviceTypes()[0].Name, P.DeviceType) << P.Name;
+  }
+}
+
+void expectLoadError(llvm::StringRef Name, llvm::StringRef Expected) {
+  auto M = Machine::load(Name);
+  ASSERT_FALSE(static_cast<bool>(M)) << Name.str();
+  std::string Message = llvm::toString(M.takeError());
+  EXPECT_NE(Message.find(Expected.str()), std::string::npos)
+      << "message: " << Message << "\nexpected to contain: " << Expected.str();
+}
+
+TEST(PresetList, UnknownNamesListTheKnownOnes) {
+  expectLoadError("paper-k8O", "unknown cluster preset 'paper-k8O' (known: "
+                               "paper-p100, paper-k80, tensoropt-v100, "
+                               "dgx-h100, cpu:N;");
+  expectLoadError("cpu:0", "N of cpu:N must be 1 to 64");
+  expectLoadError("cpu:65", "N of cpu:N must be 1 to 64");
+  expectLoadError("cpu:two", "N of cpu:N must be 1 to 64");
+  expectLoadError("dgx-h100:0", "N of dgx-h100:N must be 1 to 128");
+  expectLoadError("/no/such/cluster.json",
+                  "cannot read '/no/such/cluster.json'");
+  expectLoadError("missing.json", "cannot read 'missing.json'");
+}
+
+//===-- Routes ------------------------------------------------------------===//
+
+TEST(Routes, K80PairsShareAPcieSwitch) {
+  Machine M = mustLoad("paper-k80");
+  EXPECT_EQ(hops(M, 0, 1),
+            (std::vector<std::string>{"node0/pcie0", "node0/gpu1"}));
+  EXPECT_EQ(hops(M, 2, 3),
+            (std::vector<std::string>{"node0/pcie1", "node0/gpu3"}));
+  EXPECT_EQ(hops(M, 1, 0),
+            (std::vector<std::string>{"node0/pcie0", "node0/gpu0"}));
+}
+
+TEST(Routes, K80OtherPairGoesThroughTheHostBridge) {
+  Machine M = mustLoad("paper-k80");
+  EXPECT_EQ(hops(M, 0, 2),
+            (std::vector<std::string>{"node0/pcie0", "node0/host",
+                                      "node0/pcie1", "node0/gpu2"}));
+}
+
+TEST(Routes, K80AcrossNodesGoesThroughNicsAndNetwork) {
+  Machine M = mustLoad("paper-k80");
+  DeviceId Node1Gpu0 = 4;
+  ASSERT_EQ(M.device(Node1Gpu0).Name, "node1/gpu0");
+  EXPECT_EQ(hops(M, 0, Node1Gpu0),
+            (std::vector<std::string>{"node0/pcie0", "node0/host", "node0/ib0",
+                                      "ib", "node1/ib0", "node1/host",
+                                      "node1/pcie0", "node1/gpu0"}));
+  // Latency: 4 PCIe hops of 1 us, 2 NIC-network hops of 1 us, attach 0;
+  // bandwidth: the 56 Gb/s NIC.
+  EXPECT_NEAR(M.transferTime(0, Node1Gpu0, 7e6), 6e-6 + 1e-3, 1e-12);
+  EXPECT_NEAR(M.transferTime(0, 1, 15.75e6), 2e-6 + 1e-3, 1e-12);
+  EXPECT_EQ(M.transferTime(3, 3, 1e9), 0);
+}
+
+TEST(Routes, V100HybridCubeMesh) {
+  Machine M = mustLoad("tensoropt-v100");
+  // Two NVLink bricks between GPU 0 and 3.
+  ASSERT_EQ(M.route(0, 3).size(), 1u);
+  EXPECT_EQ(M.link(M.route(0, 3)[0]).Kind, "nvlink");
+  EXPECT_DOUBLE_EQ(M.link(M.route(0, 3)[0]).Bandwidth, 50e9);
+  EXPECT_DOUBLE_EQ(M.link(M.route(0, 1)[0]).Bandwidth, 25e9);
+  // No NVLink between 0 and 5, and GPUs do not forward: PCIe and UPI.
+  EXPECT_EQ(hops(M, 0, 5),
+            (std::vector<std::string>{"node0/pcie0", "node0/cpu0", "node0/cpu1",
+                                      "node0/pcie2", "node0/gpu5"}));
+}
+
+TEST(Routes, DgxH100UsesEachGpusOwnNic) {
+  Machine M = mustLoad("dgx-h100:2");
+  EXPECT_EQ(hops(M, 0, 3),
+            (std::vector<std::string>{"node0/nvswitch", "node0/gpu3"}));
+  EXPECT_EQ(hops(M, 0, 11),
+            (std::vector<std::string>{"node0/nic0", "ib", "node1/nic3",
+                                      "node1/gpu3"}));
+}
+
+TEST(Routes, CpuRanksMeetInSharedMemory) {
+  Machine M = mustLoad("cpu:4");
+  EXPECT_EQ(hops(M, 2, 1),
+            (std::vector<std::string>{"node0/shm", "node0/cpu1"}));
+  EXPECT_NEAR(M.transferTime(2, 1, 1e7), 1e-6 + 1e-3, 1e-12);
+}
+
+TEST(Routes, TiesGoToTheSmallerLinkIds) {
+  // Two equal paths a -> b, through s1 (links added first) and s2.
+  MachineBuilder B("tie");
+  DeviceType T;
+  T.Name = "t";
+  unsigned Type = B.addDeviceType(T);
+  B.addNode();
+  EndpointId S2 = B.addEndpoint("s2", 0);
+  EndpointId A = B.addDevice(Type, "a");
+  EndpointId S1 = B.addEndpoint("s1", 0);
+  EndpointId Dev = B.addDevice(Type, "b");
+  B.addDuplex(A, S1, 1e9, 1e-6, "x");
+  B.addDuplex(S1, Dev, 1e9, 1e-6, "x");
+  B.addDuplex(A, S2, 1e9, 1e-6, "x");
+  B.addDuplex(S2, Dev, 1e9, 1e-6, "x");
+  auto M = B.finish();
+  ASSERT_TRUE(static_cast<bool>(M)) << llvm::toString(M.takeError());
+  // Devices come first whatever the order they were added in.
+  EXPECT_EQ(M->endpoint(0).Name, "node0/a");
+  EXPECT_EQ(M->endpoint(1).Name, "node0/b");
+  EXPECT_EQ(hops(*M, 0, 1), (std::vector<std::string>{"node0/s1", "node0/b"}));
+  EXPECT_EQ(hops(*M, 1, 0), (std::vector<std::string>{"node0/s1", "node0/a"}));
+  EXPECT_EQ(M->link(M->route(0, 1)[0]).Name, "node0/a->node0/s1 (x)");
+}
+
+TEST(Routes, UnreachableDevicesAreAnError) {
+  MachineBuilder B("split");
+  DeviceType T;
+  T.Name = "t";
+  unsigned Type = B.addDeviceType(T);
+  B.addNode();
+  B.addDevice(Type, "a");
+  B.addDevice(Type, "b");
+  auto M = B.finish();
+  ASSERT_FALSE(static_cast<bool>(M));
+  EXPECT_EQ(llvm::toString(M.takeError()),
+            "device 'node0/a' cannot reach 'node0/b' over the links");
+}
+
+//===-- --gpus N ----------------------------------------------------------===//
+
+TEST(FirstDevices, KeepsWhatTheRoutesUse) {
+  Machine K80 = mustLoad("paper-k80");
+  auto Two = K80.firstDevices(2);
+  ASSERT_TRUE(static_cast<bool>(Two)) << llvm::toString(Two.takeError());
+  EXPECT_EQ(Two->numDevices(), 2u);
+  EXPECT_EQ(Two->numNodes(), 1u);
+  EXPECT_EQ(Two->numEndpoints(), 3u); // gpu0, gpu1, pcie0
+  EXPECT_EQ(Two->numLinks(), 4u);
+  EXPECT_EQ(hops(*Two, 0, 1), hops(K80, 0, 1));
+
+  auto Six = K80.firstDevices(6);
+  ASSERT_TRUE(static_cast<bool>(Six)) << llvm::toString(Six.takeError());
+  EXPECT_EQ(Six->numDevices(), 6u);
+  EXPECT_EQ(Six->numNodes(), 2u);
+  for (DeviceId A = 0; A < 6; ++A)
+    for (DeviceId B = 0; B < 6; ++B) {
+      EXPECT_EQ(hops(*Six, A, B), hops(K80, A, B));
+      EXPECT_DOUBLE_EQ(Six->transferTime(A, B, 1e6),
+                       K80.transferTime(A, B, 1e6));
+    }
+  expectWellFormedRoutes(*Six);
+  // Node 1 kept only pcie0, host and its NIC: gpu2 and gpu3 there are gone.
+  EXPECT_EQ(Six->endpoint(Six->numEndpoints() - 1).Node, 1);
+
+  auto All = K80.firstDevices(64);
+  ASSERT_TRUE(static_cast<bool>(All));
+  EXPECT_EQ(text(All->toJson()), text(K80.toJson()));
+}
+
+TEST(FirstDevices, OutOfRangeIsAnError) {
+  Machine M = mustLoad("paper-p100");
+  for (unsigned N : {0u, 17u}) {
+    auto R = M.firstDevices(N);
+    ASSERT_FALSE(static_cast<bool>(R));
+    EXPECT_EQ(llvm::toString(R.takeError()),
+              "cannot use " + std::to_string(N) +
+                  " devices of cluster 'paper-p100': it has 16 (ask for 1 to "
+                  "16)");
+  }
+}
+
+//===-- Canonical JSON ----------------------------------------------------===//
+
+void expectRoundTrip(const Machine &M) {
+  json::Value First = M.toJson();
+  auto Back = Machine::fromJsonValue(First, "canonical");
+  ASSERT_TRUE(static_cast<bool>(Back))
+      << M.Name << ": " << llvm::toString(Back.takeError()) << "\n"
+      << text(First);
+  EXPECT_EQ(text(Back->toJson()), text(First)) << M.Name;
+  ASSERT_EQ(Back->numDevices(), M.numDevices());
+  ASSERT_EQ(Back->numLinks(), M.numLinks());
+  for (LinkId L = 0; L < M.numLinks(); ++L)
+    EXPECT_EQ(Back->link(L).Name, M.link(L).Name) << M.Name;
+  for (DeviceId A = 0; A < M.numDevices(); ++A)
+    for (DeviceId B = 0; B < M.numDevices(); ++B)
+      EXPECT_EQ(hops(*Back, A, B), hops(M, A, B)) << M.Name;
+}
+
+TEST(CanonicalJson, ReadsBackToItself) {
+  for (const char *Name : {"paper-p100", "paper-k80", "tensoropt-v100",
+                           "dgx-h100:3", "cpu:1", "cpu:8"})
+    expectRoundTrip(mustLoad(Name));
+  expectRoundTrip(cantFail(mustLoad("paper-k80").firstDevices(6)));
+  expectRoundTrip(cantFail(mustLoad("tensoropt-v100").firstDevices(11)));
+}
+
+TEST(CanonicalJson, RegularNodesFoldIntoATemplate) {
+  json::Value J = mustLoad("paper-k80").toJson();
+  const json::Object *Nodes = J.getAsObject()->getObject("nodes");
+  ASSERT_NE(Nodes, nullptr);
+  EXPECT_EQ(Nodes->getInteger("count").getValueOr(-1), 16);
+  // Six K80s: node 1 differs from node 0, so nodes are listed.
+  json::Value Six = cantFail(mustLoad("paper-k80").firstDevices(6)).toJson();
+  EXPECT_NE(Six.getAsObject()->getArray("nodes"), nullptr);
+}
+
+TEST(CanonicalJson, SameMachineSameBytes) {
+  EXPECT_EQ(text(mustLoad("dgx-h100").toJson()),
+            text(mustLoad("dgx-h100").toJson()));
+  EXPECT_NE(text(mustLoad("cpu:2").toJson()), text(mustLoad("cpu:3").toJson()));
+}
+
+//===-- Cluster files -----------------------------------------------------===//
+
+/// Three nodes of two GPUs on a switch, a NIC each; every broken file below
+/// starts from this one.
+const char *ValidCluster = R"json({
+  "name": "test",
+  "device_types": [
+    {"name": "G", "peak_TFLOPS_f32": 10, "memory_bandwidth_GBps": 500,
+     "memory_GiB": 8, "launch_overhead_us": 5, "cuda_arch": "80"}
+  ],
+  "nodes": [
+    {"devices": {"type": "G", "count": 2}, "switches": ["sw"],
+     "nics": [{"name": "nic0", "bandwidth_GBps": 10, "latency_us": 2,
+               "attach": ["sw"]}],
+     "links": [{"from": "gpu0", "to": "sw", "kind": "pcie",
+                "bandwidth_GBps": 16, "latency_us": 1},
+               {"from": "gpu1", "to": "sw", "kind": "pcie",
+                "bandwidth_GBps": 16, "latency_us": 1}]},
+    {"devices": [{"type": "G", "names": ["a", "b"]}], "switches": ["sw"],
+     "nics": [{"name": "nic0", "bandwidth_GBps": 10, "latency_us": 2,
+               "attach": ["a", "b"]}],
+     "links": [{"from": "a", "to": "b", "kind": "nvlink",
+                "bandwidth_GBps": 20, "latency_us": 1, "duplex": false},
+               {"from": "b", "to": "sw", "kind": "pcie",
+                "bandwidth_GBps": 16, "latency_us": 1},
+               {"from": "sw", "to": "a", "kind": "pcie",
+                "bandwidth_GBps": 16, "latency_us": 1, "duplex": false}]},
+    {"devices": {"type": "G", "count": 2, "prefix": "dev"},
+     "nics": [{"name": "nic0", "bandwidth_GBps": 10, "latency_us": 2,
+               "attach": ["dev0", "dev1"]}]}
+  ],
+  "network": {"name": "ib"}
+})json";
+
+json::Value validCluster() { return cantFail(json::parse(ValidCluster)); }
+
+json::Object &root(json::Value &V) { return *V.getAsObject(); }
+json::Object &node(json::Value &V, size_t I) {
+  return *(*root(V).getArray("nodes"))[I].getAsObject();
+}
+json::Object &deviceType(json::Value &V) {
+  return *(*root(V).getArray("device_types"))[0].getAsObject();
+}
+json::Object &link(json::Value &V, size_t Node, size_t I) {
+  return *(*node(V, Node).getArray("links"))[I].getAsObject();
+}
+
+TEST(ClusterFile, TheValidFileReads) {
+  auto M = Machine::fromJson(ValidCluster, "cluster.json");
+  ASSERT_TRUE(static_cast<bool>(M)) << llvm::toString(M.takeError());
+  EXPECT_EQ(M->numDevices(), 6u);
+  EXPECT_EQ(M->numNodes(), 3u);
+  EXPECT_EQ(M->device(2).Name, "node1/a");
+  EXPECT_EQ(M->device(5).Name, "node2/dev1");
+  EXPECT_DOUBLE_EQ(M->deviceTypes()[0].PeakFlopsF16, 10e12); // f32's
+  EXPECT_DOUBLE_EQ(M->deviceTypes()[0].LaunchOverhead, 5e-6);
+  EXPECT_EQ(M->deviceTypes()[0].MemoryCapacity, 8ll << 30);
+  // a -> b is one way: b reaches a through the switch.
+  EXPECT_EQ(hops(*M, 2, 3), (std::vector<std::string>{"node1/b"}));
+  EXPECT_EQ(hops(*M, 3, 2), (std::vector<std::string>{"node1/sw", "node1/a"}));
+  // node2's devices have no link between them; a NIC does not forward
+  // between things attached to it, so they meet through the network.
+  EXPECT_EQ(hops(*M, 4, 5),
+            (std::vector<std::string>{"node2/nic0", "ib", "node2/nic0",
+                                      "node2/dev1"}));
+  expectWellFormedRoutes(*M);
+  expectRoundTrip(*M);
+}
+
+TEST(ClusterFile, CompactNodesEqualTheirExpansion) {
+  json::Value Compact = validCluster();
+  json::Value Template = json::Object(node(Compact, 0));
+  root(Compact)["nodes"] =
+      json::Object{{"count", 3}, {"template", std::move(Template)}};
+  json::Value Listed = validCluster();
+  json::Value First = json::Object(node(Listed, 0));
+  root(Listed)["nodes"] = json::Array{First, First, First};
+  auto A = Machine::fromJsonValue(Compact, "compact.json");
+  auto B = Machine::fromJsonValue(Listed, "listed.json");
+  ASSERT_TRUE(A && B);
+  EXPECT_EQ(text(A->toJson()), text(B->toJson()));
+  EXPECT_EQ(A->numDevices(), 6u);
+}
+
+TEST(ClusterFile, ReadsFromAFile) {
+  llvm::SmallString<128> Path;
+  ASSERT_FALSE(llvm::sys::fs::createTemporaryFile("cluster", "json", Path));
+  {
+    std::error_code EC;
+    llvm::raw_fd_ostream OS(Path, EC);
+    ASSERT_FALSE(EC);
+    OS << ValidCluster;
+  }
+  auto M = Machine::load(Path);
+  llvm::sys::fs::remove(Path);
+  ASSERT_TRUE(static_cast<bool>(M)) << llvm::toString(M.takeError());
+  EXPECT_EQ(M->Name, "test");
+}
+
+struct BadCase {
+  const char *Name;
+  std::function<void(json::Value &)> Break;
+  const char *Expected;
+};
+
+const BadCase BadCases[] = {
+    {"RootNotObject", [](json::Value &V) { V = json::Array{}; },
+     "cluster.json: expected an object"},
+    {"UnknownTopKey", [](json::Value &V) { root(V)["nodez"] = 1; },
+     "cluster.json: unknown key 'nodez' (did you mean 'nodes'?)"},
+    {"UnknownKeyFarFromAll", [](json::Value &V) { root(V)["zzzzzzzzzz"] = 1; },
+     "unknown key 'zzzzzzzzzz' (expected one of: version, name, "
+     "device_types, nodes, network)"},
+    {"WrongVersion", [](json::Value &V) { root(V)["version"] = 2; },
+     "cluster.json: version: this onnx2soap reads version 1 cluster files"},
+    {"NoName", [](json::Value &V) { root(V).erase("name"); },
+     "cluster.json: missing 'name'"},
+    {"NameNotString", [](json::Value &V) { root(V)["name"] = 3; },
+     "cluster.json: name: expected a string"},
+    {"NoDeviceTypes",
+     [](json::Value &V) { root(V)["device_types"] = json::Array{}; },
+     "cluster.json: device_types: must not be empty"},
+    {"DeviceTypesNotArray",
+     [](json::Value &V) { root(V)["device_types"] = "G"; },
+     "cluster.json: device_types: expected an array"},
+    {"MissingPeak",
+     [](json::Value &V) { deviceType(V).erase("peak_TFLOPS_f32"); },
+     "cluster.json: device_types[0]: missing 'peak_TFLOPS_f32'"},
+    {"PeakAsString",
+     [](json::Value &V) { deviceType(V)["peak_TFLOPS_f32"] = "10"; },
+     "cluster.json: device_types[0].peak_TFLOPS_f32: expected a number"},
+    {"ZeroBandwidth",
+     [](json::Value &V) { deviceType(V)["memory_bandwidth_GBps"] = 0; },
+     "device_types[0].memory_bandwidth_GBps: must be greater than 0"},
+    {"NegativeLaunch",
+     [](json::Value &V) { deviceType(V)["launch_overhead_us"] = -1; },
+     "device_types[0].launch_overhead_us: must not be negative"},
+    {"UnitlessKey", [](json::Value &V) { deviceType(V)["memory"] = 8; },
+     "device_types[0]: unknown key 'memory'"},
+    {"BadArch", [](json::Value &V) { deviceType(V)["cuda_arch"] = "sm_80"; },
+     "device_types[0].cuda_arch: 'sm_80' is not a compute capability"},
+    {"HugeMemory", [](json::Value &V) { deviceType(V)["memory_GiB"] = 1e300; },
+     "device_types[0].memory_GiB: is too large"},
+    {"TypeTwice",
+     [](json::Value &V) {
+       json::Value Copy = json::Object(deviceType(V));
+       root(V).getArray("device_types")->push_back(std::move(Copy));
+     },
+     "device_types[1].name: device type 'G' is defined twice"},
+    {"NoNodes", [](json::Value &V) { root(V).erase("nodes"); },
+     "cluster.json: missing 'nodes'"},
+    {"NodesEmpty", [](json::Value &V) { root(V)["nodes"] = json::Array{}; },
+     "cluster.json: nodes: must not be empty"},
+    {"NodesNumber", [](json::Value &V) { root(V)["nodes"] = 4; },
+     "cluster.json: nodes: expected an array of nodes or"},
+    {"UnknownEndpoint",
+     [](json::Value &V) {
+       node(V, 2)["links"] = json::Array{json::Object{{"from", "dev0"},
+                                                      {"to", "gpu9"},
+                                                      {"kind", "pcie"},
+                                                      {"bandwidth_GBps", 1},
+                                                      {"latency_us", 1}}};
+     },
+     "cluster.json: nodes[2].links[0].to: unknown endpoint 'gpu9'"},
+    {"LinkKeyTypo",
+     [](json::Value &V) {
+       json::Object &L = link(V, 0, 0);
+       L["bandwith_GBps"] = 16;
+       L.erase("bandwidth_GBps");
+     },
+     "cluster.json: nodes[0].links[0]: unknown key 'bandwith_GBps' (did you "
+     "mean 'bandwidth_GBps'?)"},
+    {"LinkWithoutLatency",
+     [](json::Value &V) { link(V, 0, 1).erase("latency_us"); },
+     "cluster.json: nodes[0].links[1]: missing 'latency_us'"},
+    {"LinkWithoutTo", [](json::Value &V) { link(V, 0, 1).erase("to"); },
+     "cluster.json: nodes[0].links[1]: missing 'to'"},
+    {"LinkToItself", [](json::Value &V) { link(V, 0, 1)["to"] = "gpu1"; },
+     "nodes[0].links[1]: a link must join two different endpoints"},
+    {"DuplexNotBool", [](json::Value &V) { link(V, 1, 0)["duplex"] = "no"; },
+     "nodes[1].links[0].duplex: expected true or false"},
+    {"EndpointNotString", [](json::Value &V) { link(V, 1, 0)["from"] = 0; },
+     "nodes[1].links[0].from: expected a string"},
+    {"UnknownDeviceType",
+     [](json::Value &V) {
+       node(V, 1)["devices"] = json::Object{{"type", "K8O"}, {"count", 2}};
+     },
+     "cluster.json: nodes[1].devices.type: unknown device type 'K8O' "
+     "(device_types has: G)"},
+    {"CountAndNames",
+     [](json::Value &V) {
+       (*(*node(V, 1).getArray("devices"))[0].getAsObject())["count"] = 2;
+     },
+     "nodes[1].devices[0]: give either 'count' (with an optional 'prefix') "
+     "or 'names'"},
+    {"ZeroDevices",
+     [](json::Value &V) {
+       node(V, 0)["devices"] = json::Object{{"type", "G"}, {"count", 0}};
+     },
+     "nodes[0].devices.count: expected a whole number from 1 to 1024"},
+    {"FractionalCount",
+     [](json::Value &V) {
+       node(V, 0)["devices"] = json::Object{{"type", "G"}, {"count", 1.5}};
+     },
+     "nodes[0].devices.count: expected a whole number"},
+    {"NoDeviceGroups",
+     [](json::Value &V) { node(V, 0)["devices"] = json::Array{}; },
+     "nodes[0].devices: a node needs at least one device"},
+    {"NameTwice",
+     [](json::Value &V) { node(V, 0)["switches"] = json::Array{"gpu1"}; },
+     "nodes[0].switches[0]: 'gpu1' is already a name in this node"},
+    {"SlashInName",
+     [](json::Value &V) { node(V, 0)["switches"] = json::Array{"a/b"}; },
+     "nodes[0].switches[0]: name 'a/b' may hold only letters, digits"},
+    {"AttachToNic",
+     [](json::Value &V) {
+       (*(*node(V, 1).getArray("nics"))[0].getAsObject())["attach"] =
+           json::Array{"nic0"};
+     },
+     "nodes[1].nics[0].attach[0]: 'nic0' is a NIC; attach devices or "
+     "switches"},
+    {"NicWithoutBandwidth",
+     [](json::Value &V) {
+       (*node(V, 2).getArray("nics"))[0].getAsObject()->erase("bandwidth_GBps");
+     },
+     "nodes[2].nics[0]: missing 'bandwidth_GBps'"},
+    {"NodesWithoutNetwork", [](json::Value &V) { root(V).erase("network"); },
+     "cluster.json: 3 nodes need a 'network' (and NICs) to reach each other"},
+    {"NetworkKeyTypo",
+     [](json::Value &V) {
+       root(V)["network"] = json::Object{{"nmae", "ib"}};
+     },
+     "network: unknown key 'nmae' (did you mean 'name'?)"},
+    {"Disconnected",
+     [](json::Value &V) { node(V, 0)["links"] = json::Array{}; },
+     "cluster.json: device 'node0/gpu0' cannot reach 'node0/gpu1' over the "
+     "links"},
+    {"CompactWithoutTemplate",
+     [](json::Value &V) {
+       root(V)["nodes"] = json::Object{{"count", 2}};
+     },
+     "cluster.json: nodes: the compact form needs 'count' and 'template'"},
+    {"CompactCountZero",
+     [](json::Value &V) {
+       json::Value T = json::Object(node(V, 0));
+       root(V)["nodes"] = json::Object{{"count", 0}, {"template", T}};
+     },
+     "nodes.count: expected a whole number from 1 to 1024"},
+    {"ErrorInTemplate",
+     [](json::Value &V) {
+       link(V, 0, 0)["to"] = "gpu9";
+       json::Value T = json::Object(node(V, 0));
+       root(V)["nodes"] = json::Object{{"count", 2}, {"template", T}};
+     },
+     "cluster.json: nodes.template.links[0].to: unknown endpoint 'gpu9'"},
+    {"TooManyDevices",
+     [](json::Value &V) {
+       json::Value T = json::Object(node(V, 2));
+       root(V)["nodes"] = json::Object{{"count", 600}, {"template", T}};
+     },
+     "cluster.json: nodes: the cluster has 1200 devices; at most 1024"},
+};
+
+class BadClusterTest : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(BadClusterTest, GivesOneLineNamingFileAndPath) {
+  json::Value V = validCluster();
+  GetParam().Break(V);
+  auto M = Machine::fromJsonValue(V, "cluster.json");
+  ASSERT_FALSE(static_cast<bool>(M))
+      << "read, expected: " << GetParam().Expected;
+  std::string Message = llvm::toString(M.takeError());
+  EXPECT_NE(Message.find(GetParam().Expected), std::string::npos)
+      << "message: " << Message
+      << "\nexpected to contain: " << GetParam().Expected;
+  EXPECT_EQ(Message.rfind("cluster.json: ", 0), 0u) << Message;
+  EXPECT_EQ(Message.find('\n'), std::string::npos) << Message;
+}
+
+INSTANTIATE_TEST_SUITE_P(ClusterFile, BadClusterTest,
+                         ::testing::ValuesIn(BadCases),
+                         [](const auto &Info) { return Info.param.Name; });
+
+TEST(ClusterFile, BadJsonText) {
+  for (const char *Text : {"", "{", "{\"name\": }", "[1,2", "nodes: 3"}) {
+    auto M = Machine::fromJson(Text, "cluster.json");
+    ASSERT_FALSE(static_cast<bool>(M)) << Text;
+    std::string Message = llvm::toString(M.takeError());
+    EXPECT_EQ(Message.rfind("cluster.json: not valid JSON: [", 0), 0u)
+        << Message;
+  }
+}
+
+/// Random edits of a valid file never crash the reader.
+TEST(ClusterFile, TruncationsNeverCrash) {
+  std::string Text = ValidCluster;
+  for (size_t N = 0; N < Text.size(); N += 7) {
+    auto M = Machine::fromJson(llvm::StringRef(Text).take_front(N), "t.json");
+    if (!M)
+      llvm::consumeError(M.takeError());
+  }
+}
+
+} // namespace
