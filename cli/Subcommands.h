@@ -15,11 +15,13 @@ namespace onnx2soap::cli {
 
 /// Constructed on first use, so options in any file can name them during
 /// static initialization.
+llvm::cl::SubCommand &clustersCommand();
 llvm::cl::SubCommand &inspectCommand();
 llvm::cl::SubCommand &opsCommand();
 llvm::cl::SubCommand &runCommand();
 llvm::cl::SubCommand &trainCommand();
 
+llvm::Error runClusters();
 llvm::Error runInspect();
 llvm::Error runOps();
 /// The exit code: 0 when every output is within tolerance.

@@ -98,6 +98,8 @@ int main(int argc, char **argv) {
     Result = cli::runInspect();
   else if (cli::opsCommand())
     Result = cli::runOps();
+  else if (cli::clustersCommand())
+    Result = cli::runClusters();
   else if (cli::trainCommand())
     Result = cli::runTrain();
   else if (cli::runCommand()) {

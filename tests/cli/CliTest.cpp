@@ -232,6 +232,19 @@ TEST_F(CliTest, UnknownFlag) {
 
 TEST_F(CliTest, NoSubcommand) { expectUserError(run({}), "no subcommand"); }
 
+TEST_F(CliTest, ClustersShowUnknownPreset) {
+  expectUserError(run({"clusters", "--show", "paper-k8O"}),
+                  "unknown cluster preset 'paper-k8O' (known: paper-p100, "
+                  "paper-k80, tensoropt-v100, dgx-h100, cpu:N;");
+}
+
+TEST_F(CliTest, ClustersShowBadFile) {
+  std::string Path = Dir.file("cluster.json");
+  ASSERT_TRUE(writeBytes(Path, "{\"name\": \"x\", \"nodez\": []}"));
+  expectUserError(run({"clusters", "--show", Path}),
+                  Path + ": unknown key 'nodez' (did you mean 'nodes'?)");
+}
+
 //===-- Success
 //------------------------------------------------------------===//
 
@@ -295,6 +308,48 @@ TEST_F(CliTest, InspectTinyMlpJson) {
   for (const auto &Entry : *Kinds)
     KindTotal += Entry.second.getAsInteger().getValueOr(0);
   EXPECT_EQ(KindTotal, 5);
+}
+
+TEST_F(CliTest, ClustersTable) {
+  RunResult R = run({"clusters"});
+  EXPECT_EQ(R.ExitCode, 0) << R.Err;
+  EXPECT_EQ(R.Err, "");
+  for (const char *Name :
+       {"paper-p100", "paper-k80", "tensoropt-v100", "dgx-h100", "cpu:N"})
+    EXPECT_NE(R.Out.find(Name), std::string::npos) << Name << "\n" << R.Out;
+  EXPECT_NE(R.Out.find("paper-k80            64    16  K80"), std::string::npos)
+      << R.Out;
+}
+
+TEST_F(CliTest, ClustersJson) {
+  RunResult R = run({"clusters", "--json"});
+  ASSERT_EQ(R.ExitCode, 0) << R.Err;
+  auto Parsed = llvm::json::parse(R.Out);
+  ASSERT_TRUE(static_cast<bool>(Parsed)) << llvm::toString(Parsed.takeError());
+  const llvm::json::Array *List = Parsed->getAsArray();
+  ASSERT_NE(List, nullptr);
+  ASSERT_EQ(List->size(), 5u);
+  const llvm::json::Object *K80 = (*List)[1].getAsObject();
+  ASSERT_NE(K80, nullptr);
+  EXPECT_EQ(K80->getString("name").getValueOr(""), "paper-k80");
+  EXPECT_EQ(K80->getInteger("devices").getValueOr(-1), 64);
+  EXPECT_EQ(K80->getInteger("nodes").getValueOr(-1), 16);
+  EXPECT_EQ(K80->getString("device_type").getValueOr(""), "K80");
+  const llvm::json::Object *Cpu = (*List)[4].getAsObject();
+  ASSERT_NE(Cpu, nullptr);
+  EXPECT_EQ(Cpu->getString("name").getValueOr(""), "cpu:N");
+  EXPECT_EQ(Cpu->get("devices")->kind(), llvm::json::Value::Null);
+}
+
+TEST_F(CliTest, ClustersShowPrintsAReadableClusterFile) {
+  RunResult R = run({"clusters", "--show", "cpu:2"});
+  ASSERT_EQ(R.ExitCode, 0) << R.Err;
+  std::string Path = Dir.file("cpu2.json");
+  ASSERT_TRUE(writeBytes(Path, R.Out));
+  RunResult Again = run({"clusters", "--show", Path});
+  ASSERT_EQ(Again.ExitCode, 0) << Again.Err;
+  EXPECT_EQ(Again.Out, R.Out);
+  EXPECT_NE(R.Out.find("\"name\": \"cpu:2\""), std::string::npos) << R.Out;
 }
 
 TEST_F(CliTest, InspectTableExitsZero) {
