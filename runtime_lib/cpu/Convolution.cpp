@@ -8,11 +8,19 @@
 // output_padding enlarges the output at the end: oneDNN gets it as a smaller
 // (possibly negative) end padding, which its primitives accept.
 //
-// Backward: oneDNN writes its results, so dX and dW go through scratch
-// buffers added into the gradient views; dB is a loop sum of dY.
+// Layouts: the views are plain, but oneDNN's fast (jit direct) convolutions
+// want blocked layouts (nChw16c activations, OIhw16i16o weights); on plain
+// ones it falls back to im2col + GEMM, about twice as slow. So every
+// primitive is created with format_tag::any, as PyTorch does, and the
+// operands are reordered into the layout it picks (through the backend's
+// scratch pool) and back. Backward: oneDNN overwrites its results, so dX and
+// dW are computed into scratch and added into the gradient views by the
+// reorder back to the plain layout (a sum post-op: dst = src + dst); dB is a
+// loop sum of dY.
 //
 //===----------------------------------------------------------------------===//
 #include "ContractionKernels.h"
+#include "Parallel.h"
 #include <string>
 #include <unordered_map>
 
@@ -163,17 +171,74 @@ template <> struct Prims<true> {
   static constexpr algorithm Algorithm = algorithm::deconvolution_direct;
 };
 
+/// Scratch slots of the blocked operands.
+enum ScratchSlot : int {
+  SrcSlot,
+  WeightsSlot,
+  DstSlot,
+  DiffDstSlot,
+  DiffDstWeightsSlot,
+  DiffSrcSlot,
+  DiffWeightsSlot,
+};
+
+/// Plain, in the layout Want: Plain itself when the layouts agree, else a
+/// reorder of it into scratch slot Slot.
+memory toLayout(Context &C, memory Plain, const memory::desc &Want,
+                ScratchSlot Slot) {
+  if (Plain.get_desc() == Want)
+    return Plain;
+  memory Blocked(Want, C.Engine, C.Scratch.get(Slot, Want.get_size()));
+  dnnl::reorder(Plain, Blocked).execute(C.Stream, Plain, Blocked);
+  return Blocked;
+}
+
+/// A result memory of layout Desc in scratch slot Slot.
+memory scratchMemory(Context &C, const memory::desc &Desc, ScratchSlot Slot) {
+  return memory(Desc, C.Engine, C.Scratch.get(Slot, Desc.get_size()));
+}
+
+/// Plain = From (any layout) reordered to Plain's layout, or, when
+/// Accumulate, Plain += that.
+void fromLayout(Context &C, memory From, memory Plain, bool Accumulate) {
+  if (!Accumulate && From.get_desc() == Plain.get_desc())
+    return;
+  dnnl::primitive_attr Attr;
+  if (Accumulate) {
+    dnnl::post_ops Ops;
+    Ops.append_sum(1.0f);
+    Attr.set_post_ops(Ops);
+  }
+  dnnl::reorder::primitive_desc Pd(C.Engine, From.get_desc(), C.Engine,
+                                   Plain.get_desc(), Attr);
+  dnnl::reorder(Pd).execute(C.Stream, From, Plain);
+}
+
+/// The operand descriptors with the layouts left to oneDNN.
+struct AnyLayouts {
+  memory::desc Src, Weights, Dst;
+};
+
+AnyLayouts anyLayouts(const ConvSetup &S) {
+  auto Any = [](const memory::desc &D) {
+    return memory::desc(D.dims(), memory::data_type::f32,
+                        memory::format_tag::any);
+  };
+  return {Any(S.Src), Any(S.Weights), Any(S.Dst)};
+}
+
 template <bool Transposed>
 typename Prims<Transposed>::Forward::primitive_desc
-forwardDesc(Context &C, const ConvSetup &S, bool WithBias) {
+forwardDesc(Context &C, const ConvSetup &S, const AnyLayouts &L,
+            bool WithBias) {
   using Fwd = typename Prims<Transposed>::Forward;
   auto Desc = WithBias ? typename Fwd::desc(prop_kind::forward_training,
-                                            Prims<Transposed>::Algorithm, S.Src,
-                                            S.Weights, S.Bias, S.Dst, S.Strides,
+                                            Prims<Transposed>::Algorithm, L.Src,
+                                            L.Weights, S.Bias, L.Dst, S.Strides,
                                             S.Dilations, S.PadBegin, S.PadEnd)
                        : typename Fwd::desc(prop_kind::forward_training,
-                                            Prims<Transposed>::Algorithm, S.Src,
-                                            S.Weights, S.Dst, S.Strides,
+                                            Prims<Transposed>::Algorithm, L.Src,
+                                            L.Weights, L.Dst, S.Strides,
                                             S.Dilations, S.PadBegin, S.PadEnd);
   return typename Fwd::primitive_desc(Desc, C.Engine);
 }
@@ -181,14 +246,20 @@ forwardDesc(Context &C, const ConvSetup &S, bool WithBias) {
 template <bool Transposed> void runForward(Context &C, const OpCall &Call) {
   ConvSetup S = setupConv(Call, Transposed);
   dnnlCall(Call, "forward", [&] {
-    auto Pd = forwardDesc<Transposed>(C, S, S.HasBias);
+    auto Pd = forwardDesc<Transposed>(C, S, anyLayouts(S), S.HasBias);
+    memory Dst = wrap(C, S.Dst, Call.Outputs[0].Data);
+    memory BlockedDst =
+        Pd.dst_desc() == S.Dst ? Dst : scratchMemory(C, Pd.dst_desc(), DstSlot);
     std::unordered_map<int, memory> Args{
-        {DNNL_ARG_SRC, wrap(C, S.Src, Call.Inputs[0].Data)},
-        {DNNL_ARG_WEIGHTS, wrap(C, S.Weights, Call.Inputs[1].Data)},
-        {DNNL_ARG_DST, wrap(C, S.Dst, Call.Outputs[0].Data)}};
+        {DNNL_ARG_SRC, toLayout(C, wrap(C, S.Src, Call.Inputs[0].Data),
+                                Pd.src_desc(), SrcSlot)},
+        {DNNL_ARG_WEIGHTS, toLayout(C, wrap(C, S.Weights, Call.Inputs[1].Data),
+                                    Pd.weights_desc(), WeightsSlot)},
+        {DNNL_ARG_DST, BlockedDst}};
     if (S.HasBias)
       Args.emplace(DNNL_ARG_BIAS, wrap(C, S.Bias, Call.Inputs[2].Data));
     typename Prims<Transposed>::Forward(Pd).execute(C.Stream, Args);
+    fromLayout(C, BlockedDst, Dst, /*Accumulate=*/false);
     C.Stream.wait();
   });
 }
@@ -225,37 +296,49 @@ void runBackward(Context &C, const OpCall &Call, const Views &OutputGrads,
     return;
 
   dnnlCall(Call, "backward", [&] {
-    auto FwdPd = forwardDesc<Transposed>(C, S, false);
+    AnyLayouts L = anyLayouts(S);
+    auto FwdPd = forwardDesc<Transposed>(C, S, L, false);
+    memory PlainDiffDst = wrap(C, S.Dst, DY.Data);
+    // dY in the backward-data layout, reused by backward-weights when that
+    // wants the same one.
+    memory DiffDst;
     if (DX.present()) {
       using Bwd = typename Prims<Transposed>::BackwardData;
-      typename Bwd::desc Desc(Prims<Transposed>::Algorithm, S.Src, S.Weights,
-                              S.Dst, S.Strides, S.Dilations, S.PadBegin,
+      typename Bwd::desc Desc(Prims<Transposed>::Algorithm, L.Src, L.Weights,
+                              L.Dst, S.Strides, S.Dilations, S.PadBegin,
                               S.PadEnd);
       typename Bwd::primitive_desc Pd(Desc, C.Engine, FwdPd);
-      std::vector<float> Scratch(DX.numElements());
-      Bwd(Pd).execute(
-          C.Stream,
-          {{DNNL_ARG_DIFF_DST, wrap(C, S.Dst, DY.Data)},
-           {DNNL_ARG_WEIGHTS, wrap(C, S.Weights, Call.Inputs[1].Data)},
-           {DNNL_ARG_DIFF_SRC, wrap(C, S.Src, Scratch.data())}});
-      C.Stream.wait();
-      addInto(DX.as<float>(), Scratch.data(), DX.numElements());
+      DiffDst = toLayout(C, PlainDiffDst, Pd.diff_dst_desc(), DiffDstSlot);
+      memory DiffSrc = scratchMemory(C, Pd.diff_src_desc(), DiffSrcSlot);
+      Bwd(Pd).execute(C.Stream,
+                      {{DNNL_ARG_DIFF_DST, DiffDst},
+                       {DNNL_ARG_WEIGHTS,
+                        toLayout(C, wrap(C, S.Weights, Call.Inputs[1].Data),
+                                 Pd.weights_desc(), WeightsSlot)},
+                       {DNNL_ARG_DIFF_SRC, DiffSrc}});
+      fromLayout(C, DiffSrc, wrap(C, S.Src, DX.Data), /*Accumulate=*/true);
     }
     if (DW.present()) {
       using Bwd = typename Prims<Transposed>::BackwardWeights;
-      typename Bwd::desc Desc(Prims<Transposed>::Algorithm, S.Src, S.Weights,
-                              S.Dst, S.Strides, S.Dilations, S.PadBegin,
+      typename Bwd::desc Desc(Prims<Transposed>::Algorithm, L.Src, L.Weights,
+                              L.Dst, S.Strides, S.Dilations, S.PadBegin,
                               S.PadEnd);
       typename Bwd::primitive_desc Pd(Desc, C.Engine, FwdPd);
-      std::vector<float> Scratch(DW.numElements());
+      if (!DiffDst || DiffDst.get_desc() != Pd.diff_dst_desc())
+        DiffDst =
+            toLayout(C, PlainDiffDst, Pd.diff_dst_desc(), DiffDstWeightsSlot);
+      memory DiffWeights =
+          scratchMemory(C, Pd.diff_weights_desc(), DiffWeightsSlot);
       Bwd(Pd).execute(
           C.Stream,
-          {{DNNL_ARG_DIFF_DST, wrap(C, S.Dst, DY.Data)},
-           {DNNL_ARG_SRC, wrap(C, S.Src, Call.Inputs[0].Data)},
-           {DNNL_ARG_DIFF_WEIGHTS, wrap(C, S.Weights, Scratch.data())}});
-      C.Stream.wait();
-      addInto(DW.as<float>(), Scratch.data(), DW.numElements());
+          {{DNNL_ARG_DIFF_DST, DiffDst},
+           {DNNL_ARG_SRC, toLayout(C, wrap(C, S.Src, Call.Inputs[0].Data),
+                                   Pd.src_desc(), SrcSlot)},
+           {DNNL_ARG_DIFF_WEIGHTS, DiffWeights}});
+      fromLayout(C, DiffWeights, wrap(C, S.Weights, DW.Data),
+                 /*Accumulate=*/true);
     }
+    C.Stream.wait();
   });
   if (DB.present()) {
     // dB[m] += sum over samples and positions of dY[n, m, ...].
@@ -264,15 +347,16 @@ void runBackward(Context &C, const OpCall &Call, const Views &OutputGrads,
     int64_t Positions = Y.numElements() / (Samples * Channels);
     const float *G = DY.as<float>();
     float *Out = DB.as<float>();
-    for (int64_t M = 0; M < Channels; ++M) {
+    parallelFor(Channels, Samples * Positions, [&](int64_t M) {
       double Sum = 0;
       for (int64_t N = 0; N < Samples; ++N) {
         const float *Row = G + (N * Channels + M) * Positions;
+#pragma omp simd reduction(+ : Sum)
         for (int64_t P = 0; P < Positions; ++P)
           Sum += Row[P];
       }
       Out[M] += static_cast<float>(Sum);
-    }
+    });
   }
 }
 

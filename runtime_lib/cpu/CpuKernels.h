@@ -13,15 +13,50 @@
 
 #include "../Backend.h"
 #include "../Error.h"
+#include <cstdlib>
 #include <dnnl.hpp>
+#include <memory>
 
 namespace onnx2soap::rt::cpu {
+
+/// Reusable host buffers for kernels that need temporaries (oneDNN's
+/// blocked layouts of convolution operands): a slot keeps its largest
+/// allocation for the backend's lifetime, so a training step neither mallocs
+/// nor page-faults tens of megabytes per convolution. Contents are
+/// undefined; a slot is valid until the next get of the same slot.
+class ScratchPool {
+public:
+  static constexpr int Slots = 8;
+  void *get(int Slot, size_t Bytes) {
+    Buffer &B = Buffers[Slot];
+    if (B.Bytes < Bytes) {
+      size_t Rounded = (Bytes + 63) / 64 * 64;
+      B.Data.reset(std::aligned_alloc(64, Rounded));
+      if (!B.Data)
+        fail("cpu backend", "out of host memory allocating " +
+                                std::to_string(Bytes) + " scratch bytes");
+      B.Bytes = Rounded;
+    }
+    return B.Data.get();
+  }
+
+private:
+  struct Free {
+    void operator()(void *P) const { std::free(P); }
+  };
+  struct Buffer {
+    std::unique_ptr<void, Free> Data;
+    size_t Bytes = 0;
+  };
+  Buffer Buffers[Slots];
+};
 
 /// What every CPU kernel may use.
 struct Context {
   dnnl::engine Engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream Stream{Engine};
   int Threads = 1;
+  ScratchPool Scratch;
 };
 
 using Views = std::vector<TensorView>;

@@ -251,6 +251,17 @@ const ConvCase ConvCases[] = {
      {},
      1,
      true},
+    // 16 channels: oneDNN picks blocked layouts, so the reorders to and from
+    // the plain views (and the accumulating ones of the gradients) run.
+    {"2-D, 16 channels, stride 2",
+     {1, 16, 5, 5},
+     {16, 16, 3, 3},
+     {2, 2},
+     {1, 1},
+     {1, 1, 1, 1},
+     {},
+     1,
+     true},
 };
 
 TEST(ContractionConv, ForwardMatchesLoopsAndGradientsCheck) {
