@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 #include "Elementwise.h"
 #include "Loops.h"
+#include <atomic>
 #include <cmath>
 #include <string>
 #include <type_traits>
@@ -90,8 +91,8 @@ template <typename T> void forwardArithmetic(const OpCall &Call) {
   const T *PA = A.as<T>(), *PB = B.as<T>();
   T *PY = Y.as<T>();
   auto Run = [&](auto Fn) {
-    forEachIndex(S,
-                 [&](const int64_t *O) { PY[O[0]] = Fn(PA[O[1]], PB[O[2]]); });
+    forEachIndexParallel(
+        S, [&](const int64_t *O) { PY[O[0]] = Fn(PA[O[1]], PB[O[2]]); });
   };
   switch (Call.Kind) {
   case OpKind::Add:
@@ -102,10 +103,10 @@ template <typename T> void forwardArithmetic(const OpCall &Call) {
     return Run([](T X, T Z) { return T(X * Z); });
   case OpKind::Div:
     if constexpr (std::is_integral_v<T>) {
-      bool DivideByZero = false;
+      std::atomic<bool> DivideByZero = false;
       Run([&](T X, T Z) {
         if (Z == 0) {
-          DivideByZero = true;
+          DivideByZero.store(true, std::memory_order_relaxed);
           return T(0);
         }
         // INT_MIN / -1 overflows; wrap as the hardware-independent choice.
@@ -262,9 +263,15 @@ void backwardArithmetic(const OpCall &Call, const TensorView &DY,
     if (!D)
       return;
     T *PD = D->as<T>();
-    forEachIndex(space<4>(Call, DY, {&DY, &A, &B, D}), [&](const int64_t *O) {
+    auto Body = [&](const int64_t *O) {
       PD[O[3]] += Fn(G[O[0]], PA[O[1]], PB[O[2]]);
-    });
+    };
+    // Threads only when no two indices add into one element of D.
+    auto S = space<4>(Call, DY, {&DY, &A, &B, D});
+    if (D->numElements() == DY.numElements())
+      forEachIndexParallel(S, Body);
+    else
+      forEachIndex(S, Body);
   };
   switch (Call.Kind) {
   case OpKind::Add:

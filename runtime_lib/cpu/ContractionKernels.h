@@ -11,6 +11,7 @@
 #define ONNX2SOAP_RUNTIME_CPU_CONTRACTIONKERNELS_H
 
 #include "CpuKernels.h"
+#include "Parallel.h"
 #include <vector>
 
 namespace onnx2soap::rt::cpu {
@@ -49,8 +50,10 @@ inline memory wrap(Context &C, const memory::desc &Desc, const void *Data) {
 
 /// Gradient += Scratch, elementwise over Count floats.
 inline void addInto(float *Gradient, const float *Scratch, int64_t Count) {
-  for (int64_t I = 0; I < Count; ++I)
-    Gradient[I] += Scratch[I];
+  parallelChunks(Count, 1, [&](int64_t Begin, int64_t End) {
+    for (int64_t I = Begin; I < End; ++I)
+      Gradient[I] += Scratch[I];
+  });
 }
 
 /// Fails unless V is a present, dense f32 tensor; What names it.

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "../Families.h"
 #include "CpuKernels.h"
+#include "Parallel.h"
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -80,7 +81,15 @@ public:
     std::memmove(To, From, Bytes);
   }
   void fillZero(void *Device, size_t Bytes) override {
-    std::memset(Device, 0, Bytes);
+    // A training step zeroes every gradient buffer, activations included
+    // (tens of megabytes for a CNN): worth all threads' memory bandwidth.
+    char *Begin = static_cast<char *>(Device);
+    parallelChunks(static_cast<int64_t>(Bytes / 64), 16,
+                   [&](int64_t First, int64_t Last) {
+                     std::memset(Begin + First * 64, 0, (Last - First) * 64);
+                   });
+    size_t Tail = Bytes / 64 * 64;
+    std::memset(Begin + Tail, 0, Bytes - Tail);
   }
 
   void forward(const OpCall &Call) override {

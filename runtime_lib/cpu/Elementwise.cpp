@@ -8,10 +8,13 @@
 // Backward kernels recompute what they need from the forward input X rather
 // than reading the forward output, so they work whatever the executor keeps;
 // Dropout reads its mask output when present (and recomputes it otherwise).
+// Large tensors are split between threads (Parallel.h); every element is
+// computed as in a serial loop.
 //
 //===----------------------------------------------------------------------===//
 #include "Elementwise.h"
 #include "Loops.h"
+#include "Parallel.h"
 #include <cmath>
 #include <string>
 
@@ -57,9 +60,10 @@ template <typename T, typename F>
 void mapUnary(const TensorView &X, const TensorView &Y, F Fn) {
   const T *In = X.as<T>();
   T *Out = Y.as<T>();
-  int64_t N = X.numElements();
-  for (int64_t I = 0; I < N; ++I)
-    Out[I] = Fn(In[I]);
+  parallelChunks(X.numElements(), 1, [&](int64_t Begin, int64_t End) {
+    for (int64_t I = Begin; I < End; ++I)
+      Out[I] = Fn(In[I]);
+  });
 }
 
 /// dX += Fn(x, dy) elementwise.
@@ -68,9 +72,10 @@ void accumulateUnary(const TensorView &X, const TensorView &DY,
                      const TensorView &DX, F Fn) {
   const T *In = X.as<T>(), *G = DY.as<T>();
   T *Out = DX.as<T>();
-  int64_t N = X.numElements();
-  for (int64_t I = 0; I < N; ++I)
-    Out[I] += Fn(In[I], G[I]);
+  parallelChunks(X.numElements(), 1, [&](int64_t Begin, int64_t End) {
+    for (int64_t I = Begin; I < End; ++I)
+      Out[I] += Fn(In[I], G[I]);
+  });
 }
 
 /// Relu, Neg and Abs on i32/i64 (forward only: integers carry no gradient).
@@ -281,12 +286,14 @@ template <typename T> void forwardDropoutTyped(const OpCall &Call) {
   uint8_t *Mask = M ? M->as<uint8_t>() : nullptr;
   int64_t N = X.numElements();
   T Scale = static_cast<T>(P.Scale);
-  for (int64_t I = 0; I < N; ++I) {
-    bool Keep = !P.Training || dropoutKeep(P.Stream, I, P.Threshold);
-    Out[I] = !P.Training ? In[I] : (Keep ? In[I] * Scale : T(0));
-    if (Mask)
-      Mask[I] = Keep;
-  }
+  parallelChunks(N, 4, [&](int64_t Begin, int64_t End) {
+    for (int64_t I = Begin; I < End; ++I) {
+      bool Keep = !P.Training || dropoutKeep(P.Stream, I, P.Threshold);
+      Out[I] = !P.Training ? In[I] : (Keep ? In[I] * Scale : T(0));
+      if (Mask)
+        Mask[I] = Keep;
+    }
+  });
 }
 
 template <typename T>
@@ -298,17 +305,21 @@ void backwardDropoutTyped(const OpCall &Call, const TensorView &DY,
   T *Out = DX.as<T>();
   int64_t N = DX.numElements();
   if (!P.Training) {
-    for (int64_t I = 0; I < N; ++I)
-      Out[I] += G[I];
+    parallelChunks(N, 1, [&](int64_t Begin, int64_t End) {
+      for (int64_t I = Begin; I < End; ++I)
+        Out[I] += G[I];
+    });
     return;
   }
   const uint8_t *Mask = M ? M->as<uint8_t>() : nullptr;
   T Scale = static_cast<T>(P.Scale);
-  for (int64_t I = 0; I < N; ++I) {
-    bool Keep = Mask ? Mask[I] != 0 : dropoutKeep(P.Stream, I, P.Threshold);
-    if (Keep)
-      Out[I] += G[I] * Scale;
-  }
+  parallelChunks(N, 4, [&](int64_t Begin, int64_t End) {
+    for (int64_t I = Begin; I < End; ++I) {
+      bool Keep = Mask ? Mask[I] != 0 : dropoutKeep(P.Stream, I, P.Threshold);
+      if (Keep)
+        Out[I] += G[I] * Scale;
+    }
+  });
 }
 
 void forwardDropout(const OpCall &Call) {

@@ -13,6 +13,7 @@
 #define ONNX2SOAP_RUNTIME_CPU_LOOPS_H
 
 #include "../Types.h"
+#include "Parallel.h"
 #include <array>
 #include <cstdint>
 
@@ -121,14 +122,16 @@ template <int N> void coalesce(LoopSpace<N> &S) {
 }
 
 /// Calls Body(Offsets) for every index of S in row-major order, where
-/// Offsets[J] is operand J's element offset. Serial: kernels that add into
-/// stride-0 dims (broadcast reductions) rely on it.
-template <int N, typename F> void forEachIndex(LoopSpace<N> S, F &&Body) {
+/// Offsets[J] is Base[J] plus operand J's element offset.
+template <int N, typename F>
+void forEachIndexFrom(LoopSpace<N> S, const int64_t (&Base)[N], F &&Body) {
   coalesce(S);
   for (int I = 0; I < S.Rank; ++I)
     if (S.Dims[I] == 0)
       return;
-  int64_t Offsets[N] = {};
+  int64_t Offsets[N];
+  for (int J = 0; J < N; ++J)
+    Offsets[J] = Base[J];
   if (S.Rank == 0) {
     Body(static_cast<const int64_t *>(Offsets));
     return;
@@ -156,6 +159,38 @@ template <int N, typename F> void forEachIndex(LoopSpace<N> S, F &&Body) {
     if (D < 0)
       return;
   }
+}
+
+/// Calls Body(Offsets) for every index of S in row-major order, where
+/// Offsets[J] is operand J's element offset. Serial: kernels that add into
+/// stride-0 dims (broadcast reductions) rely on it.
+template <int N, typename F>
+void forEachIndex(const LoopSpace<N> &S, F &&Body) {
+  const int64_t Base[N] = {};
+  forEachIndexFrom(S, Base, Body);
+}
+
+/// forEachIndex with the outermost (coalesced) dim split between threads
+/// when the space is large (Parallel.h). Body runs concurrently: only for
+/// spaces where distinct indices write distinct elements (no written
+/// operand has a stride-0 dim) and Body keeps no shared mutable state.
+template <int N, typename F>
+void forEachIndexParallel(LoopSpace<N> S, F &&Body) {
+  coalesce(S);
+  int64_t Total = 1;
+  for (int I = 0; I < S.Rank; ++I)
+    Total *= S.Dims[I];
+  if (S.Rank == 0 || Total < SerialGrain)
+    return forEachIndex(S, Body);
+  int64_t Outer = S.Dims[0];
+  parallelChunks(Outer, Total / Outer, [&](int64_t Begin, int64_t End) {
+    LoopSpace<N> Part = S;
+    Part.Dims[0] = End - Begin;
+    int64_t Base[N];
+    for (int J = 0; J < N; ++J)
+      Base[J] = Begin * S.Strides[J][0];
+    forEachIndexFrom(Part, Base, Body);
+  });
 }
 
 } // namespace onnx2soap::rt::cpu

@@ -9,8 +9,15 @@
 // in double. Backward kernels recompute what they need from the inputs, so
 // they do not depend on the forward outputs still being intact.
 //
+// Threads: BatchNorm splits its channels, LayerNorm's forward its rows,
+// between threads (Parallel.h); each channel's or row's sums run in one
+// thread, vectorized (`omp simd` reductions: a reassociation of the
+// double-precision sums, no change of precision). LayerNorm's backward adds
+// every row into dscale and dbias, so it stays serial.
+//
 //===----------------------------------------------------------------------===//
 #include "CpuKernels.h"
+#include "Parallel.h"
 #include "Reduction.h"
 #include <cmath>
 #include <vector>
@@ -99,24 +106,33 @@ BatchNormShape batchNormShape(const OpCall &Call) {
   return Sh;
 }
 
-/// Biased mean and variance of channel Ch over N and the spatial dims.
+/// Mean of channel Ch over N and the spatial dims.
 template <typename T>
-void channelStats(const T *X, const BatchNormShape &Sh, int64_t Ch,
-                  double &Mean, double &Var) {
+double channelMean(const T *X, const BatchNormShape &Sh, int64_t Ch) {
   double Sum = 0;
   for (int64_t N = 0; N < Sh.N; ++N) {
     const T *P = X + (N * Sh.C + Ch) * Sh.S;
+#pragma omp simd reduction(+ : Sum)
     for (int64_t S = 0; S < Sh.S; ++S)
       Sum += P[S];
   }
   double Count = static_cast<double>(Sh.N * Sh.S);
-  Mean = Count ? Sum / Count : 0;
-  double Sq = 0;
+  return Count ? Sum / Count : 0;
+}
+
+/// Biased mean and variance of channel Ch over N and the spatial dims.
+template <typename T>
+void channelStats(const T *X, const BatchNormShape &Sh, int64_t Ch,
+                  double &Mean, double &Var) {
+  Mean = channelMean(X, Sh, Ch);
+  double Sq = 0, M = Mean;
   for (int64_t N = 0; N < Sh.N; ++N) {
     const T *P = X + (N * Sh.C + Ch) * Sh.S;
+#pragma omp simd reduction(+ : Sq)
     for (int64_t S = 0; S < Sh.S; ++S)
-      Sq += (P[S] - Mean) * (P[S] - Mean);
+      Sq += (P[S] - M) * (P[S] - M);
   }
+  double Count = static_cast<double>(Sh.N * Sh.S);
   Var = Count ? Sq / Count : 0;
 }
 
@@ -138,7 +154,7 @@ template <typename T> void batchNormForward(const OpCall &Call) {
     requireElements(Call, RunMean, Sh.C, "running_mean");
     requireElements(Call, RunVar, Sh.C, "running_var");
   }
-  for (int64_t Ch = 0; Ch < Sh.C; ++Ch) {
+  parallelFor(Sh.C, Sh.N * Sh.S * 3, [&](int64_t Ch) {
     double M = Mean[Ch], V = Var[Ch];
     if (Training) {
       // ONNX BatchNormalization-15 semantics: normalize with the batch
@@ -158,10 +174,11 @@ template <typename T> void batchNormForward(const OpCall &Call) {
       int64_t Base = (N * Sh.C + Ch) * Sh.S;
       const T *In = X.as<T>() + Base;
       T *Out = Y.as<T>() + Base;
+#pragma omp simd
       for (int64_t S = 0; S < Sh.S; ++S)
         Out[S] = static_cast<T>(In[S] * A + B);
     }
-  }
+  });
 }
 
 template <typename T>
@@ -188,22 +205,40 @@ void batchNormBackward(const OpCall &Call, const Views &OutGrads,
     requireElements(Call, G[I], I ? Sh.C : Sh.N * Sh.C * Sh.S, Names[I]);
   }
   double Count = static_cast<double>(Sh.N * Sh.S);
-  for (int64_t Ch = 0; Ch < Sh.C; ++Ch) {
-    double M = Mean[Ch], V = Var[Ch];
-    if (Training)
-      channelStats(X, Sh, Ch, M, V);
-    double Inv = 1 / std::sqrt(V + Eps);
-    // Sums over the channel of dY and dY * (x - mean).
-    double SumG = 0, SumGX = 0;
-    if (GY.present())
-      for (int64_t N = 0; N < Sh.N; ++N) {
-        int64_t Base = (N * Sh.C + Ch) * Sh.S;
+  const T *DY = GY.present() ? GY.as<T>() : nullptr;
+  parallelFor(Sh.C, Sh.N * Sh.S * 4, [&](int64_t Ch) {
+    double M = Training ? channelMean(X, Sh, Ch) : double(Mean[Ch]);
+    // Sums over the channel of dY and dY * (x - mean), and in training the
+    // batch variance's sum of (x - mean)^2, in one pass over X.
+    double SumG = 0, SumGX = 0, Sq = 0;
+    for (int64_t N = 0; N < Sh.N; ++N) {
+      int64_t Base = (N * Sh.C + Ch) * Sh.S;
+      const T *XRow = X + Base;
+      if (Training && DY) {
+        const T *GRow = DY + Base;
+#pragma omp simd reduction(+ : SumG, SumGX, Sq)
         for (int64_t S = 0; S < Sh.S; ++S) {
-          double Gv = GY.as<T>()[Base + S];
+          double Gv = GRow[S];
           SumG += Gv;
-          SumGX += Gv * (X[Base + S] - M);
+          SumGX += Gv * (XRow[S] - M);
+          Sq += (XRow[S] - M) * (XRow[S] - M);
         }
+      } else if (DY) {
+        const T *GRow = DY + Base;
+#pragma omp simd reduction(+ : SumG, SumGX)
+        for (int64_t S = 0; S < Sh.S; ++S) {
+          double Gv = GRow[S];
+          SumG += Gv;
+          SumGX += Gv * (XRow[S] - M);
+        }
+      } else if (Training) {
+#pragma omp simd reduction(+ : Sq)
+        for (int64_t S = 0; S < Sh.S; ++S)
+          Sq += (XRow[S] - M) * (XRow[S] - M);
       }
+    }
+    double V = Training ? (Count ? Sq / Count : 0) : double(Var[Ch]);
+    double Inv = 1 / std::sqrt(V + Eps);
     if (G[1].present())
       G[1].as<T>()[Ch] += static_cast<T>(SumGX * Inv);
     if (G[2].present())
@@ -224,26 +259,41 @@ void batchNormBackward(const OpCall &Call, const Views &OutGrads,
             static_cast<T>(-0.5 * Scale[Ch] * Inv * Inv * Inv * SumGX);
     }
     if (!G[0].present() || Count == 0)
-      continue;
+      return;
     double A = Scale[Ch] * Inv;
+    // Training: dx = A * (dy - SumG / Count - (x - mean) * Inv^2 * SumGX /
+    // Count), Y's path through the batch mean and variance, plus the
+    // running statistics' (1 - momentum) share of the batch statistics,
+    // (1 - momentum) * (GRm + 2 GRv (x - mean)) / Count. Both are affine in
+    // dy and (x - mean): dx = A * dy + CoefX * (x - mean) + Offset.
+    double MeanG = SumG / Count;
+    double CoefX = Training ? -A * Inv * Inv * SumGX / Count +
+                                  (1 - Momentum) * 2 * GRv / Count
+                            : 0;
+    double Offset = Training ? -A * MeanG + (1 - Momentum) * GRm / Count : 0;
     for (int64_t N = 0; N < Sh.N; ++N) {
       int64_t Base = (N * Sh.C + Ch) * Sh.S;
       T *DX = G[0].as<T>() + Base;
-      for (int64_t S = 0; S < Sh.S; ++S) {
-        double Gv = GY.present() ? GY.as<T>()[Base + S] : 0;
-        double Centered = X[Base + S] - M;
-        double D;
-        if (Training)
-          // Y's path through the batch mean and variance, plus the running
-          // statistics' (1 - momentum) share of the batch statistics.
-          D = A * (Gv - SumG / Count - Centered * Inv * Inv * SumGX / Count) +
-              (1 - Momentum) * (GRm + 2 * GRv * Centered) / Count;
-        else
-          D = A * Gv;
-        DX[S] += static_cast<T>(D);
+      const T *XRow = X + Base;
+      if (!Training) {
+        if (DY) {
+          const T *GRow = DY + Base;
+#pragma omp simd
+          for (int64_t S = 0; S < Sh.S; ++S)
+            DX[S] += static_cast<T>(A * GRow[S]);
+        }
+      } else if (DY) {
+        const T *GRow = DY + Base;
+#pragma omp simd
+        for (int64_t S = 0; S < Sh.S; ++S)
+          DX[S] += static_cast<T>(A * GRow[S] + CoefX * (XRow[S] - M) + Offset);
+      } else {
+#pragma omp simd
+        for (int64_t S = 0; S < Sh.S; ++S)
+          DX[S] += static_cast<T>(CoefX * (XRow[S] - M) + Offset);
       }
     }
-  }
+  });
 }
 
 //===-- LayerNorm ---------------------------------------------------------===//
@@ -338,7 +388,7 @@ template <typename T> void layerNormForward(const OpCall &Call) {
   TensorView MeanOut = statsAt(Call, Call.Outputs, 1, Sh.Rows, "Mean");
   TensorView InvOut = statsAt(Call, Call.Outputs, 2, Sh.Rows, "InvStdDev");
   double Eps = Call.Attrs.getFloat("epsilon", 1e-5);
-  for (int64_t R = 0; R < Sh.Rows; ++R) {
+  parallelFor(Sh.Rows, Sh.Cols * 3, [&](int64_t R) {
     const T *Row = X + R * Sh.Cols;
     double Mean, Inv;
     rowStats(Row, Sh.Cols, Eps, Mean, Inv);
@@ -351,7 +401,7 @@ template <typename T> void layerNormForward(const OpCall &Call) {
       storeFloat(MeanOut, R, Mean);
     if (InvOut.present())
       storeFloat(InvOut, R, Inv);
-  }
+  });
 }
 
 template <typename T>

@@ -44,17 +44,19 @@ void sgd(const OptimizerConfig &Config, int64_t Step, int64_t Count, T *P,
   T Momentum = static_cast<T>(Config.Momentum);
   T Keep = static_cast<T>(1.0 - Config.Dampening);
   bool HasDecay = Config.WeightDecay != 0;
-  for (int64_t I = 0; I < Count; ++I) {
-    T D = G[I];
-    if (HasDecay)
-      D = D + Decay * P[I];
-    if (Buffer) {
-      T B = Step <= 1 ? D : Buffer[I] * Momentum + Keep * D;
-      Buffer[I] = B;
-      D = Config.Nesterov ? D + Momentum * B : B;
+  parallelChunks(Count, 2, [&](int64_t Begin, int64_t End) {
+    for (int64_t I = Begin; I < End; ++I) {
+      T D = G[I];
+      if (HasDecay)
+        D = D + Decay * P[I];
+      if (Buffer) {
+        T B = Step <= 1 ? D : Buffer[I] * Momentum + Keep * D;
+        Buffer[I] = B;
+        D = Config.Nesterov ? D + Momentum * B : B;
+      }
+      P[I] = P[I] + (-Lr) * D;
     }
-    P[I] = P[I] + (-Lr) * D;
-  }
+  });
 }
 
 template <typename T>
@@ -73,17 +75,19 @@ void adam(const OptimizerConfig &Config, int64_t Step, int64_t Count, T *P,
   T Decay = static_cast<T>(Config.WeightDecay);
   T DecoupledScale =
       static_cast<T>(1.0 - Config.LearningRate * Config.WeightDecay);
-  for (int64_t I = 0; I < Count; ++I) {
-    T Grad = G[I];
-    if (Decoupled)
-      P[I] = P[I] * DecoupledScale;
-    else if (HasDecay)
-      Grad = Grad + Decay * P[I];
-    M[I] = M[I] * Beta1 + OneMinusBeta1 * Grad;
-    V[I] = V[I] * Beta2 + OneMinusBeta2 * Grad * Grad;
-    T Denominator = std::sqrt(V[I]) / Correction2Sqrt + Eps;
-    P[I] = P[I] + (-StepSize) * (M[I] / Denominator);
-  }
+  parallelChunks(Count, 4, [&](int64_t Begin, int64_t End) {
+    for (int64_t I = Begin; I < End; ++I) {
+      T Grad = G[I];
+      if (Decoupled)
+        P[I] = P[I] * DecoupledScale;
+      else if (HasDecay)
+        Grad = Grad + Decay * P[I];
+      M[I] = M[I] * Beta1 + OneMinusBeta1 * Grad;
+      V[I] = V[I] * Beta2 + OneMinusBeta2 * Grad * Grad;
+      T Denominator = std::sqrt(V[I]) / Correction2Sqrt + Eps;
+      P[I] = P[I] + (-StepSize) * (M[I] / Denominator);
+    }
+  });
 }
 
 } // namespace

@@ -4,18 +4,21 @@
 // dilations minus 1), given the end padding that yields the output size the
 // IR computed (ceil mode may need more than the attribute's, a dropped
 // window less, even a negative amount, which oneDNN accepts). Max-pool
-// backward recomputes the forward with a workspace (the forward call keeps
-// nothing). One case oneDNN cannot express is left to loops: AveragePool
+// backward is a loop over the windows that finds each one's first maximal
+// tap again and adds dY there: what oneDNN's workspace would record, without
+// recomputing the forward into a scratch output and accumulating a scratch
+// dX (the forward call keeps nothing). Loops run their planes (N*C) on
+// several threads. One case oneDNN cannot express is left to loops: AveragePool
 // with count_include_pad whose ceil-mode windows run past the end padding,
 // where the divisor counts only the taps inside the padded input (ONNX's
 // reference and PyTorch), not the whole kernel. Global pools are loops.
 //
 //===----------------------------------------------------------------------===//
 #include "ContractionKernels.h"
+#include "Parallel.h"
 #include <algorithm>
 #include <limits>
 #include <string>
-#include <unordered_map>
 
 namespace onnx2soap::rt::cpu {
 using namespace dnnl_util;
@@ -224,6 +227,51 @@ void averagePoolLoops(const PoolSetup &S, int64_t Planes, float *X, float *Y,
   }
 }
 
+/// MaxPool backward: dX[first maximal tap of each window] += dY. Padding
+/// taps never win (oneDNN's and PyTorch's max pooling ignore them); ties go
+/// to the first tap in window order, as in both.
+void maxPoolBackwardLoops(const PoolSetup &S, int64_t Planes, const float *X,
+                          const float *DY, float *DX) {
+  LoopGeometry G = loopGeometry(S);
+  int64_t InPlane = G.In[0] * G.In[1] * G.In[2];
+  int64_t OutPlane = G.Out[0] * G.Out[1] * G.Out[2];
+  int64_t Taps = G.Kernel[0] * G.Kernel[1] * G.Kernel[2];
+  parallelFor(Planes, OutPlane * Taps, [&](int64_t Plane) {
+    const float *In = X + Plane * InPlane;
+    const float *Out = DY + Plane * OutPlane;
+    float *Grad = DX + Plane * InPlane;
+    for (int64_t OD = 0; OD < G.Out[0]; ++OD)
+      for (int64_t OH = 0; OH < G.Out[1]; ++OH)
+        for (int64_t OW = 0; OW < G.Out[2]; ++OW) {
+          int64_t Best = -1;
+          float BestValue = 0;
+          for (int64_t KD = 0; KD < G.Kernel[0]; ++KD) {
+            int64_t PD = G.Position[0][OD * G.Kernel[0] + KD];
+            if (PD < 0)
+              continue;
+            for (int64_t KH = 0; KH < G.Kernel[1]; ++KH) {
+              int64_t PH = G.Position[1][OH * G.Kernel[1] + KH];
+              if (PH < 0)
+                continue;
+              int64_t Row = (PD * G.In[1] + PH) * G.In[2];
+              for (int64_t KW = 0; KW < G.Kernel[2]; ++KW) {
+                int64_t PW = G.Position[2][OW * G.Kernel[2] + KW];
+                if (PW < 0)
+                  continue;
+                float Value = In[Row + PW];
+                if (Best < 0 || Value > BestValue) {
+                  Best = Row + PW;
+                  BestValue = Value;
+                }
+              }
+            }
+          }
+          if (Best >= 0)
+            Grad[Best] += Out[(OD * G.Out[1] + OH) * G.Out[2] + OW];
+        }
+  });
+}
+
 void forwardWindowPool(Context &C, const OpCall &Call) {
   PoolSetup S = setupPool(Call);
   if (S.NeedsLoops)
@@ -247,32 +295,23 @@ void backwardWindowPool(Context &C, const OpCall &Call,
     return;
   PoolSetup S = setupPool(Call);
   const TensorView &DX = InputGrads[0];
+  int64_t Planes = Call.Inputs[0].Dims[0] * Call.Inputs[0].Dims[1];
+  if (S.Max)
+    return maxPoolBackwardLoops(S, Planes, Call.Inputs[0].as<float>(),
+                                DY.as<float>(), DX.as<float>());
   if (S.NeedsLoops)
-    return averagePoolLoops(S, Call.Inputs[0].Dims[0] * Call.Inputs[0].Dims[1],
-                            DX.as<float>(), DY.as<float>(), true);
+    return averagePoolLoops(S, Planes, DX.as<float>(), DY.as<float>(), true);
   dnnlCall(Call, "backward", [&] {
     auto FwdPd = poolForwardDesc(C, Call, S, prop_kind::forward_training);
     memory::desc Src = FwdPd.src_desc(), Dst = FwdPd.dst_desc();
-    std::unordered_map<int, memory> Args;
-    std::vector<float> Output;
-    if (S.Max) {
-      // The argmax positions: recompute the forward with a workspace.
-      memory Workspace(FwdPd.workspace_desc(), C.Engine);
-      Output.resize(Call.Outputs[0].numElements());
-      dnnl::pooling_v2_forward(FwdPd).execute(
-          C.Stream, {{DNNL_ARG_SRC, wrap(C, Src, Call.Inputs[0].Data)},
-                     {DNNL_ARG_DST, wrap(C, Dst, Output.data())},
-                     {DNNL_ARG_WORKSPACE, Workspace}});
-      Args.emplace(DNNL_ARG_WORKSPACE, Workspace);
-    }
     dnnl::pooling_v2_backward::desc Desc(poolAlgorithm(S), Src, Dst, S.Strides,
                                          S.Kernel, oneDnnDilations(S),
                                          S.PadBegin, S.PadEnd);
     dnnl::pooling_v2_backward::primitive_desc Pd(Desc, C.Engine, FwdPd);
     std::vector<float> Scratch(DX.numElements());
-    Args.emplace(DNNL_ARG_DIFF_DST, wrap(C, Dst, DY.Data));
-    Args.emplace(DNNL_ARG_DIFF_SRC, wrap(C, Src, Scratch.data()));
-    dnnl::pooling_v2_backward(Pd).execute(C.Stream, Args);
+    dnnl::pooling_v2_backward(Pd).execute(
+        C.Stream, {{DNNL_ARG_DIFF_DST, wrap(C, Dst, DY.Data)},
+                   {DNNL_ARG_DIFF_SRC, wrap(C, Src, Scratch.data())}});
     C.Stream.wait();
     addInto(DX.as<float>(), Scratch.data(), DX.numElements());
   });
@@ -308,17 +347,18 @@ void forwardGlobalPool(const OpCall &Call) {
   const float *X = Call.Inputs[0].as<float>();
   float *Y = Call.Outputs[0].as<float>();
   bool Max = Call.Kind == OpKind::GlobalMaxPool;
-  for (int64_t P = 0; P < Planes; ++P) {
+  parallelFor(Planes, Size, [&](int64_t P) {
     const float *Plane = X + P * Size;
     if (Max) {
       Y[P] = Plane[argMax(Plane, Size)];
-      continue;
+      return;
     }
     double Sum = 0;
+#pragma omp simd reduction(+ : Sum)
     for (int64_t I = 0; I < Size; ++I)
       Sum += Plane[I];
     Y[P] = static_cast<float>(Sum / Size);
-  }
+  });
 }
 
 void backwardGlobalPool(const OpCall &Call, const Views &OutputGrads,
@@ -330,16 +370,16 @@ void backwardGlobalPool(const OpCall &Call, const Views &OutputGrads,
   const float *X = Call.Inputs[0].as<float>(), *G = DY.as<float>();
   float *DX = InputGrads[0].as<float>();
   bool Max = Call.Kind == OpKind::GlobalMaxPool;
-  for (int64_t P = 0; P < Planes; ++P) {
+  parallelFor(Planes, Size, [&](int64_t P) {
     float *Plane = DX + P * Size;
     if (Max) {
       Plane[argMax(X + P * Size, Size)] += G[P];
-      continue;
+      return;
     }
     float Share = G[P] / static_cast<float>(Size);
     for (int64_t I = 0; I < Size; ++I)
       Plane[I] += Share;
-  }
+  });
 }
 
 } // namespace
