@@ -232,42 +232,77 @@ void averagePoolLoops(const PoolSetup &S, int64_t Planes, float *X, float *Y,
 /// to the first tap in window order, as in both.
 void maxPoolBackwardLoops(const PoolSetup &S, int64_t Planes, const float *X,
                           const float *DY, float *DX) {
-  LoopGeometry G = loopGeometry(S);
-  int64_t InPlane = G.In[0] * G.In[1] * G.In[2];
-  int64_t OutPlane = G.Out[0] * G.Out[1] * G.Out[2];
-  int64_t Taps = G.Kernel[0] * G.Kernel[1] * G.Kernel[2];
-  parallelFor(Planes, OutPlane * Taps, [&](int64_t Plane) {
-    const float *In = X + Plane * InPlane;
-    const float *Out = DY + Plane * OutPlane;
-    float *Grad = DX + Plane * InPlane;
-    for (int64_t OD = 0; OD < G.Out[0]; ++OD)
-      for (int64_t OH = 0; OH < G.Out[1]; ++OH)
-        for (int64_t OW = 0; OW < G.Out[2]; ++OW) {
-          int64_t Best = -1;
-          float BestValue = 0;
-          for (int64_t KD = 0; KD < G.Kernel[0]; ++KD) {
-            int64_t PD = G.Position[0][OD * G.Kernel[0] + KD];
-            if (PD < 0)
-              continue;
-            for (int64_t KH = 0; KH < G.Kernel[1]; ++KH) {
-              int64_t PH = G.Position[1][OH * G.Kernel[1] + KH];
-              if (PH < 0)
-                continue;
-              int64_t Row = (PD * G.In[1] + PH) * G.In[2];
-              for (int64_t KW = 0; KW < G.Kernel[2]; ++KW) {
-                int64_t PW = G.Position[2][OW * G.Kernel[2] + KW];
-                if (PW < 0)
-                  continue;
-                float Value = In[Row + PW];
-                if (Best < 0 || Value > BestValue) {
-                  Best = Row + PW;
-                  BestValue = Value;
-                }
+  // Per spatial dim (padded to 3 with unit dims) and output index: the
+  // input position of tap 0 and the taps [Begin, End) inside the input;
+  // tap K reads position First + K * Dilation.
+  struct Taps {
+    std::vector<int64_t> First, Begin, End;
+    int64_t Dilation = 1;
+  };
+  int64_t In[3] = {1, 1, 1}, Out[3] = {1, 1, 1};
+  Taps T[3];
+  size_t Offset = 3 - S.In.size();
+  for (size_t D = 0; D < 3; ++D) {
+    if (D < Offset) {
+      T[D] = {{0}, {0}, {1}, 1};
+      continue;
+    }
+    size_t I = D - Offset;
+    In[D] = S.In[I];
+    Out[D] = S.Out[I];
+    T[D].Dilation = S.Dilations[I];
+    for (int64_t O = 0; O < S.Out[I]; ++O) {
+      int64_t First = O * S.Strides[I] - S.PadBegin[I], Begin = 0,
+              End = S.Kernel[I];
+      while (Begin < End && First + Begin * T[D].Dilation < 0)
+        ++Begin;
+      while (End > Begin && First + (End - 1) * T[D].Dilation >= S.In[I])
+        --End;
+      T[D].First.push_back(First);
+      T[D].Begin.push_back(Begin);
+      T[D].End.push_back(End);
+    }
+  }
+  int64_t InPlane = In[0] * In[1] * In[2];
+  int64_t OutPlane = Out[0] * Out[1] * Out[2];
+  int64_t Window = 1;
+  for (int64_t K : S.Kernel)
+    Window *= K;
+  parallelFor(Planes, OutPlane * Window, [&](int64_t Plane) {
+    const float *Input = X + Plane * InPlane;
+    const float *Grad = DY + Plane * OutPlane;
+    float *Target = DX + Plane * InPlane;
+    for (int64_t OD = 0; OD < Out[0]; ++OD)
+      for (int64_t OH = 0; OH < Out[1]; ++OH)
+        for (int64_t OW = 0; OW < Out[2]; ++OW) {
+          int64_t D0 = T[0].Begin[OD], D1 = T[0].End[OD];
+          int64_t H0 = T[1].Begin[OH], H1 = T[1].End[OH];
+          int64_t W0 = T[2].Begin[OW], W1 = T[2].End[OW];
+          if (D0 == D1 || H0 == H1 || W0 == W1)
+            continue; // no tap inside the input
+          int64_t FirstD = T[0].First[OD], FirstH = T[1].First[OH],
+                  FirstW = T[2].First[OW];
+          int64_t DilD = T[0].Dilation, DilH = T[1].Dilation,
+                  DilW = T[2].Dilation;
+          // Branch-free selection: the comparisons are data-dependent.
+          int64_t Best =
+              ((FirstD + D0 * DilD) * In[1] + FirstH + H0 * DilH) * In[2] +
+              FirstW + W0 * DilW;
+          float BestValue = Input[Best];
+          for (int64_t KD = D0; KD < D1; ++KD)
+            for (int64_t KH = H0; KH < H1; ++KH) {
+              int64_t Row =
+                  ((FirstD + KD * DilD) * In[1] + FirstH + KH * DilH) * In[2] +
+                  FirstW;
+              for (int64_t KW = W0; KW < W1; ++KW) {
+                int64_t Index = Row + KW * DilW;
+                float Value = Input[Index];
+                bool Better = Value > BestValue;
+                Best = Better ? Index : Best;
+                BestValue = Better ? Value : BestValue;
               }
             }
-          }
-          if (Best >= 0)
-            Grad[Best] += Out[(OD * G.Out[1] + OH) * G.Out[2] + OW];
+          Target[Best] += Grad[(OD * Out[1] + OH) * Out[2] + OW];
         }
   });
 }
