@@ -27,11 +27,22 @@ Trainer::create(const ir::TrainingGraph &T, rt::Backend &B,
   if (!ir::isFloatingPoint(G.tensor(T.LossTensor).Type.Type) ||
       G.tensor(T.LossTensor).Type.numElements() != 1)
     return fail("the loss must be a floating-point scalar");
-  Result->Grads.resize(G.numTensors());
+  // Offsets into the gradient arena, each gradient 64-byte aligned (the
+  // backends' allocation alignment).
+  std::vector<size_t> Offsets(G.numTensors(), 0);
+  size_t ArenaBytes = 0;
+  for (const ir::Tensor &Tensor : G.tensors())
+    if (T.NeedsGrad[Tensor.Id]) {
+      Offsets[Tensor.Id] = ArenaBytes;
+      ArenaBytes +=
+          (static_cast<size_t>(Tensor.Type.byteSize()) + 63) / 64 * 64;
+    }
+  Result->GradArena = rt::DeviceBuffer(B, ArenaBytes);
+  Result->Grads.assign(G.numTensors(), nullptr);
   for (const ir::Tensor &Tensor : G.tensors())
     if (T.NeedsGrad[Tensor.Id])
       Result->Grads[Tensor.Id] =
-          rt::DeviceBuffer(B, static_cast<size_t>(Tensor.Type.byteSize()));
+          static_cast<char *>(Result->GradArena.data()) + Offsets[Tensor.Id];
   for (ir::TensorId P : T.Parameters) {
     if (G.tensor(P).Type.Type != ir::DType::Float32)
       return fail(llvm::formatv("parameter '{0}' is {1}; training supports "
@@ -49,24 +60,23 @@ Trainer::create(const ir::TrainingGraph &T, rt::Backend &B,
 llvm::Expected<double> Trainer::step() {
   const ir::Graph &G = T.G;
   ++Step;
-  for (size_t I = 0; I < Grads.size(); ++I)
-    if (Grads[I].data())
-      B.fillZero(Grads[I].data(), Grads[I].size());
+  if (GradArena.size())
+    B.fillZero(GradArena.data(), GradArena.size());
   if (auto E = Exec->forward(Step))
     return E;
   auto GradView = [&](ir::TensorId Id) {
     rt::TensorView V = Exec->view(Id);
-    V.Data = Grads[Id].data();
+    V.Data = Grads[Id];
     return V;
   };
   try {
     // d(loss)/d(loss) = 1.
     if (G.tensor(T.LossTensor).Type.Type == ir::DType::Float64) {
       double One = 1.0;
-      B.copyFromHost(Grads[T.LossTensor].data(), &One, sizeof One);
+      B.copyFromHost(Grads[T.LossTensor], &One, sizeof One);
     } else {
       float One = 1.0f;
-      B.copyFromHost(Grads[T.LossTensor].data(), &One, sizeof One);
+      B.copyFromHost(Grads[T.LossTensor], &One, sizeof One);
     }
     for (size_t Index = G.numOps(); Index-- > 0;) {
       ir::OpId Id = static_cast<ir::OpId>(Index);

@@ -36,7 +36,12 @@ private:
   rt::Backend &B;
   rt::OptimizerConfig Optimizer;
   std::unique_ptr<Executor> Exec;
-  std::vector<rt::DeviceBuffer> Grads; // by tensor id; empty when not needed
+  /// Every gradient lives in one buffer, so a step zeroes them all with one
+  /// fillZero (one pass, one parallel region) instead of one per tensor.
+  rt::DeviceBuffer GradArena;
+  /// By tensor id: the gradient's place in GradArena, or null when the
+  /// tensor needs none.
+  std::vector<void *> Grads;
   std::vector<std::vector<rt::DeviceBuffer>> OptimizerState; // by parameter
   int64_t Step = 0;
 };
