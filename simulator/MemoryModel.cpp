@@ -1,0 +1,32 @@
+//===- simulator/MemoryModel.cpp - Peak memory per device -----------------===//
+//
+// The sums of the tasks' memory shares, per device.
+//
+//===----------------------------------------------------------------------===//
+#include "simulator/MemoryModel.h"
+
+namespace onnx2soap::simulator {
+
+void MemoryBreakdown::add(const Task &T, double Sign) {
+  DeviceId Where = T.Kind == TaskKind::Transfer ? T.Peer : T.Device;
+  Parameters[Where] += Sign * T.ParamMemory;
+  Fixed[Where] += Sign * T.FixedMemory;
+  Activations[Where] += Sign * T.ActivationMemory;
+}
+
+std::vector<double> MemoryBreakdown::total() const {
+  std::vector<double> Sum(Parameters.size());
+  for (size_t D = 0; D < Sum.size(); ++D)
+    Sum[D] = Parameters[D] + Fixed[D] + Activations[D];
+  return Sum;
+}
+
+MemoryBreakdown memoryBreakdown(const TaskGraph &Graph) {
+  MemoryBreakdown B(Graph.machine().numDevices());
+  for (TaskId Id = 0; Id < Graph.size(); ++Id)
+    if (Graph.task(Id).Alive)
+      B.add(Graph.task(Id), 1);
+  return B;
+}
+
+} // namespace onnx2soap::simulator

@@ -1,0 +1,529 @@
+//===- simulator/TaskGraph.cpp - Building and updating the task graph -----===//
+//
+// The graph is built in three layers that mirror what each op owns: an op's
+// own tasks (forward, backward, BatchNorm statistics), the edges of each of
+// its inputs (transfers between producer and consumer partitions), and each
+// parameter's gradient synchronization and updates. Changing one op's config
+// rebuilds its own tasks, the edges that touch it and the parameters it
+// reads; everything else stays.
+//
+//===----------------------------------------------------------------------===//
+#include "simulator/TaskGraph.h"
+#include "ir/BatchDims.h"
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+namespace onnx2soap::simulator {
+
+llvm::StringRef taskKindName(TaskKind Kind) {
+  switch (Kind) {
+  case TaskKind::Forward:
+    return "forward";
+  case TaskKind::Backward:
+    return "backward";
+  case TaskKind::Transfer:
+    return "transfer";
+  case TaskKind::GradTransfer:
+    return "grad-transfer";
+  case TaskKind::StatsAllReduce:
+    return "stats-allreduce";
+  case TaskKind::GradAllReduce:
+    return "grad-allreduce";
+  case TaskKind::Update:
+    return "update";
+  }
+  llvm_unreachable("unknown TaskKind");
+}
+
+TaskGraph::TaskGraph(const ir::TrainingGraph &T, const Machine &M,
+                     const CostModel &Cost, SimOptions Options)
+    : T(T), G(T.G), M(M), Cost(Cost), Options(Options), NumOps(G.numOps()) {
+  Consumers.resize(G.numTensors());
+  for (const ir::Op &O : G.ops())
+    for (ir::TensorId In : O.Inputs)
+      if (In != ir::NoTensor &&
+          (Consumers[In].empty() || Consumers[In].back() != O.Id))
+        Consumers[In].push_back(O.Id);
+}
+
+TaskId TaskGraph::addTask(Task New) {
+  New.Alive = true;
+  New.Ready = 0;
+  // Never simulated: any computed time differs, so the task propagates.
+  New.Start = New.End = -1;
+  TaskId Id;
+  if (!Free.empty()) {
+    Id = Free.back();
+    Free.pop_back();
+    Tasks[Id] = std::move(New);
+  } else {
+    Id = Tasks.size();
+    Tasks.push_back(std::move(New));
+  }
+  Created.push_back(Id);
+  return Id;
+}
+
+void TaskGraph::addEdge(TaskId From, TaskId To) {
+  auto &Succs = Tasks[From].Succs;
+  if (std::find(Succs.begin(), Succs.end(), To) != Succs.end())
+    return;
+  Succs.push_back(To);
+  Tasks[To].Preds.push_back(From);
+  Gained.push_back(To);
+}
+
+void TaskGraph::removeTask(TaskId Id, std::vector<TaskId> &Touched) {
+  Task &Dead = Tasks[Id];
+  if (!Dead.Alive)
+    return;
+  Dead.Alive = false;
+  for (TaskId P : Dead.Preds) {
+    auto &Succs = Tasks[P].Succs;
+    Succs.erase(std::remove(Succs.begin(), Succs.end(), Id), Succs.end());
+  }
+  for (TaskId N : Dead.Succs) {
+    auto &Preds = Tasks[N].Preds;
+    Preds.erase(std::remove(Preds.begin(), Preds.end(), Id), Preds.end());
+    Touched.push_back(N);
+  }
+  Removed.push_back(Id);
+}
+
+//===-- An op's own tasks ---------------------------------------------------
+
+static bool isTrainingBatchNorm(const ir::Op &O) {
+  return O.Kind == ir::OpKind::BatchNorm && O.Attrs.getInt("training", 0);
+}
+
+void TaskGraph::buildOp(ir::OpId Id) {
+  const ir::Op &O = G.op(Id);
+  const ParallelConfig &C = S[Id];
+  unsigned Parts = C.numPartitions();
+  bool HasBackward = T.BackwardInputs[Id] != 0;
+  OpTasks &Own = PerOp[Id];
+  Own = OpTasks();
+  for (unsigned P = 0; P < Parts; ++P) {
+    ir::Region Out = outputRegion(G, O, C, P);
+    DeviceId Device = C.device(P);
+    TaskTimes Times = Cost.opTimes({G, O, Out, reductionSlice(G, O, C, P)},
+                                   M.deviceType(Device));
+    Task Forward;
+    Forward.Kind = TaskKind::Forward;
+    Forward.Key = {forwardLevel(Id), 0, P, 0, 0};
+    Forward.Duration = Times.Forward;
+    Forward.Op = Id;
+    Forward.Partition = P;
+    Forward.Device = Device;
+    Forward.Resources = {Device};
+    setForwardMemory(Forward, Out, reductionSlice(G, O, C, P));
+    Own.Forward.push_back(addTask(std::move(Forward)));
+    if (!HasBackward)
+      continue;
+    Task Backward;
+    Backward.Kind = TaskKind::Backward;
+    Backward.Key = {backwardLevel(Id), 0, P, 0, 0};
+    Backward.Duration = Times.Backward;
+    Backward.Op = Id;
+    Backward.Partition = P;
+    Backward.Device = Device;
+    Backward.Resources = {Device};
+    Own.Backward.push_back(addTask(std::move(Backward)));
+    addEdge(Own.Forward.back(), Own.Backward.back());
+  }
+  Own.ForwardDone = Own.Forward;
+  Own.BackwardDone = Own.Backward;
+  if (isTrainingBatchNorm(O)) {
+    addStatsSync(Id, false);
+    if (HasBackward)
+      addStatsSync(Id, true);
+  }
+}
+
+void TaskGraph::setForwardMemory(Task &Forward,
+                                 llvm::ArrayRef<ir::Interval> Out,
+                                 ir::Interval Reduction) const {
+  const ir::Op &O = G.op(Forward.Op);
+  for (unsigned I = 0; I < O.Outputs.size(); ++I)
+    Forward.ActivationMemory +=
+        double(ir::regionVolume(outputRegionOf(G, O, I, Out))) *
+        ir::dtypeSize(G.outputType(O, I).Type);
+  const ir::OpKindInfo &Info = ir::opKindInfo(O.Kind);
+  for (unsigned I = 0; I < O.Inputs.size(); ++I) {
+    ir::TensorId In = O.Inputs[I];
+    if (In == ir::NoTensor)
+      continue;
+    const ir::Tensor &Value = G.tensor(In);
+    if (Value.Role == ir::TensorRole::Activation)
+      continue; // written by its producer or received by a transfer
+    // Trained parameters are counted by their updates.
+    if (Value.Role == ir::TensorRole::Parameter &&
+        (T.BackwardInputs[O.Id] >> I & 1))
+      continue;
+    double Bytes =
+        double(ir::regionVolume(Info.InputRegion(G, O, I, Out, Reduction))) *
+        ir::dtypeSize(Value.Type.Type);
+    (Value.Role == ir::TensorRole::Input ? Forward.ActivationMemory
+                                         : Forward.FixedMemory) += Bytes;
+  }
+}
+
+/// BatchNorm in training mode normalizes with statistics of the whole batch:
+/// partitions holding the same channels (split over samples or space) add
+/// their per-channel sums before normalizing (forward) and their two
+/// gradient sums before computing the input gradient (backward).
+void TaskGraph::addStatsSync(ir::OpId Id, bool Backward) {
+  const ir::Op &O = G.op(Id);
+  const ParallelConfig &C = S[Id];
+  OpTasks &Own = PerOp[Id];
+  std::vector<TaskId> &Source = Backward ? Own.Backward : Own.Forward;
+  std::vector<TaskId> &Done = Backward ? Own.BackwardDone : Own.ForwardDone;
+  std::map<unsigned, llvm::SmallVector<unsigned, 4>> Groups;
+  for (unsigned P = 0; P < C.numPartitions(); ++P)
+    Groups[C.coordinate(P, 1)].push_back(P);
+  const ir::Shape &Dims = G.outputType(O).Dims;
+  for (auto &[Channel, Members] : Groups) {
+    if (Members.size() < 2)
+      continue;
+    llvm::SmallVector<DeviceId, 8> Devices;
+    for (unsigned P : Members)
+      Devices.push_back(C.device(P));
+    ir::Interval Channels = partInterval(Dims[1], C.Degrees[1], Channel);
+    double Bytes = 2.0 * Channels.size() * sizeof(float);
+    uint32_t Level = (Backward ? backwardLevel(Id) : forwardLevel(Id)) + 1;
+    TaskId Sync = addAllReduce(TaskKind::StatsAllReduce, Devices, Bytes,
+                               {Level, 0, Channel, 0, 0}, Id, ir::NoTensor);
+    for (unsigned P : Members) {
+      addEdge(Source[P], Sync);
+      Done[P] = Sync;
+    }
+    Own.Stats.push_back(Sync);
+  }
+}
+
+//===-- Edges of one input ----------------------------------------------------
+
+void TaskGraph::connect(TaskId From, DeviceId FromDevice, TaskId To,
+                        DeviceId ToDevice, TaskKind Kind, double Bytes,
+                        TaskKey Key, ir::OpId Op, std::vector<TaskId> &Owned) {
+  if (FromDevice == ToDevice) {
+    addEdge(From, To);
+    return;
+  }
+  Task Transfer;
+  Transfer.Kind = Kind;
+  Transfer.Key = Key;
+  Transfer.Duration = M.transferTime(FromDevice, ToDevice, Bytes);
+  Transfer.Bytes = Bytes;
+  Transfer.Op = Op;
+  Transfer.Device = FromDevice;
+  Transfer.Peer = ToDevice;
+  for (LinkId L : M.route(FromDevice, ToDevice))
+    Transfer.Resources.push_back(M.numDevices() + L);
+  if (Kind == TaskKind::Transfer)
+    Transfer.ActivationMemory = Bytes;
+  TaskId Id = addTask(std::move(Transfer));
+  addEdge(From, Id);
+  addEdge(Id, To);
+  Owned.push_back(Id);
+}
+
+static unsigned outputIndex(const ir::Op &O, ir::TensorId Tensor) {
+  for (unsigned I = 0; I < O.Outputs.size(); ++I)
+    if (O.Outputs[I] == Tensor)
+      return I;
+  llvm_unreachable("tensor is not an output of its producer");
+}
+
+void TaskGraph::buildInputEdges(ir::OpId ConsumerId, unsigned Slot) {
+  std::vector<TaskId> &Owned = InputEdges[ConsumerId][Slot];
+  Owned.clear();
+  const ir::Op &Consumer = G.op(ConsumerId);
+  ir::TensorId Tensor = Consumer.Inputs[Slot];
+  if (Tensor == ir::NoTensor)
+    return;
+  const ir::Tensor &Value = G.tensor(Tensor);
+  if (Value.Role != ir::TensorRole::Activation)
+    return;
+  const ir::Op &Producer = G.op(Value.Producer);
+  unsigned Output = outputIndex(Producer, Tensor);
+  const ParallelConfig &PC = S[Producer.Id], &CC = S[ConsumerId];
+  const OpTasks &From = PerOp[Producer.Id], &To = PerOp[ConsumerId];
+  bool GradFlows = !To.Backward.empty() && !From.Backward.empty() &&
+                   (T.BackwardInputs[ConsumerId] >> Slot & 1) &&
+                   T.NeedsGrad[Tensor];
+  double ElementSize = ir::dtypeSize(Value.Type.Type);
+  const ir::OpKindInfo &Info = ir::opKindInfo(Consumer.Kind);
+
+  llvm::SmallVector<ir::Region, 8> Written;
+  for (unsigned P = 0; P < PC.numPartitions(); ++P)
+    Written.push_back(
+        outputRegionOf(G, Producer, Output, outputRegion(G, Producer, PC, P)));
+  for (unsigned C = 0; C < CC.numPartitions(); ++C) {
+    ir::Region Needed =
+        Info.InputRegion(G, Consumer, Slot, outputRegion(G, Consumer, CC, C),
+                         reductionSlice(G, Consumer, CC, C));
+    for (unsigned P = 0; P < PC.numPartitions(); ++P) {
+      int64_t Volume = ir::regionVolume(ir::intersect(Needed, Written[P]));
+      if (Volume == 0)
+        continue;
+      double Bytes = double(Volume) * ElementSize;
+      connect(From.ForwardDone[P], PC.device(P), To.Forward[C], CC.device(C),
+              TaskKind::Transfer, Bytes,
+              {forwardLevel(Producer.Id) + 2, ConsumerId, Slot, C, P},
+              ConsumerId, Owned);
+      if (GradFlows)
+        connect(To.BackwardDone[C], CC.device(C), From.Backward[P],
+                PC.device(P), TaskKind::GradTransfer, Bytes,
+                {backwardLevel(ConsumerId) + 2, 0, Slot, C, P}, ConsumerId,
+                Owned);
+    }
+  }
+}
+
+//===-- Parameters ------------------------------------------------------------
+
+namespace {
+/// One partition's use of a parameter: the region its backward writes the
+/// gradient of, where, and which task.
+struct ParamUse {
+  ir::Region Region;
+  DeviceId Device;
+  TaskId Backward;
+};
+} // namespace
+
+void TaskGraph::buildParameter(ir::TensorId Param) {
+  std::vector<TaskId> &Owned = ParamTasks[Param];
+  Owned.clear();
+  const ir::Tensor &Value = G.tensor(Param);
+  std::vector<ParamUse> Uses;
+  ir::OpId First = ir::NoOp;
+  for (ir::OpId Id : Consumers[Param]) {
+    const ir::Op &O = G.op(Id);
+    const ParallelConfig &C = S[Id];
+    const ir::OpKindInfo &Info = ir::opKindInfo(O.Kind);
+    for (unsigned Slot = 0; Slot < O.Inputs.size(); ++Slot) {
+      if (O.Inputs[Slot] != Param || !(T.BackwardInputs[Id] >> Slot & 1))
+        continue;
+      First = std::min(First, Id);
+      for (unsigned P = 0; P < C.numPartitions(); ++P)
+        Uses.push_back({Info.InputRegion(G, O, Slot, outputRegion(G, O, C, P),
+                                         reductionSlice(G, O, C, P)),
+                        C.device(P), PerOp[Id].Backward[P]});
+    }
+  }
+  if (Uses.empty())
+    return;
+
+  // Cut the parameter into cells at every boundary of every use's region;
+  // each cell's gradient is summed over the devices whose regions contain
+  // it. Cells shared by the same devices form one all-reduce.
+  unsigned Rank = Value.Type.rank();
+  std::vector<std::vector<int64_t>> Cuts(Rank);
+  for (unsigned D = 0; D < Rank; ++D) {
+    Cuts[D] = {0, Value.Type.Dims[D]};
+    for (const ParamUse &U : Uses)
+      Cuts[D].insert(Cuts[D].end(), {U.Region[D].Begin, U.Region[D].End});
+    std::sort(Cuts[D].begin(), Cuts[D].end());
+    Cuts[D].erase(std::unique(Cuts[D].begin(), Cuts[D].end()), Cuts[D].end());
+  }
+  // Device set -> elements.
+  std::map<std::vector<DeviceId>, int64_t> Shared;
+  std::vector<unsigned> Cell(Rank, 0);
+  while (true) {
+    ir::Region Box(Rank);
+    for (unsigned D = 0; D < Rank; ++D)
+      Box[D] = {Cuts[D][Cell[D]], Cuts[D][Cell[D] + 1]};
+    std::vector<DeviceId> Holders;
+    for (const ParamUse &U : Uses)
+      if (ir::regionVolume(ir::intersect(Box, U.Region)) > 0)
+        Holders.push_back(U.Device);
+    std::sort(Holders.begin(), Holders.end());
+    Holders.erase(std::unique(Holders.begin(), Holders.end()), Holders.end());
+    if (!Holders.empty())
+      Shared[Holders] += ir::regionVolume(Box);
+    unsigned D = Rank;
+    while (D > 0 && ++Cell[D - 1] + 1 >= Cuts[D - 1].size())
+      Cell[--D] = 0;
+    if (D == 0)
+      break;
+  }
+
+  double ElementSize = ir::dtypeSize(Value.Type.Type);
+  uint32_t Level = backwardLevel(First) + 1;
+  std::map<DeviceId, int64_t> Held;
+  std::map<DeviceId, llvm::SmallVector<TaskId, 4>> UpdatePreds;
+  unsigned Index = 0;
+  for (auto &[Holders, Elements] : Shared) {
+    for (DeviceId D : Holders)
+      Held[D] += Elements;
+    if (Holders.size() < 2) {
+      ++Index;
+      continue;
+    }
+    TaskId Sync = addAllReduce(TaskKind::GradAllReduce, Holders,
+                               double(Elements) * ElementSize,
+                               {Level, 1, Param, Index++, 0}, ir::NoOp, Param);
+    for (const ParamUse &U : Uses)
+      if (std::binary_search(Holders.begin(), Holders.end(), U.Device))
+        addEdge(U.Backward, Sync);
+    for (DeviceId D : Holders)
+      UpdatePreds[D].push_back(Sync);
+    Owned.push_back(Sync);
+  }
+  for (auto &[Device, Elements] : Held) {
+    Task Update;
+    Update.Kind = TaskKind::Update;
+    Update.Key = {Level, 2, Param, Device, 0};
+    Update.Duration = Cost.updateTime(Options.Optimizer, double(Elements),
+                                      Value.Type.Type, M.deviceType(Device));
+    Update.Tensor = Param;
+    Update.Device = Device;
+    Update.Resources = {Device};
+    Update.Bytes = double(Elements) * ElementSize;
+    Update.ParamMemory =
+        Update.Bytes * (2 + optimizerStateCount(Options.Optimizer));
+    TaskId Id = addTask(std::move(Update));
+    for (TaskId Sync : UpdatePreds[Device])
+      addEdge(Sync, Id);
+    for (const ParamUse &U : Uses)
+      if (U.Device == Device)
+        addEdge(U.Backward, Id);
+    Owned.push_back(Id);
+  }
+}
+
+TaskId TaskGraph::addAllReduce(TaskKind Kind, llvm::ArrayRef<DeviceId> Devices,
+                               double Bytes, TaskKey Key, ir::OpId Op,
+                               ir::TensorId Tensor) {
+  Task Collective;
+  Collective.Kind = Kind;
+  Collective.Key = Key;
+  Collective.Op = Op;
+  Collective.Tensor = Tensor;
+  Collective.Group.assign(Devices.begin(), Devices.end());
+  std::sort(Collective.Group.begin(), Collective.Group.end());
+  Collective.Device = Collective.Group.front();
+  CollectiveCost C = allReduceCost(M, Collective.Group, Bytes);
+  Collective.Duration = C.Time;
+  Collective.Bytes = C.BytesPerDevice;
+  for (LinkId L : C.Links)
+    Collective.Resources.push_back(M.numDevices() + L);
+  return addTask(std::move(Collective));
+}
+
+CollectiveCost allReduceCost(const Machine &M, llvm::ArrayRef<DeviceId> Devices,
+                             double Bytes) {
+  // Ring all-reduce (reduce-scatter then all-gather) over the devices in id
+  // order: each ring hop carries 2(n-1)/n of the data; a link used by k hops
+  // carries k times that; every step pays the slowest hop's latency.
+  size_t N = Devices.size();
+  std::map<LinkId, unsigned> Load;
+  double Latency = 0;
+  for (size_t I = 0; I < N; ++I) {
+    double HopLatency = 0;
+    for (LinkId L : M.route(Devices[I], Devices[(I + 1) % N])) {
+      ++Load[L];
+      HopLatency += M.link(L).Latency;
+    }
+    Latency = std::max(Latency, HopLatency);
+  }
+  CollectiveCost C;
+  double PerHop = 2.0 * double(N - 1) / double(N) * Bytes;
+  double Busiest = 0;
+  for (auto &[L, Count] : Load) {
+    Busiest = std::max(Busiest, Count * PerHop / M.link(L).Bandwidth);
+    C.Links.push_back(L);
+  }
+  C.Time = 2.0 * double(N - 1) * Latency + Busiest;
+  C.BytesPerDevice = PerHop;
+  return C;
+}
+
+//===-- Whole graph and updates ---------------------------------------------
+
+void TaskGraph::build(const Strategy &New) {
+  S = New;
+  Tasks.clear();
+  Free.clear();
+  Removed.clear();
+  Created.clear();
+  PerOp.assign(NumOps, OpTasks());
+  InputEdges.assign(NumOps, {});
+  ParamTasks.assign(G.numTensors(), {});
+  for (const ir::Op &O : G.ops()) {
+    InputEdges[O.Id].resize(O.Inputs.size());
+    buildOp(O.Id);
+  }
+  for (const ir::Op &O : G.ops())
+    for (unsigned Slot = 0; Slot < O.Inputs.size(); ++Slot)
+      buildInputEdges(O.Id, Slot);
+  for (ir::TensorId Param : T.Parameters)
+    buildParameter(Param);
+  Created.clear();
+  Gained.clear();
+}
+
+std::vector<TaskId> TaskGraph::changeConfig(ir::OpId Id,
+                                            const ParallelConfig &C) {
+  // Slots freed by the previous change are reusable now that the simulator
+  // has taken them out of its orders.
+  Free.insert(Free.end(), Removed.begin(), Removed.end());
+  Removed.clear();
+  Created.clear();
+  Gained.clear();
+  std::vector<TaskId> Touched;
+  auto RemoveAll = [&](std::vector<TaskId> &Ids) {
+    for (TaskId Task : Ids)
+      removeTask(Task, Touched);
+    Ids.clear();
+  };
+
+  const ir::Op &O = G.op(Id);
+  // What depends on the op's config: its input edges, its consumers' edges
+  // from it, the parameters it reads, and its own tasks.
+  llvm::SmallVector<std::pair<ir::OpId, unsigned>, 8> Edges;
+  for (unsigned Slot = 0; Slot < O.Inputs.size(); ++Slot)
+    Edges.push_back({Id, Slot});
+  for (ir::TensorId Out : O.Outputs)
+    for (ir::OpId Consumer : Consumers[Out]) {
+      const ir::Op &Reader = G.op(Consumer);
+      for (unsigned Slot = 0; Slot < Reader.Inputs.size(); ++Slot)
+        if (Reader.Inputs[Slot] == Out)
+          Edges.push_back({Consumer, Slot});
+    }
+  llvm::SmallVector<ir::TensorId, 4> Params;
+  for (ir::TensorId In : O.Inputs)
+    if (In != ir::NoTensor && G.tensor(In).Role == ir::TensorRole::Parameter &&
+        std::find(Params.begin(), Params.end(), In) == Params.end())
+      Params.push_back(In);
+
+  for (auto &[Consumer, Slot] : Edges)
+    RemoveAll(InputEdges[Consumer][Slot]);
+  for (ir::TensorId Param : Params)
+    RemoveAll(ParamTasks[Param]);
+  OpTasks &Own = PerOp[Id];
+  RemoveAll(Own.Stats);
+  RemoveAll(Own.Forward);
+  RemoveAll(Own.Backward);
+
+  S[Id] = C;
+  buildOp(Id);
+  for (auto &[Consumer, Slot] : Edges)
+    buildInputEdges(Consumer, Slot);
+  for (ir::TensorId Param : Params)
+    buildParameter(Param);
+
+  std::vector<TaskId> Changed = Created;
+  Touched.insert(Touched.end(), Gained.begin(), Gained.end());
+  std::sort(Touched.begin(), Touched.end());
+  Touched.erase(std::unique(Touched.begin(), Touched.end()), Touched.end());
+  for (TaskId Task : Touched)
+    if (Tasks[Task].Alive)
+      Changed.push_back(Task);
+  return Changed;
+}
+
+} // namespace onnx2soap::simulator

@@ -1,0 +1,228 @@
+//===- simulator/TaskGraph.h - Tasks of one training iteration -*- C++ -*-===//
+//
+// FlexFlow's task graph (paper §5.1) for one training iteration under a
+// strategy: per partition a forward and a backward task on its device; per
+// non-empty overlap between what a producer partition writes and what a
+// consumer partition reads, on different devices, a transfer (forward) and
+// the gradient's way back (backward); per parameter shard held by several
+// devices a gradient all-reduce; per parameter and device an optimizer
+// update; for BatchNorm split over samples or space, the all-reduce of its
+// batch statistics (the generated program computes them over the global
+// batch).
+//
+// A task occupies one or more resources, each a FIFO device: compute tasks
+// their device, a transfer every link of its route at once (the message is
+// pipelined across hops), a collective every link its ring uses. Links are
+// resources NumDevices + LinkId.
+//
+// Every task has a structural key (op index, kind, partition, ...) that does
+// not depend on the order tasks were created in; it orders tasks along every
+// edge and breaks ties between equal ready times, so a graph updated in
+// place for one op's new config (delta simulation) and one built from
+// scratch produce the same timeline bit for bit.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ONNX2SOAP_SIMULATOR_TASKGRAPH_H
+#define ONNX2SOAP_SIMULATOR_TASKGRAPH_H
+
+#include "ir/Training.h"
+#include "simulator/CostModel.h"
+#include "simulator/Machine.h"
+#include "simulator/Strategy.h"
+#include "llvm/ADT/SmallVector.h"
+#include <tuple>
+#include <vector>
+
+namespace onnx2soap::simulator {
+
+using TaskId = uint32_t;
+constexpr TaskId NoTask = ~TaskId(0);
+/// A FIFO device: a compute device (its DeviceId) or a link (NumDevices +
+/// LinkId).
+using ResourceId = uint32_t;
+
+enum class TaskKind : uint8_t {
+  Forward,
+  Backward,
+  /// Activation region sent from a producer to a consumer partition.
+  Transfer,
+  /// Gradient region sent back from a consumer to a producer partition.
+  GradTransfer,
+  /// All-reduce of BatchNorm statistics among partitions of one channel
+  /// range (forward: mean and variance; backward: the two gradient sums).
+  StatsAllReduce,
+  /// All-reduce of a parameter shard's gradient among the devices holding
+  /// it.
+  GradAllReduce,
+  /// Optimizer update of one parameter's shards on one device.
+  Update,
+};
+llvm::StringRef taskKindName(TaskKind Kind);
+
+/// The structural order of tasks: lexicographic over the fields.
+struct TaskKey {
+  uint32_t Level = 0;
+  uint32_t Sub = 0;
+  uint32_t A = 0;
+  uint32_t B = 0;
+  uint32_t C = 0;
+  bool operator<(const TaskKey &O) const {
+    return std::tie(Level, Sub, A, B, C) <
+           std::tie(O.Level, O.Sub, O.A, O.B, O.C);
+  }
+  bool operator==(const TaskKey &O) const {
+    return std::tie(Level, Sub, A, B, C) ==
+           std::tie(O.Level, O.Sub, O.A, O.B, O.C);
+  }
+};
+
+struct Task {
+  TaskKind Kind = TaskKind::Forward;
+  TaskKey Key;
+  double Duration = 0;
+  /// Bytes each sending device puts on the wire (transfers and collectives);
+  /// for an update, the bytes of parameter it updates.
+  double Bytes = 0;
+  /// The op (forward, backward, transfers: the consumer; stats: the
+  /// BatchNorm) or NoOp; for GradAllReduce and Update, the parameter
+  /// tensor in Tensor.
+  ir::OpId Op = ir::NoOp;
+  ir::TensorId Tensor = ir::NoTensor;
+  uint32_t Partition = 0;
+  /// Compute device, or the sender of a transfer; Peer is a transfer's
+  /// receiver.
+  DeviceId Device = 0;
+  DeviceId Peer = 0;
+  /// Devices taking part in a collective.
+  llvm::SmallVector<DeviceId, 2> Group;
+  llvm::SmallVector<ResourceId, 2> Resources;
+  llvm::SmallVector<TaskId, 4> Preds;
+  llvm::SmallVector<TaskId, 4> Succs;
+  /// Bytes this task keeps resident on its memory device (Peer for a
+  /// transfer, Device otherwise) for the iteration: parameter shards with
+  /// gradients and optimizer state (updates), non-learned tensors read
+  /// (forward), activations written, read from the data or received
+  /// (forward, transfers). See MemoryModel.h.
+  double ParamMemory = 0;
+  double FixedMemory = 0;
+  double ActivationMemory = 0;
+  /// Set by simulation.
+  double Ready = 0;
+  double Start = 0;
+  double End = 0;
+  bool Alive = false;
+};
+
+/// Options of the training step being simulated.
+struct SimOptions {
+  OptimizerKind Optimizer = OptimizerKind::SgdMomentum;
+};
+
+/// The task graph of one strategy, with what each op owns so that one op's
+/// config can be replaced in place.
+class TaskGraph {
+public:
+  TaskGraph(const ir::TrainingGraph &T, const Machine &M, const CostModel &Cost,
+            SimOptions Options);
+
+  /// Builds every task for S (which must pass checkStrategy).
+  void build(const Strategy &S);
+  /// Replaces op Op's config with C: removes the tasks that depend on it,
+  /// adds the new ones, and returns every live task whose timing may have
+  /// changed (new tasks, tasks that gained or lost a predecessor, and the
+  /// tasks that followed a removed one on a resource).
+  std::vector<TaskId> changeConfig(ir::OpId Op, const ParallelConfig &C);
+
+  const Strategy &strategy() const { return S; }
+  const Task &task(TaskId Id) const { return Tasks[Id]; }
+  Task &task(TaskId Id) { return Tasks[Id]; }
+  /// Every slot, live or free (check Task::Alive).
+  size_t size() const { return Tasks.size(); }
+  unsigned numResources() const { return M.numDevices() + M.numLinks(); }
+
+  const ir::TrainingGraph &training() const { return T; }
+  const SimOptions &options() const { return Options; }
+  const Machine &machine() const { return M; }
+
+  /// Tasks removed by the last changeConfig, for the simulator to take out
+  /// of its resource orders (their Resources and timing are still set).
+  llvm::ArrayRef<TaskId> removed() const { return Removed; }
+  /// Tasks added by the last changeConfig (not yet in any resource order).
+  llvm::ArrayRef<TaskId> created() const { return Created; }
+
+private:
+  struct OpTasks {
+    std::vector<TaskId> Forward, Backward;
+    /// Tasks the consumers' edges start from / the producers' gradient
+    /// edges end at, per partition: the forward (backward) task, or the
+    /// stats all-reduce that completes it.
+    std::vector<TaskId> ForwardDone, BackwardDone;
+    std::vector<TaskId> Stats;
+  };
+
+  TaskId addTask(Task T);
+  void addEdge(TaskId From, TaskId To);
+  void removeTask(TaskId Id, std::vector<TaskId> &Touched);
+
+  void buildOp(ir::OpId Op);
+  void buildInputEdges(ir::OpId Consumer, unsigned Slot);
+  void buildParameter(ir::TensorId Param);
+  void addStatsSync(ir::OpId Op, bool Backward);
+  void setForwardMemory(Task &Forward, llvm::ArrayRef<ir::Interval> Out,
+                        ir::Interval Reduction) const;
+  /// A transfer task from one device to another (added to Owned), or a
+  /// direct edge when they are the same.
+  void connect(TaskId From, DeviceId FromDevice, TaskId To, DeviceId ToDevice,
+               TaskKind Kind, double Bytes, TaskKey Key, ir::OpId Op,
+               std::vector<TaskId> &Owned);
+  /// A collective among Devices of Bytes per device.
+  TaskId addAllReduce(TaskKind Kind, llvm::ArrayRef<DeviceId> Devices,
+                      double Bytes, TaskKey Key, ir::OpId Op,
+                      ir::TensorId Tensor);
+
+  uint32_t forwardLevel(ir::OpId Op) const { return 3 * Op; }
+  uint32_t backwardLevel(ir::OpId Op) const {
+    return 3 * NumOps + 3 * (NumOps - 1 - Op);
+  }
+
+  const ir::TrainingGraph &T;
+  const ir::Graph &G;
+  const Machine &M;
+  const CostModel &Cost;
+  SimOptions Options;
+  uint32_t NumOps;
+  Strategy S;
+
+  std::vector<Task> Tasks;
+  std::vector<TaskId> Free;
+  std::vector<OpTasks> PerOp;
+  /// Per op and input slot: the transfers of that input (forward and
+  /// backward).
+  std::vector<llvm::SmallVector<std::vector<TaskId>, 3>> InputEdges;
+  /// Per tensor (parameters only): its all-reduces and updates.
+  std::vector<std::vector<TaskId>> ParamTasks;
+  /// Per tensor: the ops reading it.
+  std::vector<llvm::SmallVector<ir::OpId, 2>> Consumers;
+  std::vector<TaskId> Removed;
+  /// Tasks added, and tasks that gained a predecessor, since the last
+  /// build or change.
+  std::vector<TaskId> Created;
+  std::vector<TaskId> Gained;
+};
+
+/// A ring all-reduce: its time, the bytes each device sends, and the links
+/// it occupies.
+struct CollectiveCost {
+  double Time = 0;
+  double BytesPerDevice = 0;
+  llvm::SmallVector<LinkId, 8> Links;
+};
+/// Ring all-reduce of Bytes among Devices (sorted, at least two): each of
+/// the 2(n-1) steps sends Bytes/n to the next device; a link carrying k of
+/// the ring's hops carries k times the traffic.
+CollectiveCost allReduceCost(const Machine &M, llvm::ArrayRef<DeviceId> Devices,
+                             double Bytes);
+
+} // namespace onnx2soap::simulator
+
+#endif

@@ -1,0 +1,40 @@
+//===- soap_search/Builtins.h - Data, model and expert parallelism -*- C++
+//-*-===//
+//
+// The strategies the search starts from and is compared with (FlexFlow
+// §8.2): data parallelism (every op split over its samples across all
+// devices), model parallelism (whole ops, consecutive layers balanced over
+// the devices by their compute time) and the experts' hybrid (CNNs: data
+// parallel convolutions and pooling, fully-connected layers split over their
+// output units; RNNs: data parallel across nodes, one layer per GPU within a
+// node).
+//
+//===----------------------------------------------------------------------===//
+#ifndef ONNX2SOAP_SOAP_SEARCH_BUILTINS_H
+#define ONNX2SOAP_SOAP_SEARCH_BUILTINS_H
+
+#include "simulator/CostModel.h"
+#include "simulator/Strategy.h"
+#include "llvm/ADT/StringRef.h"
+#include <optional>
+
+namespace onnx2soap::soap_search {
+
+enum class Builtin : uint8_t { DataParallel, ModelParallel, Expert };
+/// "data-parallel", "model-parallel", "expert".
+llvm::StringRef builtinName(Builtin Kind);
+std::optional<Builtin> parseBuiltin(llvm::StringRef Name);
+
+simulator::Strategy dataParallel(const ir::Graph &G,
+                                 const simulator::Machine &M);
+simulator::Strategy modelParallel(const ir::Graph &G,
+                                  const simulator::Machine &M,
+                                  const simulator::CostModel &Cost);
+simulator::Strategy expert(const ir::Graph &G, const simulator::Machine &M);
+simulator::Strategy builtin(Builtin Kind, const ir::Graph &G,
+                            const simulator::Machine &M,
+                            const simulator::CostModel &Cost);
+
+} // namespace onnx2soap::soap_search
+
+#endif

@@ -1,0 +1,276 @@
+//===- soap_search/Mcmc.cpp - Metropolis-Hastings over strategies ---------===//
+//
+// Each chain owns a Simulator: a proposal is one delta simulation, a
+// rejected proposal another one back. Only improvements copy a strategy.
+//
+//===----------------------------------------------------------------------===//
+#include "soap_search/Mcmc.h"
+#include "soap_search/Builtins.h"
+#include "soap_search/ConfigSpace.h"
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <mutex>
+#include <thread>
+
+namespace onnx2soap::soap_search {
+using simulator::ParallelConfig;
+using simulator::Simulator;
+using simulator::Strategy;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+/// What a chain minimizes, and how two candidates compare for the answer.
+struct CostFunction {
+  Objective Goal;
+  double Limit;      ///< bytes per device, 0 for each device's capacity
+  double LimitScale; ///< bytes that make the overflow penalty double
+  double TimeScale;  ///< the data-parallel time, to mix time and memory
+  double MemoryScale;
+  double Lambda = 0; ///< frontier chains: weight of memory against time
+
+  double operator()(const Simulator &Sim, double Time) const {
+    double Over = Sim.memoryOverflow(Limit);
+    double Penalty = Over > 0 ? 1 + 4 * Over / LimitScale : 1;
+    double Peak = Sim.peakMemory();
+    switch (Goal) {
+    case Objective::Time:
+      return Time * Penalty;
+    case Objective::Memory:
+      return Peak * (1 + 1e-3 * Time / TimeScale);
+    case Objective::Frontier:
+      return Time * Penalty + Lambda * TimeScale * Peak / MemoryScale;
+    }
+    llvm_unreachable("unknown Objective");
+  }
+};
+
+Candidate candidate(const Simulator &Sim, double Limit) {
+  return {Sim.strategy(), Sim.time(), Sim.peakMemory(),
+          Sim.memoryOverflow(Limit) <= 0};
+}
+
+/// Whether A is a better answer than B.
+bool better(Objective Goal, const Candidate &A, const Candidate &B) {
+  if (A.Fits != B.Fits)
+    return A.Fits;
+  if (Goal == Objective::Memory && A.PeakMemory != B.PeakMemory)
+    return A.PeakMemory < B.PeakMemory;
+  return A.Time < B.Time;
+}
+
+/// Adds C to a Pareto set over (time, peak memory) unless it is dominated.
+void addToFrontier(std::vector<Candidate> &Set, const Simulator &Sim,
+                   double Limit) {
+  double Time = Sim.time(), Peak = Sim.peakMemory();
+  if (Sim.memoryOverflow(Limit) > 0)
+    return;
+  for (const Candidate &C : Set)
+    if (C.Time <= Time && C.PeakMemory <= Peak)
+      return;
+  llvm::erase_if(Set, [&](const Candidate &C) {
+    return Time <= C.Time && Peak <= C.PeakMemory;
+  });
+  Set.push_back(candidate(Sim, Limit));
+}
+
+struct ChainResult {
+  Candidate Best;
+  std::vector<Candidate> Frontier;
+  uint64_t Steps = 0;
+};
+
+struct Shared {
+  std::atomic<uint64_t> Iterations{0};
+  std::mutex Lock;
+  double BestTime = 0;
+  void improved(double Time) {
+    std::lock_guard<std::mutex> Guard(Lock);
+    if (BestTime == 0 || Time < BestTime)
+      BestTime = Time;
+  }
+};
+
+} // namespace
+
+/// Op takes config C: by delta simulation, or by simulating the changed
+/// strategy from scratch.
+static double propose(Simulator &Sim, ir::OpId Op, const ParallelConfig &C,
+                      bool Full) {
+  if (!Full)
+    return Sim.change(Op, C);
+  Strategy S = Sim.strategy();
+  S[Op] = C;
+  return Sim.simulate(S);
+}
+
+static ChainResult
+runChain(const ir::TrainingGraph &T, const simulator::Machine &M,
+         const simulator::CostModel &Cost, simulator::SimOptions SimOpts,
+         const SearchOptions &Options, const ConfigSpace &Space,
+         const Strategy &Start, CostFunction F, unsigned Index,
+         Shared &Progress, Clock::time_point Begin) {
+  Rng R = chainRng(Options.Seed, Index);
+  Simulator Sim(T, M, Cost, SimOpts);
+  double Current = F(Sim, Sim.simulate(Start));
+  ChainResult Result;
+  Result.Best = candidate(Sim, F.Limit);
+  if (Options.Goal == Objective::Frontier)
+    addToFrontier(Result.Frontier, Sim, F.Limit);
+  Progress.improved(Result.Best.Time);
+  double BestCost = Current;
+  double LastImprovement = 0;
+  unsigned NumOps = T.G.numOps();
+  for (uint64_t Step = 0;; ++Step) {
+    if (Options.Iterations ? Step >= Options.Iterations : Step % 16 == 0) {
+      if (Options.Iterations)
+        break;
+      double Elapsed =
+          std::chrono::duration<double>(Clock::now() - Begin).count();
+      if (Elapsed >= Options.BudgetSeconds ||
+          Elapsed - LastImprovement >= Options.BudgetSeconds / 2)
+        break;
+    }
+    ++Result.Steps;
+    Progress.Iterations.fetch_add(1, std::memory_order_relaxed);
+    ir::OpId Op = uniformIndex(R, NumOps);
+    ParallelConfig Proposal = Space.random(Op, R);
+    double Coin = uniformReal(R);
+    ParallelConfig Old = Sim.strategy()[Op];
+    if (Proposal == Old)
+      continue;
+    double Next = F(Sim, propose(Sim, Op, Proposal, Options.FullSimulation));
+    if (Next <= Current ||
+        Coin < std::exp(-Options.Beta * (Next - Current) / Current)) {
+      Current = Next;
+      if (Options.Goal == Objective::Frontier)
+        addToFrontier(Result.Frontier, Sim, F.Limit);
+      Candidate Now = candidate(Sim, F.Limit);
+      if (Current < BestCost || better(Options.Goal, Now, Result.Best)) {
+        if (better(Options.Goal, Now, Result.Best)) {
+          Result.Best = std::move(Now);
+          Progress.improved(Result.Best.Time);
+          LastImprovement =
+              std::chrono::duration<double>(Clock::now() - Begin).count();
+        }
+        BestCost = std::min(BestCost, Current);
+      }
+    } else {
+      propose(Sim, Op, Old, Options.FullSimulation);
+    }
+  }
+  return Result;
+}
+
+SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
+                    const simulator::CostModel &Cost,
+                    simulator::SimOptions SimOpts,
+                    const SearchOptions &Options) {
+  Clock::time_point Begin = Clock::now();
+  const ir::Graph &G = T.G;
+  ConfigSpace Space(G, M.numDevices());
+  SearchResult Result;
+
+  // The built-in strategies: answers to beat and chain starts.
+  Strategy Starts[3] = {dataParallel(G, M), expert(G, M),
+                        modelParallel(G, M, Cost)};
+  Candidate *Builtins[3] = {&Result.DataParallel, &Result.Expert,
+                            &Result.ModelParallel};
+  CostFunction F{Options.Goal, Options.MemoryLimit, 0, 0, 0};
+  {
+    Simulator Sim(T, M, Cost, SimOpts);
+    for (unsigned I = 0; I < 3; ++I) {
+      Sim.simulate(Starts[I]);
+      *Builtins[I] = candidate(Sim, Options.MemoryLimit);
+    }
+    F.LimitScale = Options.MemoryLimit > 0
+                       ? Options.MemoryLimit
+                       : double(M.deviceType(0).MemoryCapacity);
+    F.TimeScale = std::max(Result.DataParallel.Time, 1e-12);
+    F.MemoryScale = std::max(Result.DataParallel.PeakMemory, 1.0);
+  }
+
+  unsigned Chains = std::max(1u, Options.Chains);
+  std::vector<ChainResult> Results(Chains);
+  Shared Progress;
+  std::atomic<unsigned> NextChain{0};
+  auto Worker = [&] {
+    for (unsigned C; (C = NextChain.fetch_add(1)) < Chains;) {
+      Strategy Start;
+      if (C < 3) {
+        Start = Starts[C];
+      } else {
+        Rng R = chainRng(Options.Seed, Chains + C);
+        for (const ir::Op &O : G.ops())
+          Start.Configs.push_back(Space.random(O.Id, R));
+      }
+      CostFunction Chain = F;
+      // Frontier chains weigh memory from 0 to 2 (time-equivalents of the
+      // data-parallel peak).
+      if (Options.Goal == Objective::Frontier)
+        Chain.Lambda = Chains > 1 ? 2.0 * C / (Chains - 1) : 0;
+      Results[C] = runChain(T, M, Cost, SimOpts, Options, Space, Start, Chain,
+                            C, Progress, Begin);
+    }
+  };
+  unsigned Threads = Options.Threads
+                         ? Options.Threads
+                         : std::max(1u, std::thread::hardware_concurrency());
+  Threads = std::min(Threads, Chains);
+  std::vector<std::thread> Pool;
+  for (unsigned I = 0; I < Threads; ++I)
+    Pool.emplace_back(Worker);
+  std::atomic<bool> Done{false};
+  std::thread Reporter;
+  if (Options.Progress)
+    Reporter = std::thread([&] {
+      while (!Done.load()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(250));
+        SearchProgress P;
+        P.Iterations = Progress.Iterations.load();
+        {
+          std::lock_guard<std::mutex> Guard(Progress.Lock);
+          P.BestTime = Progress.BestTime;
+        }
+        P.Seconds = std::chrono::duration<double>(Clock::now() - Begin).count();
+        if (!Done.load())
+          Options.Progress(P);
+      }
+    });
+  for (std::thread &Thread : Pool)
+    Thread.join();
+  Done = true;
+  if (Reporter.joinable())
+    Reporter.join();
+
+  // The answer: the best of the built-ins and of every chain, ties to the
+  // earlier one, so the thread timing never matters.
+  Result.Best = Result.DataParallel;
+  for (Candidate *B : {&Result.Expert, &Result.ModelParallel})
+    if (better(Options.Goal, *B, Result.Best))
+      Result.Best = *B;
+  for (ChainResult &C : Results) {
+    Result.Iterations += C.Steps;
+    if (better(Options.Goal, C.Best, Result.Best))
+      Result.Best = C.Best;
+  }
+  if (Options.Goal == Objective::Frontier) {
+    std::vector<Candidate> All;
+    for (ChainResult &C : Results)
+      All.insert(All.end(), C.Frontier.begin(), C.Frontier.end());
+    std::stable_sort(All.begin(), All.end(),
+                     [](const Candidate &A, const Candidate &B) {
+                       return std::tie(A.PeakMemory, A.Time) <
+                              std::tie(B.PeakMemory, B.Time);
+                     });
+    for (Candidate &C : All)
+      if (Result.Frontier.empty() || C.Time < Result.Frontier.back().Time)
+        Result.Frontier.push_back(std::move(C));
+  }
+  Result.Seconds = std::chrono::duration<double>(Clock::now() - Begin).count();
+  return Result;
+}
+
+} // namespace onnx2soap::soap_search

@@ -1,0 +1,83 @@
+//===- soap_search/Mcmc.h - Metropolis-Hastings over strategies -*- C++ -*-===//
+//
+// FlexFlow's execution optimizer (§6): Markov chains over strategies, each
+// step changing one random op to a random config, delta-simulating it and
+// accepting by the Metropolis-Hastings rule on the simulated cost. Chains
+// start from data parallelism, the expert strategy, model parallelism and
+// then random strategies; they run on threads, each with its own simulator
+// and its own generator seeded from (seed, chain), so with a fixed number of
+// iterations the result depends on the seed alone.
+//
+// Memory (after TensorOpt): a strategy whose fullest device exceeds the
+// limit never becomes the answer while one that fits has been seen; its cost
+// grows with the overflow, which steers chains towards strategies that fit.
+// The frontier objective runs chains that trade time against memory with
+// different weights and keeps every time/peak-memory pair no other beats.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ONNX2SOAP_SOAP_SEARCH_MCMC_H
+#define ONNX2SOAP_SOAP_SEARCH_MCMC_H
+
+#include "simulator/Simulator.h"
+#include <functional>
+#include <optional>
+#include <vector>
+
+namespace onnx2soap::soap_search {
+
+enum class Objective : uint8_t {
+  Time,     ///< fastest strategy that fits
+  Memory,   ///< smallest peak memory (then fastest)
+  Frontier, ///< the time / peak-memory Pareto set
+};
+
+struct SearchProgress {
+  uint64_t Iterations = 0;
+  double BestTime = 0;
+  double Seconds = 0;
+};
+
+struct SearchOptions {
+  /// Wall-clock budget; ignored when Iterations is set.
+  double BudgetSeconds = 30;
+  /// Steps per chain; when non-zero the result depends only on Seed.
+  uint64_t Iterations = 0;
+  uint64_t Seed = 0;
+  unsigned Chains = 4;
+  unsigned Threads = 0; ///< 0: one per hardware thread
+  /// Bytes per device; 0: each device's capacity.
+  double MemoryLimit = 0;
+  Objective Goal = Objective::Time;
+  /// Simulate every proposal from scratch (paper Algorithm 1) instead of by
+  /// delta simulation: the same chain, slower; for the benchmark of the two.
+  bool FullSimulation = false;
+  /// Inverse temperature on the relative cost change.
+  double Beta = 50;
+  /// Called about four times a second from the searching thread.
+  std::function<void(const SearchProgress &)> Progress;
+};
+
+/// One strategy with what the simulator says of it.
+struct Candidate {
+  simulator::Strategy S;
+  double Time = 0;
+  double PeakMemory = 0;
+  bool Fits = false;
+};
+
+struct SearchResult {
+  Candidate Best;
+  /// Objective::Frontier: the Pareto set, by increasing peak memory.
+  std::vector<Candidate> Frontier;
+  Candidate DataParallel, Expert, ModelParallel;
+  uint64_t Iterations = 0;
+  double Seconds = 0;
+};
+
+SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
+                    const simulator::CostModel &Cost, simulator::SimOptions Sim,
+                    const SearchOptions &Options);
+
+} // namespace onnx2soap::soap_search
+
+#endif

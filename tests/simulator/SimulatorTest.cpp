@@ -1,0 +1,219 @@
+//===- tests/simulator/SimulatorTest.cpp - Timelines written by hand ------===//
+//
+// A fake cost model with round numbers (forward 1 s, backward 2 s for a whole
+// op, scaled by the partition's share; update 0.5 s) and a two-device machine
+// whose one link moves 256 bytes per second, so that every expected timeline
+// below can be worked out on paper. Each case runs through full simulation
+// and through delta simulation from another strategy.
+//
+//===----------------------------------------------------------------------===//
+#include "simulator/Simulator.h"
+#include "../ir/IrTestUtil.h"
+#include "simulator/MemoryModel.h"
+
+using namespace onnx2soap;
+using namespace onnx2soap::simulator;
+using namespace onnx2soap::ir::test;
+using ir::OpKind;
+using ir::TensorRole;
+
+namespace {
+
+class FakeCost : public CostModel {
+public:
+  TaskTimes opTimes(const PartitionShape &P,
+                    const DeviceType &) const override {
+    PartitionWork W = partitionWork(P);
+    ir::OpCost Whole = ir::opKindInfo(P.O.Kind).Cost(P.G, P.O);
+    double Share =
+        Whole.FlopsForward > 0 ? W.FlopsForward / Whole.FlopsForward : 1.0;
+    return {1.0 * Share, 2.0 * Share};
+  }
+  double updateTime(OptimizerKind, double, ir::DType,
+                    const DeviceType &) const override {
+    return 0.5;
+  }
+};
+
+/// x[4,8] -> Gemm(W[8,8]) -> Relu -> SoftmaxCrossEntropyLoss(labels[4]),
+/// the model's own loss.
+ir::TrainingGraph mlp() {
+  ir::Graph G;
+  ir::TensorId X = G.addTensor("x", f32({4, 8}), TensorRole::Input);
+  ir::TensorId Labels = G.addTensor("labels", i64({4}), TensorRole::Input);
+  G.addInput(X);
+  G.addInput(Labels);
+  G.tensor(X).BatchDim = 0;
+  G.tensor(Labels).BatchDim = 0;
+  ir::TensorId W = G.addTensor("w", f32({8, 8}), TensorRole::Parameter);
+  ir::TensorId H =
+      add(G, OpKind::Gemm, {X, W}, attrs({{"transB", int64_t(1)}}), "fc");
+  ir::TensorId R = add(G, OpKind::Relu, {H}, {}, "relu");
+  ir::TensorId L = add(G, OpKind::SoftmaxCrossEntropyLoss, {R, Labels},
+                       attrs({{"reduction", std::string("mean")}}), "loss");
+  G.addOutput(L);
+  auto T = ir::deriveTraining(std::move(G), ir::LossKind::ModelOutput);
+  EXPECT_TRUE(static_cast<bool>(T)) << llvm::toString(T.takeError());
+  return std::move(*T);
+}
+
+/// Two devices joined both ways by a link of 256 B/s and no latency.
+Machine twoDevices() {
+  MachineBuilder B("two");
+  DeviceType Type;
+  Type.Name = "fake";
+  Type.PeakFlopsF32 = 1e12;
+  Type.MemoryBandwidth = 1e11;
+  Type.MemoryCapacity = int64_t(1) << 30;
+  unsigned T = B.addDeviceType(Type);
+  B.addNode();
+  EndpointId A = B.addDevice(T, "d0");
+  EndpointId C = B.addDevice(T, "d1");
+  B.addDuplex(A, C, 256, 0, "test");
+  auto M = B.finish();
+  EXPECT_TRUE(static_cast<bool>(M)) << llvm::toString(M.takeError());
+  return std::move(*M);
+}
+
+Strategy allOn(const ir::Graph &G, DeviceId Device) {
+  Strategy S;
+  for (const ir::Op &O : G.ops())
+    S.Configs.push_back(ParallelConfig::single(G.outputType(O).rank(), Device));
+  return S;
+}
+
+/// (kind, device, start, end) of every task, in key order.
+std::vector<std::tuple<TaskKind, DeviceId, double, double>>
+tasks(const Simulator &Sim) {
+  std::vector<std::tuple<TaskKind, DeviceId, double, double>> Out;
+  std::vector<TaskId> Ids;
+  for (TaskId Id = 0; Id < Sim.graph().size(); ++Id)
+    if (Sim.graph().task(Id).Alive)
+      Ids.push_back(Id);
+  std::sort(Ids.begin(), Ids.end(), [&](TaskId A, TaskId B) {
+    return Sim.graph().task(A).Key < Sim.graph().task(B).Key;
+  });
+  for (TaskId Id : Ids) {
+    const Task &T = Sim.graph().task(Id);
+    Out.push_back({T.Kind, T.Device, T.Start, T.End});
+  }
+  return Out;
+}
+
+class SimulatorTest : public ::testing::TestWithParam<bool> {
+protected:
+  /// Simulates S: from scratch, or (parameter true) by delta simulation
+  /// from everything on device 1, changing one op at a time.
+  double run(Simulator &Sim, const Strategy &S) {
+    if (!GetParam())
+      return Sim.simulate(S);
+    Sim.simulate(allOn(Train.G, 1));
+    double Time = 0;
+    for (const ir::Op &O : Train.G.ops())
+      Time = Sim.change(O.Id, S[O.Id]);
+    return Time;
+  }
+
+  ir::TrainingGraph Train = mlp();
+  Machine M = twoDevices();
+  FakeCost Cost;
+};
+
+using K = TaskKind;
+
+TEST_P(SimulatorTest, OneDeviceRunsEverythingInOrder) {
+  ASSERT_EQ(Train.G.numOps(), 3u); // Gemm, Relu, loss
+  Simulator Sim(Train, M, Cost);
+  EXPECT_EQ(run(Sim, allOn(Train.G, 0)), 9.5);
+  using T = std::tuple<TaskKind, DeviceId, double, double>;
+  EXPECT_THAT(tasks(Sim), ::testing::ElementsAre(
+                              T{K::Forward, 0, 0, 1}, T{K::Forward, 0, 1, 2},
+                              T{K::Forward, 0, 2, 3}, T{K::Backward, 0, 3, 5},
+                              T{K::Backward, 0, 5, 7}, T{K::Backward, 0, 7, 9},
+                              T{K::Update, 0, 9, 9.5}));
+  SimReport R = Sim.report();
+  EXPECT_EQ(R.BytesTransferred, 0);
+  EXPECT_EQ(R.ComputeTime[0], 9.5);
+  EXPECT_EQ(R.ComputeTime[1], 0);
+}
+
+TEST_P(SimulatorTest, DataParallelAllReducesTheWeightGradient) {
+  Strategy S = allOn(Train.G, 0);
+  for (const ir::Op &O : Train.G.ops()) {
+    ParallelConfig &C = S[O.Id];
+    if (C.Degrees.empty())
+      C.Reduction = 2; // the mean loss: partial sums over the samples
+    else
+      C.Degrees[0] = 2;
+  }
+  Simulator Sim(Train, M, Cost);
+  // Halves of every task on each device; the 256-byte gradient of W goes
+  // round a ring of two: each device sends 2(n-1)/n * 256 = 256 bytes.
+  EXPECT_EQ(run(Sim, S), 6.0);
+  using T = std::tuple<TaskKind, DeviceId, double, double>;
+  EXPECT_THAT(tasks(Sim),
+              ::testing::ElementsAre(
+                  T{K::Forward, 0, 0, 0.5}, T{K::Forward, 1, 0, 0.5},
+                  T{K::Forward, 0, 0.5, 1}, T{K::Forward, 1, 0.5, 1},
+                  T{K::Forward, 0, 1, 1.5}, T{K::Forward, 1, 1, 1.5},
+                  T{K::Backward, 0, 1.5, 2.5}, T{K::Backward, 1, 1.5, 2.5},
+                  T{K::Backward, 0, 2.5, 3.5}, T{K::Backward, 1, 2.5, 3.5},
+                  T{K::Backward, 0, 3.5, 4.5}, T{K::Backward, 1, 3.5, 4.5},
+                  T{K::GradAllReduce, 0, 4.5, 5.5}, T{K::Update, 0, 5.5, 6},
+                  T{K::Update, 1, 5.5, 6}));
+  SimReport R = Sim.report();
+  EXPECT_EQ(R.BytesSent[0], 256);
+  EXPECT_EQ(R.BytesSent[1], 256);
+}
+
+TEST_P(SimulatorTest, ModelParallelSendsActivationsAndGradients) {
+  Strategy S = allOn(Train.G, 1);
+  S[0].FirstDevice = 0; // the Gemm on device 0, the rest on device 1
+  Simulator Sim(Train, M, Cost);
+  // H is 4x8 floats = 128 bytes: 0.5 s each way over the link.
+  EXPECT_EQ(run(Sim, S), 10.5);
+  using T = std::tuple<TaskKind, DeviceId, double, double>;
+  EXPECT_THAT(tasks(Sim),
+              ::testing::ElementsAre(
+                  T{K::Forward, 0, 0, 1}, T{K::Transfer, 0, 1, 1.5},
+                  T{K::Forward, 1, 1.5, 2.5}, T{K::Forward, 1, 2.5, 3.5},
+                  T{K::Backward, 1, 3.5, 5.5}, T{K::Backward, 1, 5.5, 7.5},
+                  T{K::GradTransfer, 1, 7.5, 8}, T{K::Backward, 0, 8, 10},
+                  T{K::Update, 0, 10, 10.5}));
+  EXPECT_EQ(Sim.report().BytesTransferred, 256);
+}
+
+TEST_P(SimulatorTest, ParameterSplitNeedsNoGradientSync) {
+  // The Gemm split over its 8 output units: each device holds half of W
+  // and needs all of x; Relu and the loss stay on device 1.
+  Strategy S = allOn(Train.G, 1);
+  S[0].Degrees = {1, 2};
+  S[0].FirstDevice = 0;
+  Simulator Sim(Train, M, Cost);
+  run(Sim, S);
+  SimReport R = Sim.report();
+  // Device 0 sends its half of H (64 bytes) and receives the gradient of
+  // that half back (64 bytes); W's halves are updated where they live.
+  EXPECT_EQ(R.BytesSent[0], 64);
+  EXPECT_EQ(R.BytesSent[1], 64);
+  unsigned Updates = 0, AllReduces = 0;
+  for (TaskId Id = 0; Id < Sim.graph().size(); ++Id) {
+    const Task &T = Sim.graph().task(Id);
+    Updates += T.Alive && T.Kind == K::Update;
+    AllReduces += T.Alive && T.Kind == K::GradAllReduce;
+  }
+  EXPECT_EQ(Updates, 2u);
+  EXPECT_EQ(AllReduces, 0u);
+  // Each device holds 32 of W's 64 floats, plus a gradient and one
+  // momentum buffer each.
+  MemoryBreakdown Memory = memoryBreakdown(Sim.graph());
+  EXPECT_EQ(Memory.Parameters[0], 3 * 32 * 4);
+  EXPECT_EQ(Memory.Parameters[1], 3 * 32 * 4);
+}
+
+INSTANTIATE_TEST_SUITE_P(FullAndDelta, SimulatorTest, ::testing::Bool(),
+                         [](const auto &Info) {
+                           return Info.param ? "Delta" : "Full";
+                         });
+
+} // namespace
