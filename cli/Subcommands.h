@@ -7,9 +7,15 @@
 #ifndef ONNX2SOAP_CLI_SUBCOMMANDS_H
 #define ONNX2SOAP_CLI_SUBCOMMANDS_H
 
+#include "ir/Training.h"
 #include "onnx_import/Importer.h"
+#include "simulator/Simulator.h"
+#include "soap_search/StrategyFile.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Error.h"
+#include "llvm/Support/raw_ostream.h"
+#include <memory>
 
 namespace onnx2soap::cli {
 
@@ -19,6 +25,8 @@ llvm::cl::SubCommand &clustersCommand();
 llvm::cl::SubCommand &inspectCommand();
 llvm::cl::SubCommand &opsCommand();
 llvm::cl::SubCommand &runCommand();
+llvm::cl::SubCommand &searchCommand();
+llvm::cl::SubCommand &simulateCommand();
 llvm::cl::SubCommand &trainCommand();
 
 llvm::Error runClusters();
@@ -27,10 +35,44 @@ llvm::Error runOps();
 /// The exit code: 0 when every output is within tolerance.
 llvm::Expected<int> runRun();
 llvm::Error runTrain();
+llvm::Error runSearch();
+llvm::Error runSimulate();
 
 /// The model-reading flags shared by the subcommands that import a model
 /// (--batch, --dim, --trainable, --frozen, --unroll-rnn, --no-fuse).
 llvm::Expected<onnx_import::ImportOptions> importOptions();
+
+/// A model and a cluster ready to plan: what the flags shared by `simulate`
+/// and `search` (--cluster, --gpus, --loss, --optimizer and the model flags)
+/// say (cli/Simulate.cpp).
+struct Planning {
+  ir::TrainingGraph Training;
+  /// The cluster as named by --cluster, and its first --gpus devices.
+  simulator::Machine Cluster;
+  simulator::Machine M;
+  /// What a strategy file for this model and M records.
+  soap_search::StrategyTarget Target;
+  simulator::SimOptions Sim;
+  std::string OptimizerName; ///< "sgd", "momentum", "adam"
+};
+llvm::Expected<std::unique_ptr<Planning>>
+loadPlanning(const std::string &ModelPath);
+/// Whether --gpus or --trace was given (search --sweep-gpus refuses them).
+bool gpusGiven();
+bool traceGiven();
+/// Writes the file at Path through a temporary file in its folder renamed
+/// into place, so that no half-written file is ever left; Flag names the
+/// flag in errors.
+llvm::Error
+writeFileAtomically(llvm::StringRef Path, llvm::StringRef Flag,
+                    llvm::function_ref<void(llvm::raw_ostream &)> Write);
+/// --trace FILE, when given: Sim's timeline as Chrome trace events.
+llvm::Error writeTraceIfAsked(const simulator::Simulator &Sim);
+/// Whether --json was given.
+bool jsonOutput();
+/// "1.234 ms", "15.9 GiB": for tables.
+std::string formatSeconds(double Seconds);
+std::string formatBytes(double Bytes);
 
 /// A serialized TensorProto file (cli/TensorFiles.cpp).
 llvm::Expected<onnx::TensorProto> readTensor(const std::string &Path);

@@ -102,6 +102,10 @@ int main(int argc, char **argv) {
     Result = cli::runClusters();
   else if (cli::trainCommand())
     Result = cli::runTrain();
+  else if (cli::simulateCommand())
+    Result = cli::runSimulate();
+  else if (cli::searchCommand())
+    Result = cli::runSearch();
   else if (cli::runCommand()) {
     auto Code = cli::runRun();
     if (Code)

@@ -456,4 +456,261 @@ TEST_F(CliTest, TrainRefusesBadFlags) {
       "--inputs");
 }
 
+//===-- simulate and search
+//------------------------------------------------===//
+
+/// The parsed JSON object R printed, or a failure.
+llvm::json::Object jsonObject(const RunResult &R) {
+  auto Parsed = llvm::json::parse(R.Out);
+  if (!Parsed) {
+    ADD_FAILURE() << llvm::toString(Parsed.takeError()) << "\n" << R.Out;
+    return {};
+  }
+  if (!Parsed->getAsObject()) {
+    ADD_FAILURE() << "not an object: " << R.Out;
+    return {};
+  }
+  return std::move(*Parsed->getAsObject());
+}
+
+std::vector<std::string> planArgs(llvm::StringRef Command,
+                                  llvm::StringRef Cluster,
+                                  std::vector<std::string> More) {
+  std::vector<std::string> Args{Command.str(), samplePath("tiny_cnn.onnx"),
+                                "--batch",     "8",
+                                "--cluster",   Cluster.str()};
+  Args.insert(Args.end(), More.begin(), More.end());
+  return Args;
+}
+
+TEST_F(CliTest, SimulateJsonOnCpuRanks) {
+  for (const char *Strategy : {"data-parallel", "model-parallel", "expert"}) {
+    RunResult R =
+        run(planArgs("simulate", "cpu:2", {"--strategy", Strategy, "--json"}));
+    ASSERT_EQ(R.ExitCode, 0) << Strategy << ": " << R.Err;
+    EXPECT_EQ(R.Err, "");
+    llvm::json::Object O = jsonObject(R);
+    EXPECT_GT(O.getNumber("time").getValueOr(0), 0) << Strategy;
+    EXPECT_GE(O.getNumber("bytes_transferred").getValueOr(-1), 0);
+    ASSERT_NE(O.getArray("peak_memory"), nullptr);
+    EXPECT_EQ(O.getArray("peak_memory")->size(), 2u);
+    ASSERT_NE(O.getArray("compute_time"), nullptr);
+    EXPECT_EQ(O.getArray("compute_time")->size(), 2u);
+    EXPECT_TRUE(O.getBoolean("fits").hasValue());
+    EXPECT_EQ(O.getInteger("num_devices").getValueOr(0), 2);
+  }
+}
+
+TEST_F(CliTest, SimulateTableAndTraceOnFourP100s) {
+  std::string Trace = Dir.file("trace.json");
+  RunResult R =
+      run(planArgs("simulate", "paper-p100",
+                   {"--gpus", "4", "--strategy", "expert", "--trace", Trace}));
+  ASSERT_EQ(R.ExitCode, 0) << R.Err;
+  EXPECT_EQ(R.Err, "");
+  EXPECT_THAT(R.Out, ::testing::HasSubstr("per iteration"));
+  EXPECT_THAT(R.Out, ::testing::HasSubstr("node0/gpu3"));
+  std::string Text = readFile(Trace);
+  auto Parsed = llvm::json::parse(Text);
+  ASSERT_TRUE(static_cast<bool>(Parsed)) << llvm::toString(Parsed.takeError());
+  const llvm::json::Array *Events =
+      Parsed->getAsObject()->getArray("traceEvents");
+  ASSERT_NE(Events, nullptr);
+  unsigned Complete = 0, Forward = 0;
+  for (const llvm::json::Value &E : *Events) {
+    const llvm::json::Object *O = E.getAsObject();
+    ASSERT_NE(O, nullptr);
+    if (O->getString("ph").getValueOr("") != "X")
+      continue;
+    ++Complete;
+    EXPECT_TRUE(O->getNumber("ts").hasValue());
+    EXPECT_GE(O->getNumber("dur").getValueOr(-1), 0);
+    Forward += O->getString("name").getValueOr("").startswith("fwd ");
+  }
+  EXPECT_GT(Complete, 0u);
+  EXPECT_GT(Forward, 0u);
+  // Same input, same bytes.
+  ASSERT_EQ(
+      run(planArgs("simulate", "paper-p100",
+                   {"--gpus", "4", "--strategy", "expert", "--trace", Trace}))
+          .ExitCode,
+      0);
+  EXPECT_EQ(readFile(Trace), Text);
+}
+
+TEST_F(CliTest, SearchJsonOnCpuRanks) {
+  RunResult R = run(planArgs("search", "cpu:2",
+                             {"--iterations", "100", "--seed", "1", "--json"}));
+  ASSERT_EQ(R.ExitCode, 0) << R.Err;
+  EXPECT_EQ(R.Err, "") << "no progress line when stderr is not a terminal";
+  llvm::json::Object O = jsonObject(R);
+  for (const char *Key :
+       {"time", "data_parallel_time", "expert_time", "speedup_vs_data_parallel",
+        "search_seconds", "max_peak_memory"})
+    EXPECT_TRUE(O.getNumber(Key).hasValue()) << Key << "\n" << R.Out;
+  EXPECT_GT(O.getInteger("iterations").getValueOr(0), 0);
+  ASSERT_NE(O.getArray("peak_memory"), nullptr);
+  EXPECT_EQ(O.getArray("peak_memory")->size(), 2u);
+  // Never worse than the built-ins it starts from.
+  double Time = O.getNumber("time").getValueOr(0);
+  EXPECT_LE(Time, O.getNumber("data_parallel_time").getValueOr(0));
+  EXPECT_LE(Time, O.getNumber("expert_time").getValueOr(0));
+  EXPECT_GE(O.getNumber("speedup_vs_data_parallel").getValueOr(0), 1.0);
+}
+
+TEST_F(CliTest, SearchIsReproducibleAndSimulateAgrees) {
+  std::string A = Dir.file("A.json"), B = Dir.file("B.json");
+  std::vector<std::string> Flags{"--gpus", "4", "--iterations", "200",
+                                 "--seed", "3", "--json"};
+  auto WithOutput = [&](const std::string &Path) {
+    std::vector<std::string> All = Flags;
+    All.push_back("-o");
+    All.push_back(Path);
+    return planArgs("search", "paper-p100", All);
+  };
+  RunResult First = run(WithOutput(A));
+  ASSERT_EQ(First.ExitCode, 0) << First.Err;
+  RunResult Second = run(WithOutput(B));
+  ASSERT_EQ(Second.ExitCode, 0) << Second.Err;
+  std::string TextA = readFile(A), TextB = readFile(B);
+  ASSERT_FALSE(TextA.empty());
+  EXPECT_EQ(TextA, TextB) << "same seed, same bytes";
+  llvm::json::Object Searched = jsonObject(First);
+  EXPECT_EQ(Searched.getString("strategy_file").getValueOr(""), A);
+  // No temporary left beside the file.
+  std::error_code EC;
+  unsigned Files = 0;
+  for (llvm::sys::fs::directory_iterator It(Dir.path(), EC), End;
+       !EC && It != End; It.increment(EC))
+    Files += llvm::StringRef(It->path()).endswith(".json") ||
+             llvm::StringRef(It->path()).contains(".tmp");
+  EXPECT_EQ(Files, 2u);
+
+  RunResult Simulated = run(planArgs(
+      "simulate", "paper-p100", {"--gpus", "4", "--strategy", A, "--json"}));
+  ASSERT_EQ(Simulated.ExitCode, 0) << Simulated.Err;
+  llvm::json::Object O = jsonObject(Simulated);
+  EXPECT_DOUBLE_EQ(O.getNumber("time").getValueOr(-1),
+                   Searched.getNumber("time").getValueOr(-2));
+
+  // The strategy is refused for another model, cluster or batch: one line,
+  // exit 2.
+  expectUserError(
+      run({"simulate", samplePath("tiny_mlp.onnx"), "--batch", "8", "--cluster",
+           "paper-p100", "--gpus", "4", "--strategy", A}),
+      A + " was made for model tiny_cnn.onnx (sha256 ");
+  expectUserError(
+      run(planArgs("simulate", "paper-p100", {"--gpus", "8", "--strategy", A})),
+      A + " was made for cluster 'paper-p100 (first 4 devices)' "
+          "with 4 devices");
+  expectUserError(
+      run({"simulate", samplePath("tiny_cnn.onnx"), "--batch", "16",
+           "--cluster", "paper-p100", "--gpus", "4", "--strategy", A}),
+      A + " was made with --batch 8, not --batch 16");
+}
+
+TEST_F(CliTest, SearchFrontierAndSweep) {
+  std::string Path = Dir.file("frontier.json");
+  RunResult R =
+      run(planArgs("search", "paper-p100",
+                   {"--gpus", "4", "--iterations", "100", "--objective",
+                    "frontier", "-o", Path, "--json"}));
+  ASSERT_EQ(R.ExitCode, 0) << R.Err;
+  llvm::json::Object O = jsonObject(R);
+  const llvm::json::Array *Frontier = O.getArray("frontier");
+  ASSERT_NE(Frontier, nullptr) << R.Out;
+  ASSERT_FALSE(Frontier->empty());
+  for (const llvm::json::Value &Point : *Frontier) {
+    EXPECT_TRUE(Point.getAsObject()->getNumber("time").hasValue());
+    EXPECT_TRUE(Point.getAsObject()->getNumber("peak_memory").hasValue());
+  }
+  EXPECT_FALSE(readFile(Path).empty());
+
+  RunResult Sweep =
+      run(planArgs("search", "paper-p100",
+                   {"--sweep-gpus", "1,2,4", "--iterations", "50", "--json"}));
+  ASSERT_EQ(Sweep.ExitCode, 0) << Sweep.Err;
+  auto Parsed = llvm::json::parse(Sweep.Out);
+  ASSERT_TRUE(static_cast<bool>(Parsed)) << Sweep.Out;
+  const llvm::json::Array *Rows = Parsed->getAsArray();
+  ASSERT_NE(Rows, nullptr);
+  ASSERT_EQ(Rows->size(), 3u);
+  EXPECT_EQ((*Rows)[2].getAsObject()->getInteger("devices").getValueOr(0), 4);
+  EXPECT_GT((*Rows)[2].getAsObject()->getNumber("time").getValueOr(0), 0);
+
+  RunResult Table = run(planArgs(
+      "search", "paper-p100", {"--sweep-gpus", "1,2", "--iterations", "20"}));
+  ASSERT_EQ(Table.ExitCode, 0) << Table.Err;
+  EXPECT_EQ(llvm::StringRef(Table.Out).count('\n'), 3u) << Table.Out;
+}
+
+TEST_F(CliTest, PlanningRefusesBadInput) {
+  std::string Model = samplePath("tiny_cnn.onnx");
+  expectUserError(
+      run({"simulate", Model, "--batch", "8", "--strategy", "expert"}),
+      "--cluster C is required");
+  expectUserError(
+      run(planArgs("simulate", "paper-p10", {"--strategy", "expert"})),
+      "unknown cluster preset 'paper-p10'");
+  expectUserError(run(planArgs("simulate", "paper-p100",
+                               {"--gpus", "17", "--strategy", "expert"})),
+                  "--gpus 17: cluster 'paper-p100' has only 16 devices");
+  expectUserError(
+      run(planArgs("simulate", "cpu:2", {"--strategy", "tensor-parallel"})),
+      "--strategy tensor-parallel: no such file, and not a "
+      "built-in strategy");
+  expectUserError(run(planArgs("simulate", "cpu:2", {})),
+                  "--strategy S is required");
+  expectUserError(
+      run(planArgs("simulate", "cpu:2",
+                   {"--strategy", "expert", "--optimizer", "lbfgs"})),
+      "--optimizer lbfgs");
+  std::string NotJson = Dir.file("bad.json");
+  ASSERT_TRUE(writeBytes(NotJson, "{\"format\": \"onnx2soap-strategy\",\n"));
+  expectUserError(run(planArgs("simulate", "cpu:2", {"--strategy", NotJson})),
+                  NotJson + ": not valid JSON: line 2, column 1");
+  expectUserError(run(planArgs("search", "cpu:2", {"--objective", "fast"})),
+                  "--objective fast");
+  expectUserError(run(planArgs("search", "cpu:2", {"--memory-limit", "16XB"})),
+                  "--memory-limit 16XB");
+  expectUserError(
+      run(planArgs("search", "cpu:2", {"--budget", "1", "--iterations", "10"})),
+      "--budget and --iterations");
+  expectUserError(run(planArgs("search", "cpu:2", {"--iterations", "ten"})),
+                  "iterations");
+  expectUserError(run(planArgs("search", "cpu:2", {"--sweep-gpus", "1,x"})),
+                  "--sweep-gpus 1,x");
+  expectUserError(
+      run(planArgs("search", "cpu:2", {"--sweep-gpus", "1,2", "--gpus", "2"})),
+      "--sweep-gpus and --gpus exclude each other");
+  expectUserError(run(planArgs("search", "cpu:2",
+                               {"--sweep-gpus", "1,4", "--iterations", "5"})),
+                  "--sweep-gpus 1,4: cluster 'cpu:2' has only 2 devices");
+  expectUserError(
+      run(planArgs("search", "cpu:2",
+                   {"--iterations", "10", "--memory-limit", "1KB"})),
+      "no strategy found fits in 1000 B per device on 2 devices: "
+      "the smallest peak found is ");
+  std::string Nowhere = Dir.file("missing/strategy.json");
+  expectUserError(
+      run(planArgs("search", "cpu:2", {"--iterations", "10", "-o", Nowhere})),
+      "-o " + Nowhere + ": cannot write");
+  EXPECT_FALSE(llvm::sys::fs::exists(Nowhere));
+}
+
+TEST_F(CliTest, MemoryLimitAcceptsSuffixes) {
+  for (const char *Limit : {"16GiB", "80GB", "1.5T", "17179869184"}) {
+    RunResult R = run(
+        planArgs("search", "cpu:2",
+                 {"--iterations", "10", "--memory-limit", Limit, "--json"}));
+    ASSERT_EQ(R.ExitCode, 0) << Limit << ": " << R.Err;
+    double Expected = llvm::StringRef(Limit) == "16GiB"  ? 16.0 * (1 << 30)
+                      : llvm::StringRef(Limit) == "80GB" ? 80e9
+                      : llvm::StringRef(Limit) == "1.5T" ? 1.5 * (1ull << 40)
+                                                         : 17179869184.0;
+    EXPECT_EQ(jsonObject(R).getNumber("memory_limit").getValueOr(0), Expected)
+        << Limit;
+  }
+}
+
 } // namespace

@@ -1,0 +1,397 @@
+//===- cli/Search.cpp - `onnx2soap search` --------------------------------===//
+//
+// Searches the SOAP space for the fastest strategy that fits (or the
+// smallest, or the time/memory frontier), reports it against the built-in
+// strategies, and writes it as a strategy file. --sweep-gpus repeats the
+// search on the cluster's first N devices for several N (TensorOpt's
+// profiling mode). While searching, a progress line is kept up to date on
+// stderr when stderr is a terminal, and nothing is printed otherwise.
+//
+//===----------------------------------------------------------------------===//
+#include "cli/Subcommands.h"
+#include "soap_search/Mcmc.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/Process.h"
+#include "llvm/Support/raw_ostream.h"
+#include <algorithm>
+#include <cmath>
+
+namespace onnx2soap::cli {
+
+namespace cl = llvm::cl;
+using soap_search::Candidate;
+using soap_search::Objective;
+using soap_search::SearchOptions;
+using soap_search::SearchResult;
+
+cl::SubCommand &searchCommand() {
+  static cl::SubCommand Command(
+      "search", "Search for the fastest strategy that fits a cluster");
+  return Command;
+}
+
+static cl::opt<std::string> Model(cl::Positional, cl::Required,
+                                  cl::desc("<model.onnx>"),
+                                  cl::sub(searchCommand()));
+static cl::opt<double> Budget("budget",
+                              cl::desc("Search for at most SEC seconds "
+                                       "(default 30)"),
+                              cl::value_desc("SEC"), cl::init(30),
+                              cl::sub(searchCommand()));
+static cl::opt<uint64_t>
+    Iterations("iterations",
+               cl::desc("Steps per chain instead of a time budget; the result "
+                        "then depends only on --seed"),
+               cl::value_desc("N"), cl::init(0), cl::sub(searchCommand()));
+static cl::opt<uint64_t> Seed("seed", cl::desc("Random seed (default 0)"),
+                              cl::value_desc("N"), cl::init(0),
+                              cl::sub(searchCommand()));
+static cl::opt<unsigned> Chains("chains", cl::desc("Markov chains (default 4)"),
+                                cl::value_desc("N"), cl::init(4),
+                                cl::sub(searchCommand()));
+static cl::opt<unsigned>
+    Threads("threads", cl::desc("Threads running chains (0: all cores)"),
+            cl::value_desc("N"), cl::init(0), cl::sub(searchCommand()));
+static cl::opt<std::string>
+    ObjectiveFlag("objective", cl::desc("time (default), memory or frontier"),
+                  cl::init("time"), cl::sub(searchCommand()));
+static cl::opt<std::string> MemoryLimitFlag(
+    "memory-limit",
+    cl::desc("Bytes per device a strategy may use (default: each device's "
+             "capacity); suffixes KB, MB, GB, TB (powers of 1000) and K, M, "
+             "G, T, KiB, MiB, GiB, TiB (powers of 1024)"),
+    cl::value_desc("BYTES"), cl::sub(searchCommand()));
+static cl::opt<std::string>
+    SweepGpus("sweep-gpus",
+              cl::desc("Search on the first N devices for each N listed and "
+                       "print the best time per count"),
+              cl::value_desc("N,N,..."), cl::sub(searchCommand()));
+static cl::opt<std::string> Output("o", cl::desc("Write the strategy file"),
+                                   cl::value_desc("strategy.json"),
+                                   cl::sub(searchCommand()));
+
+/// "16GiB", "80GB", "1.5 T", "1000000": bytes, or nothing.
+static std::optional<double> parseBytes(llvm::StringRef Text) {
+  Text = Text.trim();
+  size_t NumberEnd = Text.find_first_not_of("0123456789.");
+  llvm::StringRef Number = Text.take_front(NumberEnd);
+  std::string Unit = Text.drop_front(Number.size()).trim().lower();
+  double Value;
+  if (Number.empty() || Number.getAsDouble(Value))
+    return std::nullopt;
+  static const std::pair<const char *, double> Units[] = {
+      {"", 1},
+      {"b", 1},
+      {"kb", 1e3},
+      {"mb", 1e6},
+      {"gb", 1e9},
+      {"tb", 1e12},
+      {"k", 1024.0},
+      {"m", 1024.0 * 1024},
+      {"g", 1024.0 * 1024 * 1024},
+      {"t", 1099511627776.0},
+      {"kib", 1024.0},
+      {"mib", 1024.0 * 1024},
+      {"gib", 1024.0 * 1024 * 1024},
+      {"tib", 1099511627776.0}};
+  for (const auto &[Name, Scale] : Units)
+    if (Unit == Name)
+      return Value * Scale;
+  return std::nullopt;
+}
+
+static llvm::Expected<std::vector<unsigned>> parseSweep() {
+  std::vector<unsigned> Counts;
+  llvm::SmallVector<llvm::StringRef, 8> Parts;
+  llvm::StringRef(SweepGpus).split(Parts, ',');
+  for (llvm::StringRef Part : Parts) {
+    unsigned N;
+    if (Part.trim().getAsInteger(10, N) || N == 0)
+      return usageError(llvm::formatv("--sweep-gpus {0}: expected a "
+                                      "comma-separated list of device counts "
+                                      "(1,2,4,...)",
+                                      SweepGpus.getValue()));
+    Counts.push_back(N);
+  }
+  return Counts;
+}
+
+static llvm::Expected<SearchOptions> searchOptions() {
+  SearchOptions O;
+  if (Budget.getNumOccurrences() && Iterations.getNumOccurrences())
+    return usageError("--budget and --iterations exclude each other: give a "
+                      "time budget or a number of steps");
+  if (!(Budget > 0) || !std::isfinite(Budget))
+    return usageError("--budget must be a positive number of seconds");
+  if (Iterations.getNumOccurrences() && Iterations == 0)
+    return usageError("--iterations must be at least 1");
+  if (Chains == 0)
+    return usageError("--chains must be at least 1");
+  O.BudgetSeconds = Budget;
+  O.Iterations = Iterations;
+  O.Seed = Seed;
+  O.Chains = Chains;
+  O.Threads = Threads;
+  if (ObjectiveFlag == "time")
+    O.Goal = Objective::Time;
+  else if (ObjectiveFlag == "memory")
+    O.Goal = Objective::Memory;
+  else if (ObjectiveFlag == "frontier")
+    O.Goal = Objective::Frontier;
+  else
+    return usageError(llvm::formatv("--objective {0}: expected time, memory "
+                                    "or frontier",
+                                    ObjectiveFlag.getValue()));
+  if (MemoryLimitFlag.getNumOccurrences()) {
+    std::optional<double> Limit = parseBytes(MemoryLimitFlag);
+    if (!Limit || !(*Limit > 0))
+      return usageError(llvm::formatv(
+          "--memory-limit {0}: expected a positive number of bytes, "
+          "optionally with a suffix (16GiB, 80GB, 512MiB)",
+          MemoryLimitFlag.getValue()));
+    O.MemoryLimit = *Limit;
+  }
+  return O;
+}
+
+/// The memory limit a search used: the flag, or the smallest capacity.
+static double effectiveLimit(const SearchOptions &O,
+                             const simulator::Machine &M) {
+  if (O.MemoryLimit > 0)
+    return O.MemoryLimit;
+  double Limit = INFINITY;
+  for (simulator::DeviceId D = 0; D < M.numDevices(); ++D)
+    Limit = std::min(Limit, double(M.deviceType(D).MemoryCapacity));
+  return Limit;
+}
+
+/// The strategy the search answers with: the best, or with the frontier
+/// objective the fastest point of the frontier (which all fit); nullptr when
+/// nothing found fits.
+static const Candidate *chosen(const SearchResult &R, Objective Goal) {
+  if (Goal == Objective::Frontier)
+    return R.Frontier.empty() ? nullptr : &R.Frontier.back();
+  return R.Best.Fits ? &R.Best : nullptr;
+}
+
+static llvm::Error nothingFits(const SearchResult &R, const SearchOptions &O,
+                               const simulator::Machine &M) {
+  const Candidate *Smallest = &R.Best;
+  for (const Candidate *C : {&R.DataParallel, &R.Expert, &R.ModelParallel})
+    if (C->PeakMemory < Smallest->PeakMemory)
+      Smallest = C;
+  return usageError(llvm::formatv(
+      "no strategy found fits in {0} per device on {1} devices: the smallest "
+      "peak found is {2}; give more devices (--gpus), a larger "
+      "--memory-limit, or try --objective memory",
+      formatBytes(effectiveLimit(O, M)), M.numDevices(),
+      formatBytes(Smallest->PeakMemory)));
+}
+
+/// A progress callback that rewrites one line on stderr, or none when
+/// stderr is not a terminal.
+static std::function<void(const soap_search::SearchProgress &)>
+progressLine(std::string Prefix) {
+  if (!llvm::sys::Process::StandardErrIsDisplayed())
+    return nullptr;
+  return [Prefix](const soap_search::SearchProgress &P) {
+    double Rate = P.Seconds > 0 ? P.Iterations / P.Seconds : 0;
+    llvm::errs() << llvm::formatv(
+        "\r\x1b[K{0}{1} iterations ({2:F0}/s), best {3}, {4:F1} s", Prefix,
+        P.Iterations, Rate, formatSeconds(P.BestTime), P.Seconds);
+    llvm::errs().flush();
+  };
+}
+
+static void clearProgressLine() {
+  if (llvm::sys::Process::StandardErrIsDisplayed()) {
+    llvm::errs() << "\r\x1b[K";
+    llvm::errs().flush();
+  }
+}
+
+static double speedup(double Base, double Time) {
+  return Time > 0 ? Base / Time : 0;
+}
+
+static llvm::Error runSweep(const Planning &P, SearchOptions O) {
+  if (gpusGiven())
+    return usageError("--sweep-gpus and --gpus exclude each other");
+  if (!Output.empty() || traceGiven())
+    return usageError("-o and --trace write one strategy's files; they cannot "
+                      "be combined with --sweep-gpus");
+  auto Counts = parseSweep();
+  if (!Counts)
+    return Counts.takeError();
+  for (unsigned N : *Counts)
+    if (N > P.Cluster.numDevices())
+      return usageError(llvm::formatv(
+          "--sweep-gpus {0}: cluster '{1}' has only {2} devices",
+          SweepGpus.getValue(), P.Cluster.Name, P.Cluster.numDevices()));
+  simulator::AnalyticCostModel Cost;
+  struct Row {
+    unsigned Devices;
+    SearchResult Result;
+  };
+  std::vector<Row> Rows;
+  for (unsigned N : *Counts) {
+    auto M = P.Cluster.firstDevices(N);
+    if (!M)
+      return usageError("--sweep-gpus " + llvm::Twine(N) + ": " +
+                        llvm::toString(M.takeError()));
+    O.Progress = progressLine(llvm::formatv("[{0} devices] ", N).str());
+    Rows.push_back({N, soap_search::search(P.Training, *M, Cost, P.Sim, O)});
+    clearProgressLine();
+  }
+
+  if (jsonOutput()) {
+    llvm::json::Array List;
+    for (const Row &R : Rows) {
+      const SearchResult &S = R.Result;
+      List.push_back(
+          llvm::json::Object{{"devices", int64_t(R.Devices)},
+                             {"time", S.Best.Time},
+                             {"peak_memory", S.Best.PeakMemory},
+                             {"fits", S.Best.Fits},
+                             {"data_parallel_time", S.DataParallel.Time},
+                             {"expert_time", S.Expert.Time},
+                             {"model_parallel_time", S.ModelParallel.Time},
+                             {"speedup_vs_data_parallel",
+                              speedup(S.DataParallel.Time, S.Best.Time)},
+                             {"iterations", int64_t(S.Iterations)},
+                             {"search_seconds", S.Seconds}});
+    }
+    llvm::outs() << llvm::formatv("{0:2}", llvm::json::Value(std::move(List)))
+                 << "\n";
+    return llvm::Error::success();
+  }
+  llvm::raw_ostream &OS = llvm::outs();
+  OS << llvm::formatv("{0,7} {1,12} {2,12} {3,12} {4,8} {5,12} {6,5}\n",
+                      "devices", "best", "data par.", "expert", "speedup",
+                      "peak memory", "fits");
+  for (const Row &R : Rows) {
+    const SearchResult &S = R.Result;
+    OS << llvm::formatv(
+        "{0,7} {1,12} {2,12} {3,12} {4,7:F2}x {5,12} {6,5}\n", R.Devices,
+        formatSeconds(S.Best.Time), formatSeconds(S.DataParallel.Time),
+        formatSeconds(S.Expert.Time), speedup(S.DataParallel.Time, S.Best.Time),
+        formatBytes(S.Best.PeakMemory), S.Best.Fits ? "yes" : "no");
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error runSearch() {
+  auto Options = searchOptions();
+  if (!Options)
+    return Options.takeError();
+  auto Loaded = loadPlanning(Model);
+  if (!Loaded)
+    return Loaded.takeError();
+  const Planning &P = **Loaded;
+  if (SweepGpus.getNumOccurrences())
+    return runSweep(P, *Options);
+
+  simulator::AnalyticCostModel Cost;
+  Options->Progress = progressLine("");
+  SearchResult R = soap_search::search(P.Training, P.M, Cost, P.Sim, *Options);
+  clearProgressLine();
+  const Candidate *Answer = chosen(R, Options->Goal);
+  if (!Answer)
+    return nothingFits(R, *Options, P.M);
+
+  // Simulate the answer from scratch: the figures reported are what
+  // `simulate` gives for the strategy file.
+  simulator::Simulator Sim(P.Training, P.M, Cost, P.Sim);
+  Sim.simulate(Answer->S);
+  simulator::SimReport Report = Sim.report();
+  if (!Output.empty()) {
+    soap_search::StrategyPrediction Predicted{Report.Time, Report.PeakMemory,
+                                              Report.Fits, P.OptimizerName};
+    std::string Text = soap_search::writeStrategy(P.Training.G, Answer->S,
+                                                  P.Target, Predicted);
+    if (llvm::Error E = writeFileAtomically(
+            Output, "-o", [&](llvm::raw_ostream &OS) { OS << Text; }))
+      return E;
+  }
+  if (llvm::Error E = writeTraceIfAsked(Sim))
+    return E;
+
+  double MaxPeak = 0;
+  for (double Peak : Report.PeakMemory)
+    MaxPeak = std::max(MaxPeak, Peak);
+  double Limit = effectiveLimit(*Options, P.M);
+  bool Fits = Report.Fits && MaxPeak <= Limit;
+  if (jsonOutput()) {
+    llvm::json::Array Peaks;
+    for (double Peak : Report.PeakMemory)
+      Peaks.push_back(Peak);
+    llvm::json::Object Out{
+        {"model", P.Target.ModelFile},
+        {"cluster", P.M.Name},
+        {"num_devices", int64_t(P.M.numDevices())},
+        {"objective", ObjectiveFlag.getValue()},
+        {"seed", int64_t(Seed)},
+        {"time", Report.Time},
+        {"data_parallel_time", R.DataParallel.Time},
+        {"expert_time", R.Expert.Time},
+        {"model_parallel_time", R.ModelParallel.Time},
+        {"speedup_vs_data_parallel", speedup(R.DataParallel.Time, Report.Time)},
+        {"bytes_transferred", Report.BytesTransferred},
+        {"peak_memory", std::move(Peaks)},
+        {"max_peak_memory", MaxPeak},
+        {"memory_limit", Limit},
+        {"fits", Fits},
+        {"iterations", int64_t(R.Iterations)},
+        {"search_seconds", R.Seconds}};
+    if (Options->Goal == Objective::Frontier) {
+      llvm::json::Array Frontier;
+      for (const Candidate &C : R.Frontier)
+        Frontier.push_back(llvm::json::Object{{"time", C.Time},
+                                              {"peak_memory", C.PeakMemory}});
+      Out["frontier"] = std::move(Frontier);
+    }
+    if (!Output.empty())
+      Out["strategy_file"] = Output.getValue();
+    llvm::outs() << llvm::formatv("{0:2}", llvm::json::Value(std::move(Out)))
+                 << "\n";
+    return llvm::Error::success();
+  }
+
+  llvm::raw_ostream &OS = llvm::outs();
+  OS << llvm::formatv("model           {0}\n", P.Target.ModelFile);
+  OS << llvm::formatv("cluster         {0}, {1} devices\n", P.M.Name,
+                      P.M.numDevices());
+  OS << llvm::formatv("best            {0} per iteration ({1:F2}x data "
+                      "parallel)\n",
+                      formatSeconds(Report.Time),
+                      speedup(R.DataParallel.Time, Report.Time));
+  OS << llvm::formatv("data parallel   {0}\n",
+                      formatSeconds(R.DataParallel.Time));
+  OS << llvm::formatv("expert          {0}\n", formatSeconds(R.Expert.Time));
+  OS << llvm::formatv("model parallel  {0}\n",
+                      formatSeconds(R.ModelParallel.Time));
+  OS << llvm::formatv("transferred     {0}\n",
+                      formatBytes(Report.BytesTransferred));
+  OS << llvm::formatv("peak memory     {0} (largest device; limit {1}): {2}\n",
+                      formatBytes(MaxPeak), formatBytes(Limit),
+                      Fits ? "fits" : "does not fit");
+  OS << llvm::formatv("search          {0} iterations in {1:F2} s\n",
+                      R.Iterations, R.Seconds);
+  if (Options->Goal == Objective::Frontier) {
+    OS << llvm::formatv("frontier        {0} strategies (time, peak memory):\n",
+                        R.Frontier.size());
+    for (const Candidate &C : R.Frontier)
+      OS << llvm::formatv("  {0,12} {1,12}\n", formatSeconds(C.Time),
+                          formatBytes(C.PeakMemory));
+  }
+  if (!Output.empty())
+    OS << llvm::formatv("wrote           {0}{1}\n", Output.getValue(),
+                        Options->Goal == Objective::Frontier
+                            ? " (the fastest strategy of the frontier)"
+                            : "");
+  return llvm::Error::success();
+}
+
+} // namespace onnx2soap::cli

@@ -1,0 +1,298 @@
+//===- cli/Simulate.cpp - `onnx2soap simulate` ----------------------------===//
+//
+// Simulates one training iteration of a model on a cluster under a strategy
+// (a strategy file or a built-in one) and prints the predicted iteration
+// time, bytes moved, and per device compute time, bytes sent and peak memory
+// against capacity. Also holds what `simulate` and `search` share: loading
+// the model and cluster from the planning flags, writing files atomically,
+// --trace, and number formatting.
+//
+//===----------------------------------------------------------------------===//
+#include "cli/Subcommands.h"
+#include "simulator/Trace.h"
+#include "soap_search/Builtins.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FileUtilities.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/raw_ostream.h"
+#include <cstdio>
+
+namespace onnx2soap::cli {
+
+namespace cl = llvm::cl;
+using simulator::Machine;
+
+cl::SubCommand &simulateCommand() {
+  static cl::SubCommand Command(
+      "simulate", "Predict a training iteration's time and memory on a "
+                  "cluster under a strategy");
+  return Command;
+}
+
+// Flags shared with `search`.
+static cl::OptionCategory PlanningCategory("Planning options");
+static cl::opt<std::string>
+    ClusterFlag("cluster", cl::desc("Cluster preset or cluster file"),
+                cl::value_desc("C"), cl::cat(PlanningCategory),
+                cl::sub(simulateCommand()), cl::sub(searchCommand()));
+static cl::opt<unsigned>
+    Gpus("gpus", cl::desc("Use the cluster's first N devices"),
+         cl::value_desc("N"), cl::init(0), cl::cat(PlanningCategory),
+         cl::sub(simulateCommand()), cl::sub(searchCommand()));
+static cl::opt<std::string>
+    OptimizerFlag("optimizer",
+                  cl::desc("Optimizer whose update and state are simulated: "
+                           "sgd, momentum (default) or adam"),
+                  cl::init("momentum"), cl::cat(PlanningCategory),
+                  cl::sub(simulateCommand()), cl::sub(searchCommand()));
+static cl::opt<std::string>
+    LossFlag("loss", cl::desc("cross-entropy (default), mse, or model"),
+             cl::init("cross-entropy"), cl::cat(PlanningCategory),
+             cl::sub(simulateCommand()), cl::sub(searchCommand()));
+static cl::opt<std::string>
+    TraceFile("trace",
+              cl::desc("Write the simulated timeline as Chrome trace events "
+                       "(opens in Perfetto)"),
+              cl::value_desc("FILE"), cl::cat(PlanningCategory),
+              cl::sub(simulateCommand()), cl::sub(searchCommand()));
+static cl::opt<bool> Json("json", cl::desc("Print one JSON value"),
+                          cl::cat(PlanningCategory), cl::sub(simulateCommand()),
+                          cl::sub(searchCommand()));
+
+// `simulate` only.
+static cl::opt<std::string> Model(cl::Positional, cl::Required,
+                                  cl::desc("<model.onnx>"),
+                                  cl::sub(simulateCommand()));
+static cl::opt<std::string> StrategyFlag(
+    "strategy",
+    cl::desc("Strategy file, or data-parallel, model-parallel or expert"),
+    cl::value_desc("S"), cl::sub(simulateCommand()));
+
+bool gpusGiven() { return Gpus.getNumOccurrences() > 0; }
+bool traceGiven() { return !TraceFile.empty(); }
+bool jsonOutput() { return Json; }
+
+static llvm::Expected<simulator::OptimizerKind> optimizerKind() {
+  if (OptimizerFlag == "sgd")
+    return simulator::OptimizerKind::Sgd;
+  if (OptimizerFlag == "momentum")
+    return simulator::OptimizerKind::SgdMomentum;
+  if (OptimizerFlag == "adam" || OptimizerFlag == "adamw")
+    return simulator::OptimizerKind::Adam;
+  return usageError(llvm::formatv("--optimizer {0}: expected sgd, momentum or "
+                                  "adam",
+                                  OptimizerFlag.getValue()));
+}
+
+static llvm::Expected<ir::LossKind> lossKind() {
+  for (ir::LossKind Kind :
+       {ir::LossKind::CrossEntropy, ir::LossKind::MeanSquaredError,
+        ir::LossKind::ModelOutput})
+    if (LossFlag == ir::lossKindName(Kind))
+      return Kind;
+  return usageError(llvm::formatv("--loss {0}: expected cross-entropy, mse "
+                                  "or model",
+                                  LossFlag.getValue()));
+}
+
+llvm::Expected<std::unique_ptr<Planning>>
+loadPlanning(const std::string &ModelPath) {
+  if (ClusterFlag.empty())
+    return usageError("--cluster C is required: a preset (see 'onnx2soap "
+                      "clusters') or a cluster file");
+  auto Options = importOptions();
+  if (!Options)
+    return Options.takeError();
+  auto Optimizer = optimizerKind();
+  if (!Optimizer)
+    return Optimizer.takeError();
+  auto Loss = lossKind();
+  if (!Loss)
+    return Loss.takeError();
+  if (gpusGiven() && Gpus == 0)
+    return usageError("--gpus 0: must be at least 1");
+
+  auto Result = std::make_unique<Planning>();
+  auto Cluster = Machine::load(ClusterFlag);
+  if (!Cluster)
+    return Cluster.takeError();
+  Result->Cluster = std::move(*Cluster);
+  if (gpusGiven()) {
+    if (Gpus > Result->Cluster.numDevices())
+      return usageError(llvm::formatv(
+          "--gpus {0}: cluster '{1}' has only {2} devices", Gpus.getValue(),
+          Result->Cluster.Name, Result->Cluster.numDevices()));
+    auto Some = Result->Cluster.firstDevices(Gpus);
+    if (!Some)
+      return usageError("--gpus " + llvm::Twine(Gpus.getValue()) + ": " +
+                        llvm::toString(Some.takeError()));
+    Result->M = std::move(*Some);
+  } else {
+    Result->M = Result->Cluster;
+  }
+
+  auto Imported = onnx_import::importModel(ModelPath, *Options);
+  if (!Imported)
+    return Imported.takeError();
+  auto Training = ir::deriveTraining(std::move(Imported->Graph), *Loss);
+  if (!Training)
+    return Training.takeError();
+  Result->Training = std::move(*Training);
+
+  soap_search::ModelSettings Settings;
+  Settings.Batch = Options->Batch;
+  Settings.Dims = Options->Dims;
+  Settings.UnrollRnn = Options->UnrollRnn;
+  Settings.FusePatterns = Options->FusePatterns;
+  Settings.Loss = ir::lossKindName(*Loss).str();
+  auto Target =
+      soap_search::makeTarget(ModelPath, std::move(Settings), Result->M);
+  if (!Target)
+    return Target.takeError();
+  Result->Target = std::move(*Target);
+  Result->Sim.Optimizer = *Optimizer;
+  Result->OptimizerName =
+      OptimizerFlag == "adamw" ? "adam" : OptimizerFlag.getValue();
+  return Result;
+}
+
+llvm::Error
+writeFileAtomically(llvm::StringRef Path, llvm::StringRef Flag,
+                    llvm::function_ref<void(llvm::raw_ostream &)> Write) {
+  std::string TempModel = (Path + ".tmp%%%%%%").str();
+  llvm::Error E =
+      llvm::writeFileAtomically(TempModel, Path, [&](llvm::raw_ostream &OS) {
+        Write(OS);
+        return llvm::Error::success();
+      });
+  if (E)
+    return usageError(Flag + " " + Path + ": cannot write the file (" +
+                      llvm::toString(std::move(E)) + ")");
+  return llvm::Error::success();
+}
+
+llvm::Error writeTraceIfAsked(const simulator::Simulator &Sim) {
+  if (TraceFile.empty())
+    return llvm::Error::success();
+  return writeFileAtomically(TraceFile, "--trace", [&](llvm::raw_ostream &OS) {
+    simulator::writeChromeTrace(Sim.graph(), OS);
+  });
+}
+
+std::string formatSeconds(double Seconds) {
+  char Text[32];
+  if (Seconds >= 1 || Seconds == 0)
+    std::snprintf(Text, sizeof Text, "%.4g s", Seconds);
+  else if (Seconds >= 1e-3)
+    std::snprintf(Text, sizeof Text, "%.4g ms", Seconds * 1e3);
+  else
+    std::snprintf(Text, sizeof Text, "%.4g us", Seconds * 1e6);
+  return Text;
+}
+
+std::string formatBytes(double Bytes) {
+  static const char *Units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  unsigned Unit = 0;
+  while (Bytes >= 1024 && Unit + 1 < std::size(Units)) {
+    Bytes /= 1024;
+    ++Unit;
+  }
+  char Text[32];
+  std::snprintf(Text, sizeof Text, "%.4g %s", Bytes, Units[Unit]);
+  return Text;
+}
+
+llvm::Error runSimulate() {
+  if (StrategyFlag.empty())
+    return usageError("--strategy S is required: a strategy file, or "
+                      "data-parallel, model-parallel or expert");
+  auto Loaded = loadPlanning(Model);
+  if (!Loaded)
+    return Loaded.takeError();
+  const Planning &P = **Loaded;
+  const ir::Graph &G = P.Training.G;
+  simulator::AnalyticCostModel Cost;
+
+  simulator::Strategy S;
+  if (auto Kind = soap_search::parseBuiltin(StrategyFlag)) {
+    S = soap_search::builtin(*Kind, G, P.M, Cost);
+  } else {
+    if (!llvm::sys::fs::exists(StrategyFlag))
+      return usageError(llvm::formatv(
+          "--strategy {0}: no such file, and not a built-in strategy "
+          "(data-parallel, model-parallel, expert)",
+          StrategyFlag.getValue()));
+    auto Read = soap_search::readStrategy(StrategyFlag, G, P.Target);
+    if (!Read)
+      return Read.takeError();
+    S = std::move(*Read);
+  }
+
+  simulator::Simulator Sim(P.Training, P.M, Cost, P.Sim);
+  Sim.simulate(S);
+  simulator::SimReport Report = Sim.report();
+  if (llvm::Error E = writeTraceIfAsked(Sim))
+    return E;
+
+  unsigned NumDevices = P.M.numDevices();
+  if (Json) {
+    llvm::json::Array Devices, Peaks, Compute, Sent;
+    for (simulator::DeviceId D = 0; D < NumDevices; ++D) {
+      Peaks.push_back(Report.PeakMemory[D]);
+      Compute.push_back(Report.ComputeTime[D]);
+      Sent.push_back(Report.BytesSent[D]);
+      Devices.push_back(
+          llvm::json::Object{{"name", P.M.device(D).Name},
+                             {"compute_time", Report.ComputeTime[D]},
+                             {"bytes_sent", Report.BytesSent[D]},
+                             {"peak_memory", Report.PeakMemory[D]},
+                             {"capacity", P.M.deviceType(D).MemoryCapacity}});
+    }
+    llvm::json::Object Out{{"model", P.Target.ModelFile},
+                           {"cluster", P.M.Name},
+                           {"num_devices", int64_t(NumDevices)},
+                           {"strategy", StrategyFlag.getValue()},
+                           {"optimizer", P.OptimizerName},
+                           {"time", Report.Time},
+                           {"bytes_transferred", Report.BytesTransferred},
+                           {"peak_memory", std::move(Peaks)},
+                           {"compute_time", std::move(Compute)},
+                           {"bytes_sent", std::move(Sent)},
+                           {"fits", Report.Fits},
+                           {"tasks", int64_t(Report.NumTasks)},
+                           {"devices", std::move(Devices)}};
+    llvm::outs() << llvm::formatv("{0:2}", llvm::json::Value(std::move(Out)))
+                 << "\n";
+    return llvm::Error::success();
+  }
+
+  llvm::raw_ostream &OS = llvm::outs();
+  OS << llvm::formatv("model        {0}\n", P.Target.ModelFile);
+  OS << llvm::formatv("cluster      {0}, {1} devices\n", P.M.Name, NumDevices);
+  OS << llvm::formatv("strategy     {0}\n", StrategyFlag.getValue());
+  OS << llvm::formatv("time         {0} per iteration\n",
+                      formatSeconds(Report.Time));
+  OS << llvm::formatv("transferred  {0}\n",
+                      formatBytes(Report.BytesTransferred));
+  OS << llvm::formatv("fits         {0}\n\n", Report.Fits ? "yes" : "no");
+  size_t NameWidth = 6;
+  for (const simulator::Device &D : P.M.devices())
+    NameWidth = std::max(NameWidth, D.Name.size());
+  auto Padded = [&](llvm::StringRef Name) {
+    return Name.str() + std::string(NameWidth - Name.size(), ' ');
+  };
+  OS << llvm::formatv("{0} {1,12} {2,12} {3,12} {4,12}\n", Padded("device"),
+                      "compute", "sent", "peak memory", "capacity");
+  for (simulator::DeviceId D = 0; D < NumDevices; ++D) {
+    double Capacity = double(P.M.deviceType(D).MemoryCapacity);
+    OS << llvm::formatv(
+        "{0} {1,12} {2,12} {3,12} {4,12}{5}\n", Padded(P.M.device(D).Name),
+        formatSeconds(Report.ComputeTime[D]), formatBytes(Report.BytesSent[D]),
+        formatBytes(Report.PeakMemory[D]), formatBytes(Capacity),
+        Report.PeakMemory[D] > Capacity ? "  over" : "");
+  }
+  return llvm::Error::success();
+}
+
+} // namespace onnx2soap::cli
