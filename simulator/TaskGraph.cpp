@@ -36,6 +36,23 @@ llvm::StringRef taskKindName(TaskKind Kind) {
   llvm_unreachable("unknown TaskKind");
 }
 
+std::vector<bool> weightOnlyOps(const ir::Graph &G) {
+  std::vector<bool> WeightOnly(G.numOps(), false);
+  for (const ir::Op &O : G.ops()) {
+    bool OnlyWeights = true;
+    for (ir::TensorId In : O.Inputs) {
+      if (In == ir::NoTensor)
+        continue;
+      const ir::Tensor &Value = G.tensor(In);
+      OnlyWeights &= Value.Role == ir::TensorRole::Activation
+                         ? WeightOnly[Value.Producer]
+                         : Value.Role != ir::TensorRole::Input;
+    }
+    WeightOnly[O.Id] = OnlyWeights;
+  }
+  return WeightOnly;
+}
+
 TaskGraph::TaskGraph(const ir::TrainingGraph &T, const Machine &M,
                      const CostModel &Cost, SimOptions Options)
     : T(T), G(T.G), M(M), Cost(Cost), Options(Options), NumOps(G.numOps()) {
@@ -45,6 +62,20 @@ TaskGraph::TaskGraph(const ir::TrainingGraph &T, const Machine &M,
       if (In != ir::NoTensor &&
           (Consumers[In].empty() || Consumers[In].back() != O.Id))
         Consumers[In].push_back(O.Id);
+  WeightOnly = weightOnlyOps(G);
+  // Gradients are summed and applied on the tensors the partitions read:
+  // parameters read by ordinary ops, and outputs of weight-only ops.
+  auto ReadByComputation = [&](ir::TensorId Id) {
+    return llvm::any_of(Consumers[Id],
+                        [&](ir::OpId C) { return !WeightOnly[C]; });
+  };
+  for (const ir::Tensor &Value : G.tensors()) {
+    bool Synced = Value.Role == ir::TensorRole::Parameter ||
+                  (Value.Role == ir::TensorRole::Activation &&
+                   WeightOnly[Value.Producer] && T.NeedsGrad[Value.Id]);
+    if (Synced && ReadByComputation(Value.Id))
+      SyncedTensors.push_back(Value.Id);
+  }
 }
 
 TaskId TaskGraph::addTask(Task New) {
@@ -104,6 +135,8 @@ void TaskGraph::buildOp(ir::OpId Id) {
   bool HasBackward = T.BackwardInputs[Id] != 0;
   OpTasks &Own = PerOp[Id];
   Own = OpTasks();
+  if (WeightOnly[Id])
+    return;
   for (unsigned P = 0; P < Parts; ++P) {
     ir::Region Out = outputRegion(G, O, C, P);
     DeviceId Device = C.device(P);
@@ -244,7 +277,8 @@ void TaskGraph::buildInputEdges(ir::OpId ConsumerId, unsigned Slot) {
   if (Tensor == ir::NoTensor)
     return;
   const ir::Tensor &Value = G.tensor(Tensor);
-  if (Value.Role != ir::TensorRole::Activation)
+  if (Value.Role != ir::TensorRole::Activation || WeightOnly[ConsumerId] ||
+      WeightOnly[Value.Producer])
     return;
   const ir::Op &Producer = G.op(Value.Producer);
   unsigned Output = outputIndex(Producer, Tensor);
@@ -301,6 +335,8 @@ void TaskGraph::buildParameter(ir::TensorId Param) {
   std::vector<ParamUse> Uses;
   ir::OpId First = ir::NoOp;
   for (ir::OpId Id : Consumers[Param]) {
+    if (WeightOnly[Id])
+      continue;
     const ir::Op &O = G.op(Id);
     const ParallelConfig &C = S[Id];
     const ir::OpKindInfo &Info = ir::opKindInfo(O.Kind);
@@ -460,7 +496,7 @@ void TaskGraph::build(const Strategy &New) {
   for (const ir::Op &O : G.ops())
     for (unsigned Slot = 0; Slot < O.Inputs.size(); ++Slot)
       buildInputEdges(O.Id, Slot);
-  for (ir::TensorId Param : T.Parameters)
+  for (ir::TensorId Param : SyncedTensors)
     buildParameter(Param);
   Created.clear();
   Gained.clear();
@@ -475,6 +511,10 @@ std::vector<TaskId> TaskGraph::changeConfig(ir::OpId Id,
   Created.clear();
   Gained.clear();
   std::vector<TaskId> Touched;
+  if (WeightOnly[Id]) {
+    S[Id] = C;
+    return {};
+  }
   auto RemoveAll = [&](std::vector<TaskId> &Ids) {
     for (TaskId Task : Ids)
       removeTask(Task, Touched);
@@ -496,7 +536,7 @@ std::vector<TaskId> TaskGraph::changeConfig(ir::OpId Id,
     }
   llvm::SmallVector<ir::TensorId, 4> Params;
   for (ir::TensorId In : O.Inputs)
-    if (In != ir::NoTensor && G.tensor(In).Role == ir::TensorRole::Parameter &&
+    if (In != ir::NoTensor && isSynced(In) &&
         std::find(Params.begin(), Params.end(), In) == Params.end())
       Params.push_back(In);
 

@@ -30,6 +30,7 @@
 #include "simulator/Machine.h"
 #include "simulator/Strategy.h"
 #include "llvm/ADT/SmallVector.h"
+#include <algorithm>
 #include <tuple>
 #include <vector>
 
@@ -141,6 +142,9 @@ public:
   unsigned numResources() const { return M.numDevices() + M.numLinks(); }
 
   const ir::TrainingGraph &training() const { return T; }
+  /// Whether op Op reads only weights (see WeightOnly below): its config
+  /// does not matter.
+  bool weightOnly(ir::OpId Op) const { return WeightOnly[Op]; }
   const SimOptions &options() const { return Options; }
   const Machine &machine() const { return M; }
 
@@ -203,12 +207,28 @@ private:
   std::vector<std::vector<TaskId>> ParamTasks;
   /// Per tensor: the ops reading it.
   std::vector<llvm::SmallVector<ir::OpId, 2>> Consumers;
+  /// Per op: it reads only parameters, constants, state and outputs of
+  /// such ops (exporters rebuild LSTM weights with Slice and Concat this
+  /// way). These get no tasks: every device computes what it reads of them
+  /// locally, as it holds parameters, and their outputs' gradients are
+  /// summed and applied like parameters'.
+  std::vector<bool> WeightOnly;
+  /// Tensors whose gradients are all-reduced and updated: parameters read
+  /// by ordinary ops, and outputs of weight-only ops that need gradients.
+  std::vector<ir::TensorId> SyncedTensors;
+  bool isSynced(ir::TensorId Id) const {
+    return std::binary_search(SyncedTensors.begin(), SyncedTensors.end(), Id);
+  }
   std::vector<TaskId> Removed;
   /// Tasks added, and tasks that gained a predecessor, since the last
   /// build or change.
   std::vector<TaskId> Created;
   std::vector<TaskId> Gained;
 };
+
+/// Per op: whether it reads only parameters, constants, state and outputs
+/// of such ops (see TaskGraph::WeightOnly).
+std::vector<bool> weightOnlyOps(const ir::Graph &G);
 
 /// A ring all-reduce: its time, the bytes each device sends, and the links
 /// it occupies.

@@ -122,7 +122,15 @@ runChain(const ir::TrainingGraph &T, const simulator::Machine &M,
   Progress.improved(Result.Best.Time);
   double BestCost = Current;
   double LastImprovement = 0;
-  unsigned NumOps = T.G.numOps();
+  // Ops whose config matters: weight-only ops are computed wherever they
+  // are read.
+  std::vector<ir::OpId> Plannable;
+  std::vector<bool> WeightOnly = simulator::weightOnlyOps(T.G);
+  for (const ir::Op &O : T.G.ops())
+    if (!WeightOnly[O.Id])
+      Plannable.push_back(O.Id);
+  if (Plannable.empty())
+    return Result;
   for (uint64_t Step = 0;; ++Step) {
     if (Options.Iterations ? Step >= Options.Iterations : Step % 16 == 0) {
       if (Options.Iterations)
@@ -135,7 +143,7 @@ runChain(const ir::TrainingGraph &T, const simulator::Machine &M,
     }
     ++Result.Steps;
     Progress.Iterations.fetch_add(1, std::memory_order_relaxed);
-    ir::OpId Op = uniformIndex(R, NumOps);
+    ir::OpId Op = Plannable[uniformIndex(R, Plannable.size())];
     ParallelConfig Proposal = Space.random(Op, R);
     double Coin = uniformReal(R);
     ParallelConfig Old = Sim.strategy()[Op];
