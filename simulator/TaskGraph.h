@@ -78,9 +78,19 @@ struct TaskKey {
 };
 
 struct Task {
-  TaskKind Kind = TaskKind::Forward;
-  TaskKey Key;
+  // What simulation reads and writes, first: it touches every task it
+  // schedules, so these share the first cache lines.
+  double Ready = 0; ///< set by simulation
+  double Start = 0; ///< set by simulation
+  double End = 0;   ///< set by simulation
   double Duration = 0;
+  TaskKey Key;
+  TaskKind Kind = TaskKind::Forward;
+  bool Alive = false;
+  llvm::SmallVector<ResourceId, 2> Resources;
+  llvm::SmallVector<TaskId, 4> Preds;
+  llvm::SmallVector<TaskId, 4> Succs;
+
   /// Bytes each sending device puts on the wire (transfers and collectives);
   /// for an update, the bytes of parameter it updates.
   double Bytes = 0;
@@ -96,9 +106,6 @@ struct Task {
   DeviceId Peer = 0;
   /// Devices taking part in a collective.
   llvm::SmallVector<DeviceId, 2> Group;
-  llvm::SmallVector<ResourceId, 2> Resources;
-  llvm::SmallVector<TaskId, 4> Preds;
-  llvm::SmallVector<TaskId, 4> Succs;
   /// Bytes this task keeps resident on its memory device (Peer for a
   /// transfer, Device otherwise) for the iteration: parameter shards with
   /// gradients and optimizer state (updates), non-learned tensors read
@@ -107,11 +114,6 @@ struct Task {
   double ParamMemory = 0;
   double FixedMemory = 0;
   double ActivationMemory = 0;
-  /// Set by simulation.
-  double Ready = 0;
-  double Start = 0;
-  double End = 0;
-  bool Alive = false;
 };
 
 /// Options of the training step being simulated.
