@@ -1,0 +1,418 @@
+//===- simulator/ProfileCostModel.cpp - Measured op times -----------------===//
+//
+// The key is a plain string so that a program without the compiler (the
+// generated one, measuring on its GPU) can build it from what it has: the op
+// kind, its attributes and the shapes of the buffers a partition's kernel
+// reads and writes. Lookups build the key only for op kinds the profile has
+// entries for, and hash it once into a StringMap; no state changes after
+// loading, so concurrent search chains share the model without locks.
+//
+//===----------------------------------------------------------------------===//
+#include "simulator/ProfileCostModel.h"
+#include "ir/BatchDims.h"
+#include "simulator/Strategy.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+namespace onnx2soap::simulator {
+
+namespace json = llvm::json;
+using llvm::Error;
+using llvm::Expected;
+using llvm::StringRef;
+using llvm::Twine;
+
+static constexpr llvm::StringLiteral FormatName = "onnx2soap-profile";
+
+//===-- Keys --------------------------------------------------------------===//
+
+bool profileIgnoredAttribute(StringRef Name) {
+  static const char *const Ignored[] = {"alpha",        "beta",     "epsilon",
+                                        "ignore_index", "momentum", "ratio",
+                                        "seed",         "value"};
+  return llvm::is_contained(Ignored, Name);
+}
+
+static void appendType(std::string &Key, const ir::TensorType &Type) {
+  Key += ir::dtypeName(Type.Type);
+  Key += '[';
+  for (size_t I = 0; I < Type.Dims.size(); ++I) {
+    if (I)
+      Key += ',';
+    Key += std::to_string(Type.Dims[I]);
+  }
+  Key += ']';
+}
+
+static void appendFloat(std::string &Key, double Value) {
+  char Text[32];
+  std::snprintf(Text, sizeof Text, "%.9g", Value);
+  Key += Text;
+}
+
+static void appendEscaped(std::string &Key, StringRef Text) {
+  for (unsigned char C : Text) {
+    if (C < 0x21 || C > 0x7e || C == '%' || C == '|' || C == '=' || C == ',') {
+      Key += '%';
+      Key += llvm::hexdigit(C >> 4);
+      Key += llvm::hexdigit(C & 15);
+    } else {
+      Key += char(C);
+    }
+  }
+}
+
+namespace {
+struct AttrAppender {
+  std::string &Key;
+  void operator()(int64_t V) const { Key += std::to_string(V); }
+  void operator()(double V) const { appendFloat(Key, V); }
+  void operator()(const ir::IntList &L) const {
+    for (size_t I = 0; I < L.size(); ++I) {
+      if (I)
+        Key += ',';
+      Key += std::to_string(L[I]);
+    }
+  }
+  void operator()(const ir::FloatList &L) const {
+    for (size_t I = 0; I < L.size(); ++I) {
+      if (I)
+        Key += ',';
+      appendFloat(Key, L[I]);
+    }
+  }
+  void operator()(const std::string &S) const { appendEscaped(Key, S); }
+};
+} // namespace
+
+std::string profileKey(StringRef KindName,
+                       llvm::ArrayRef<const ir::TensorType *> Inputs,
+                       llvm::ArrayRef<ir::TensorType> Outputs,
+                       int64_t ReductionSize, const ir::Attributes &Attrs) {
+  std::string Key;
+  Key.reserve(128);
+  Key += KindName;
+  for (size_t I = 0; I < Inputs.size(); ++I) {
+    Key += "|i" + std::to_string(I) + "=";
+    if (Inputs[I])
+      appendType(Key, *Inputs[I]);
+    else
+      Key += '-';
+  }
+  for (size_t I = 0; I < Outputs.size(); ++I) {
+    Key += "|o" + std::to_string(I) + "=";
+    appendType(Key, Outputs[I]);
+  }
+  Key += "|r=" + std::to_string(ReductionSize);
+  for (const auto &[Name, Value] : Attrs.entries()) {
+    if (profileIgnoredAttribute(Name))
+      continue;
+    Key += '|';
+    Key += Name;
+    Key += '=';
+    std::visit(AttrAppender{Key}, Value);
+  }
+  return Key;
+}
+
+static ir::TensorType regionType(ir::DType Type,
+                                 llvm::ArrayRef<ir::Interval> R) {
+  ir::TensorType T;
+  T.Type = Type;
+  for (const ir::Interval &I : R)
+    T.Dims.push_back(I.size());
+  return T;
+}
+
+std::string profileKey(const PartitionShape &P) {
+  const ir::Graph &G = P.G;
+  const ir::Op &O = P.O;
+  const ir::OpKindInfo &Info = ir::opKindInfo(O.Kind);
+  llvm::SmallVector<ir::TensorType, 4> InputTypes;
+  llvm::SmallVector<const ir::TensorType *, 4> Inputs;
+  InputTypes.reserve(O.Inputs.size());
+  for (unsigned I = 0; I < O.Inputs.size(); ++I) {
+    const ir::TensorType *Type = G.inputType(O, I);
+    if (!Type) {
+      Inputs.push_back(nullptr);
+      continue;
+    }
+    ir::Region R = Info.InputRegion(G, O, I, P.Out, P.Reduction);
+    InputTypes.push_back(regionType(Type->Type, R));
+    Inputs.push_back(&InputTypes.back());
+  }
+  llvm::SmallVector<ir::TensorType, 2> Outputs;
+  for (unsigned I = 0; I < O.Outputs.size(); ++I)
+    Outputs.push_back(
+        regionType(G.outputType(O, I).Type, outputRegionOf(G, O, I, P.Out)));
+  int64_t Reduction =
+      ir::parallelDims(G, O).ReductionExtent > 0 ? P.Reduction.size() : 0;
+  return profileKey(ir::opKindName(O.Kind), Inputs, Outputs, Reduction,
+                    O.Attrs);
+}
+
+//===-- Reading and writing
+//-------------------------------------------------===//
+
+namespace {
+class ProfileReader {
+public:
+  explicit ProfileReader(StringRef Where) : Where(Where) {}
+  Expected<Profile> read(const json::Value &Root);
+
+private:
+  Error error(const std::string &Path, const Twine &Message) const {
+    std::string Prefix = Where + ": ";
+    if (!Path.empty())
+      Prefix += Path + ": ";
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   Prefix + Message);
+  }
+  Error checkKeys(const json::Object &O, const std::string &Path,
+                  llvm::ArrayRef<StringRef> Known) const;
+  Expected<double> seconds(const json::Object &O, const std::string &Path,
+                           StringRef Key) const;
+  Expected<ProfileEntry> entry(const json::Value &V,
+                               const std::string &Path) const;
+
+  std::string Where;
+};
+} // namespace
+
+Error ProfileReader::checkKeys(const json::Object &O, const std::string &Path,
+                               llvm::ArrayRef<StringRef> Known) const {
+  // The alphabetically first unknown key, so the message does not depend on
+  // the object's hash order.
+  std::optional<std::string> Unknown;
+  for (const auto &Member : O) {
+    StringRef Name = Member.first;
+    if (!llvm::is_contained(Known, Name) && (!Unknown || Name < *Unknown))
+      Unknown = Name.str();
+  }
+  if (!Unknown)
+    return Error::success();
+  return error(Path, "unknown key '" + *Unknown + "' (expected " +
+                         llvm::join(Known, ", ") + ")");
+}
+
+Expected<double> ProfileReader::seconds(const json::Object &O,
+                                        const std::string &Path,
+                                        StringRef Key) const {
+  const json::Value *V = O.get(Key);
+  if (!V)
+    return error(Path, "missing '" + Key + "'");
+  std::optional<double> Number;
+  if (auto N = V->getAsNumber())
+    Number = *N;
+  if (!Number)
+    return error(Path + "." + Key.str(), "expected a number of seconds");
+  if (!std::isfinite(*Number) || *Number < 0)
+    return error(Path + "." + Key.str(),
+                 "must be a finite, non-negative number of seconds");
+  return *Number;
+}
+
+Expected<ProfileEntry> ProfileReader::entry(const json::Value &V,
+                                            const std::string &Path) const {
+  const json::Object *O = V.getAsObject();
+  if (!O)
+    return error(Path, "expected an object");
+  if (Error E =
+          checkKeys(*O, Path, {"backward_s", "forward_s", "key", "samples"}))
+    return E;
+  ProfileEntry Entry;
+  const json::Value *Key = O->get("key");
+  if (!Key)
+    return error(Path, "missing 'key'");
+  auto Text = Key->getAsString();
+  if (!Text || Text->empty())
+    return error(Path + ".key", "expected a non-empty string");
+  StringRef Kind = Text->split('|').first;
+  if (!ir::parseOpKind(Kind))
+    return error(Path + ".key", "unknown op kind '" + Kind + "'");
+  Entry.Key = Text->str();
+  auto Forward = seconds(*O, Path, "forward_s");
+  if (!Forward)
+    return Forward.takeError();
+  Entry.ForwardSeconds = *Forward;
+  if (O->get("backward_s") && !O->get("backward_s")->getAsNull()) {
+    auto Backward = seconds(*O, Path, "backward_s");
+    if (!Backward)
+      return Backward.takeError();
+    Entry.BackwardSeconds = *Backward;
+  }
+  if (const json::Value *Samples = O->get("samples")) {
+    auto N = Samples->getAsInteger();
+    if (!N || *N < 1)
+      return error(Path + ".samples", "expected a positive integer");
+    Entry.Samples = *N;
+  } else {
+    return error(Path, "missing 'samples'");
+  }
+  return Entry;
+}
+
+Expected<Profile> ProfileReader::read(const json::Value &Root) {
+  const json::Object *O = Root.getAsObject();
+  if (!O)
+    return error("", "expected a JSON object");
+  if (Error E = checkKeys(
+          *O, "",
+          {"device_type", "entries", "format", "measured_with", "version"}))
+    return E;
+  auto Format = O->getString("format");
+  if (!Format || *Format != FormatName)
+    return error("format",
+                 "expected \"" + FormatName + "\" (not a profile file?)");
+  auto Version = O->getInteger("version");
+  if (!Version)
+    return error("version", "expected an integer");
+  if (*Version != ProfileFormatVersion)
+    return error("version", "version " + Twine(*Version) +
+                                " is not supported (this build reads "
+                                "version " +
+                                Twine(ProfileFormatVersion) + ")");
+  Profile P;
+  auto Device = O->getString("device_type");
+  if (!Device || Device->empty())
+    return error("device_type", "expected the name of a device type");
+  P.DeviceType = Device->str();
+  if (const json::Value *With = O->get("measured_with")) {
+    if (!With->getAsObject())
+      return error("measured_with", "expected an object");
+    P.MeasuredWith = *With->getAsObject();
+  }
+  const json::Array *Entries = O->getArray("entries");
+  if (!Entries)
+    return error(O->get("entries") ? "entries" : "",
+                 O->get("entries") ? "expected an array" : "missing 'entries'");
+  llvm::StringMap<size_t> Seen;
+  for (size_t I = 0; I < Entries->size(); ++I) {
+    std::string Path = "entries[" + std::to_string(I) + "]";
+    auto Entry = entry((*Entries)[I], Path);
+    if (!Entry)
+      return Entry.takeError();
+    auto [It, New] = Seen.try_emplace(Entry->Key, I);
+    if (!New)
+      return error(Path + ".key",
+                   "the same key as entries[" + Twine(It->second) + "]");
+    P.Entries.push_back(std::move(*Entry));
+  }
+  return P;
+}
+
+Expected<Profile> Profile::fromJson(StringRef Text, StringRef Where) {
+  auto Value = json::parse(Text);
+  if (!Value)
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        Where + ": not valid JSON: " + llvm::toString(Value.takeError()));
+  return ProfileReader(Where).read(*Value);
+}
+
+Expected<Profile> Profile::fromFile(StringRef Path) {
+  auto Buffer = llvm::MemoryBuffer::getFile(Path, /*IsText=*/true);
+  if (!Buffer)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   Path + ": cannot read the file (" +
+                                       Buffer.getError().message() + ")");
+  return fromJson((*Buffer)->getBuffer(), Path);
+}
+
+json::Value Profile::toJson() const {
+  std::vector<const ProfileEntry *> Sorted;
+  for (const ProfileEntry &E : Entries)
+    Sorted.push_back(&E);
+  std::sort(Sorted.begin(), Sorted.end(),
+            [](const ProfileEntry *A, const ProfileEntry *B) {
+              return A->Key < B->Key;
+            });
+  json::Array List;
+  for (const ProfileEntry *E : Sorted) {
+    json::Object Entry{{"key", E->Key},
+                       {"forward_s", E->ForwardSeconds},
+                       {"samples", E->Samples}};
+    if (E->BackwardSeconds)
+      Entry["backward_s"] = *E->BackwardSeconds;
+    List.push_back(std::move(Entry));
+  }
+  json::Object Root{{"format", FormatName},
+                    {"version", ProfileFormatVersion},
+                    {"device_type", DeviceType},
+                    {"entries", std::move(List)}};
+  if (!MeasuredWith.empty())
+    Root["measured_with"] = json::Object(MeasuredWith);
+  return Root;
+}
+
+//===-- The cost model
+//--------------------------------------------------------===//
+
+Error ProfileCostModel::add(Profile P, StringRef Where) {
+  if (hasDeviceType(P.DeviceType))
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   Where +
+                                       ": a second profile for device "
+                                       "type '" +
+                                       P.DeviceType + "'");
+  Table T;
+  T.DeviceType = P.DeviceType;
+  for (ProfileEntry &E : P.Entries) {
+    auto Kind = ir::parseOpKind(StringRef(E.Key).split('|').first);
+    assert(Kind && "the reader checks the kind of every key");
+    T.Kinds.set(static_cast<unsigned>(*Kind));
+    std::string Key = E.Key;
+    T.Entries.try_emplace(Key, std::move(E));
+  }
+  Tables.push_back(std::move(T));
+  return Error::success();
+}
+
+bool ProfileCostModel::hasDeviceType(StringRef Name) const {
+  return llvm::any_of(Tables,
+                      [&](const Table &T) { return T.DeviceType == Name; });
+}
+
+std::vector<std::string> ProfileCostModel::deviceTypes() const {
+  std::vector<std::string> Names;
+  for (const Table &T : Tables)
+    Names.push_back(T.DeviceType);
+  return Names;
+}
+
+const ProfileEntry *ProfileCostModel::lookup(const PartitionShape &P,
+                                             StringRef Name) const {
+  for (const Table &T : Tables) {
+    if (T.DeviceType != Name)
+      continue;
+    if (!T.Kinds.test(static_cast<unsigned>(P.O.Kind)))
+      return nullptr;
+    auto It = T.Entries.find(profileKey(P));
+    return It == T.Entries.end() ? nullptr : &It->second;
+  }
+  return nullptr;
+}
+
+TaskTimes ProfileCostModel::opTimes(const PartitionShape &P,
+                                    const DeviceType &Device) const {
+  const ProfileEntry *Entry = lookup(P, Device.Name);
+  if (!Entry)
+    return Fallback.opTimes(P, Device);
+  TaskTimes Times;
+  Times.Forward = Entry->ForwardSeconds;
+  Times.Backward = Entry->BackwardSeconds
+                       ? *Entry->BackwardSeconds
+                       : Fallback.opTimes(P, Device).Backward;
+  return Times;
+}
+
+double ProfileCostModel::updateTime(OptimizerKind Kind, double Elements,
+                                    ir::DType Type,
+                                    const DeviceType &Device) const {
+  return Fallback.updateTime(Kind, Elements, Type, Device);
+}
+
+} // namespace onnx2soap::simulator
