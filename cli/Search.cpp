@@ -230,7 +230,10 @@ static llvm::Error runSweep(const Planning &P, SearchOptions O) {
       return usageError(llvm::formatv(
           "--sweep-gpus {0}: cluster '{1}' has only {2} devices",
           SweepGpus.getValue(), P.Cluster.Name, P.Cluster.numDevices()));
-  simulator::AnalyticCostModel Cost;
+  auto CostModel = loadCostModel(P.Cluster);
+  if (!CostModel)
+    return CostModel.takeError();
+  const simulator::CostModel &Cost = **CostModel;
   struct Row {
     unsigned Devices;
     SearchResult Result;
@@ -293,7 +296,10 @@ llvm::Error runSearch() {
   if (SweepGpus.getNumOccurrences())
     return runSweep(P, *Options);
 
-  simulator::AnalyticCostModel Cost;
+  auto CostModel = loadCostModel(P.M);
+  if (!CostModel)
+    return CostModel.takeError();
+  const simulator::CostModel &Cost = **CostModel;
   Options->Progress = progressLine("");
   SearchResult R = soap_search::search(P.Training, P.M, Cost, P.Sim, *Options);
   clearProgressLine();

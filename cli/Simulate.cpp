@@ -9,8 +9,10 @@
 //
 //===----------------------------------------------------------------------===//
 #include "cli/Subcommands.h"
+#include "simulator/ProfileCostModel.h"
 #include "simulator/Trace.h"
 #include "soap_search/Builtins.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FileUtilities.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -30,16 +32,18 @@ cl::SubCommand &simulateCommand() {
   return Command;
 }
 
-// Flags shared with `search`.
+// Flags shared with `search` (and those `calibrate` plans with).
 static cl::OptionCategory PlanningCategory("Planning options");
 static cl::opt<std::string>
     ClusterFlag("cluster", cl::desc("Cluster preset or cluster file"),
                 cl::value_desc("C"), cl::cat(PlanningCategory),
-                cl::sub(simulateCommand()), cl::sub(searchCommand()));
+                cl::sub(simulateCommand()), cl::sub(searchCommand()),
+                cl::sub(calibrateCommand()));
 static cl::opt<unsigned>
     Gpus("gpus", cl::desc("Use the cluster's first N devices"),
          cl::value_desc("N"), cl::init(0), cl::cat(PlanningCategory),
-         cl::sub(simulateCommand()), cl::sub(searchCommand()));
+         cl::sub(simulateCommand()), cl::sub(searchCommand()),
+         cl::sub(calibrateCommand()));
 static cl::opt<std::string>
     OptimizerFlag("optimizer",
                   cl::desc("Optimizer whose update and state are simulated: "
@@ -49,7 +53,15 @@ static cl::opt<std::string>
 static cl::opt<std::string>
     LossFlag("loss", cl::desc("cross-entropy (default), mse, or model"),
              cl::init("cross-entropy"), cl::cat(PlanningCategory),
-             cl::sub(simulateCommand()), cl::sub(searchCommand()));
+             cl::sub(simulateCommand()), cl::sub(searchCommand()),
+             cl::sub(calibrateCommand()));
+static cl::list<std::string>
+    ProfileFlag("profile",
+                cl::desc("Measured op times (onnx2soap calibrate) to use "
+                         "instead of the analytic cost model where they have "
+                         "an entry; repeatable, one per device type"),
+                cl::value_desc("FILE"), cl::cat(PlanningCategory),
+                cl::sub(simulateCommand()), cl::sub(searchCommand()));
 static cl::opt<std::string>
     TraceFile("trace",
               cl::desc("Write the simulated timeline as Chrome trace events "
@@ -157,6 +169,51 @@ loadPlanning(const std::string &ModelPath) {
   return Result;
 }
 
+namespace {
+/// The analytic model that a profile falls back to, owned with it.
+class ProfiledCost : public simulator::CostModel {
+public:
+  ProfiledCost() : Profiled(Analytic) {}
+  simulator::TaskTimes opTimes(const simulator::PartitionShape &P,
+                               const simulator::DeviceType &D) const override {
+    return Profiled.opTimes(P, D);
+  }
+  double updateTime(simulator::OptimizerKind Kind, double Elements,
+                    ir::DType Type,
+                    const simulator::DeviceType &D) const override {
+    return Profiled.updateTime(Kind, Elements, Type, D);
+  }
+  simulator::AnalyticCostModel Analytic;
+  simulator::ProfileCostModel Profiled;
+};
+} // namespace
+
+llvm::Expected<std::unique_ptr<simulator::CostModel>>
+loadCostModel(const Machine &M) {
+  if (ProfileFlag.empty())
+    return std::make_unique<simulator::AnalyticCostModel>();
+  auto Cost = std::make_unique<ProfiledCost>();
+  for (const std::string &File : ProfileFlag) {
+    auto Read = simulator::Profile::fromFile(File);
+    if (!Read)
+      return usageError("--profile " + File + ": " +
+                        llvm::toString(Read.takeError()));
+    std::vector<std::string> Names;
+    for (const simulator::DeviceType &Type : M.deviceTypes())
+      Names.push_back("'" + Type.Name + "'");
+    if (!llvm::any_of(M.deviceTypes(), [&](const simulator::DeviceType &T) {
+          return T.Name == Read->DeviceType;
+        }))
+      return usageError(llvm::formatv(
+          "--profile {0}: measured on device type '{1}', but cluster '{2}' "
+          "has {3}; calibrate on that cluster's devices",
+          File, Read->DeviceType, M.Name, llvm::join(Names, ", ")));
+    if (llvm::Error E = Cost->Profiled.add(std::move(*Read), File))
+      return usageError("--profile " + llvm::toString(std::move(E)));
+  }
+  return Cost;
+}
+
 llvm::Error
 writeFileAtomically(llvm::StringRef Path, llvm::StringRef Flag,
                     llvm::function_ref<void(llvm::raw_ostream &)> Write) {
@@ -212,7 +269,10 @@ llvm::Error runSimulate() {
     return Loaded.takeError();
   const Planning &P = **Loaded;
   const ir::Graph &G = P.Training.G;
-  simulator::AnalyticCostModel Cost;
+  auto CostModel = loadCostModel(P.M);
+  if (!CostModel)
+    return CostModel.takeError();
+  const simulator::CostModel &Cost = **CostModel;
 
   simulator::Strategy S;
   if (auto Kind = soap_search::parseBuiltin(StrategyFlag)) {

@@ -21,6 +21,7 @@ namespace onnx2soap::cli {
 
 /// Constructed on first use, so options in any file can name them during
 /// static initialization.
+llvm::cl::SubCommand &calibrateCommand();
 llvm::cl::SubCommand &clustersCommand();
 llvm::cl::SubCommand &inspectCommand();
 llvm::cl::SubCommand &opsCommand();
@@ -29,6 +30,7 @@ llvm::cl::SubCommand &searchCommand();
 llvm::cl::SubCommand &simulateCommand();
 llvm::cl::SubCommand &trainCommand();
 
+llvm::Error runCalibrate();
 llvm::Error runClusters();
 llvm::Error runInspect();
 llvm::Error runOps();
@@ -42,9 +44,9 @@ llvm::Error runSimulate();
 /// (--batch, --dim, --trainable, --frozen, --unroll-rnn, --no-fuse).
 llvm::Expected<onnx_import::ImportOptions> importOptions();
 
-/// A model and a cluster ready to plan: what the flags shared by `simulate`
-/// and `search` (--cluster, --gpus, --loss, --optimizer and the model flags)
-/// say (cli/Simulate.cpp).
+/// A model and a cluster ready to plan: what the flags shared by `simulate`,
+/// `search` and `calibrate` (--cluster, --gpus, --loss, --optimizer and the
+/// model flags) say (cli/Simulate.cpp).
 struct Planning {
   ir::TrainingGraph Training;
   /// The cluster as named by --cluster, and its first --gpus devices.
@@ -57,6 +59,11 @@ struct Planning {
 };
 llvm::Expected<std::unique_ptr<Planning>>
 loadPlanning(const std::string &ModelPath);
+/// The cost model the planning flags ask for: the analytic roofline, or,
+/// with --profile FILE (repeatable), the measured times of those profiles
+/// over it. A profile whose device type is none of M's is refused.
+llvm::Expected<std::unique_ptr<simulator::CostModel>>
+loadCostModel(const simulator::Machine &M);
 /// Whether --gpus or --trace was given (search --sweep-gpus refuses them).
 bool gpusGiven();
 bool traceGiven();

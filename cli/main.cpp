@@ -106,6 +106,8 @@ int main(int argc, char **argv) {
     Result = cli::runSimulate();
   else if (cli::searchCommand())
     Result = cli::runSearch();
+  else if (cli::calibrateCommand())
+    Result = cli::runCalibrate();
   else if (cli::runCommand()) {
     auto Code = cli::runRun();
     if (Code)

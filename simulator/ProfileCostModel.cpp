@@ -14,6 +14,7 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 
@@ -36,13 +37,22 @@ bool profileIgnoredAttribute(StringRef Name) {
   return llvm::is_contained(Ignored, Name);
 }
 
+// Keys are built on every lookup, so without temporaries: one string,
+// reserved once.
+static void appendInt(std::string &Key, int64_t Value) {
+  char Text[24];
+  auto [End, Failed] = std::to_chars(Text, Text + sizeof Text, Value);
+  (void)Failed;
+  Key.append(Text, End);
+}
+
 static void appendType(std::string &Key, const ir::TensorType &Type) {
   Key += ir::dtypeName(Type.Type);
   Key += '[';
   for (size_t I = 0; I < Type.Dims.size(); ++I) {
     if (I)
       Key += ',';
-    Key += std::to_string(Type.Dims[I]);
+    appendInt(Key, Type.Dims[I]);
   }
   Key += ']';
 }
@@ -68,13 +78,13 @@ static void appendEscaped(std::string &Key, StringRef Text) {
 namespace {
 struct AttrAppender {
   std::string &Key;
-  void operator()(int64_t V) const { Key += std::to_string(V); }
+  void operator()(int64_t V) const { appendInt(Key, V); }
   void operator()(double V) const { appendFloat(Key, V); }
   void operator()(const ir::IntList &L) const {
     for (size_t I = 0; I < L.size(); ++I) {
       if (I)
         Key += ',';
-      Key += std::to_string(L[I]);
+      appendInt(Key, L[I]);
     }
   }
   void operator()(const ir::FloatList &L) const {
@@ -93,20 +103,25 @@ std::string profileKey(StringRef KindName,
                        llvm::ArrayRef<ir::TensorType> Outputs,
                        int64_t ReductionSize, const ir::Attributes &Attrs) {
   std::string Key;
-  Key.reserve(128);
+  Key.reserve(256);
   Key += KindName;
   for (size_t I = 0; I < Inputs.size(); ++I) {
-    Key += "|i" + std::to_string(I) + "=";
+    Key += "|i";
+    appendInt(Key, I);
+    Key += '=';
     if (Inputs[I])
       appendType(Key, *Inputs[I]);
     else
       Key += '-';
   }
   for (size_t I = 0; I < Outputs.size(); ++I) {
-    Key += "|o" + std::to_string(I) + "=";
+    Key += "|o";
+    appendInt(Key, I);
+    Key += '=';
     appendType(Key, Outputs[I]);
   }
-  Key += "|r=" + std::to_string(ReductionSize);
+  Key += "|r=";
+  appendInt(Key, ReductionSize);
   for (const auto &[Name, Value] : Attrs.entries()) {
     if (profileIgnoredAttribute(Name))
       continue;

@@ -713,4 +713,96 @@ TEST_F(CliTest, MemoryLimitAcceptsSuffixes) {
   }
 }
 
+//===-- Profiles ---------------------------------------------------------===//
+
+std::vector<std::string> mlpArgs(llvm::StringRef Command,
+                                 llvm::StringRef Cluster,
+                                 std::vector<std::string> More) {
+  std::vector<std::string> Args{Command.str(), samplePath("tiny_mlp.onnx"),
+                                "--batch",     "4",
+                                "--cluster",   Cluster.str()};
+  Args.insert(Args.end(), More.begin(), More.end());
+  return Args;
+}
+
+TEST_F(CliTest, CalibrateThenSimulateWithTheProfile) {
+  std::string Profile = Dir.file("P.json");
+  RunResult C =
+      run(mlpArgs("calibrate", "cpu:1",
+                  {"-o", Profile, "--repeat", "3", "--threads", "1"}));
+  ASSERT_EQ(C.ExitCode, 0) << C.Err << C.Out;
+  EXPECT_THAT(C.Out, ::testing::HasSubstr("wrote " + Profile));
+  auto Parsed = llvm::json::parse(readFile(Profile));
+  ASSERT_TRUE(static_cast<bool>(Parsed)) << llvm::toString(Parsed.takeError());
+  const llvm::json::Object *File = Parsed->getAsObject();
+  ASSERT_NE(File, nullptr);
+  EXPECT_EQ(File->getString("format").getValueOr(""), "onnx2soap-profile");
+  EXPECT_EQ(File->getInteger("version").getValueOr(0), 1);
+  EXPECT_EQ(File->getString("device_type").getValueOr(""), "cpu");
+  const llvm::json::Array *Entries = File->getArray("entries");
+  ASSERT_NE(Entries, nullptr);
+  ASSERT_FALSE(Entries->empty());
+  unsigned WithBackward = 0;
+  for (const llvm::json::Value &E : *Entries) {
+    const llvm::json::Object *Entry = E.getAsObject();
+    ASSERT_NE(Entry, nullptr);
+    EXPECT_GT(Entry->getNumber("forward_s").getValueOr(0), 0);
+    WithBackward += Entry->getNumber("backward_s").hasValue();
+  }
+  EXPECT_GT(WithBackward, 0u);
+
+  auto TimeOf = [&](std::vector<std::string> More) {
+    More.insert(More.begin(), {"--strategy", "data-parallel", "--json"});
+    RunResult R = run(mlpArgs("simulate", "cpu:1", More));
+    EXPECT_EQ(R.ExitCode, 0) << R.Err;
+    return jsonObject(R).getNumber("time").getValueOr(0);
+  };
+  double Analytic = TimeOf({});
+  double Measured = TimeOf({"--profile", Profile});
+  EXPECT_GT(Analytic, 0);
+  EXPECT_GT(Measured, 0);
+  EXPECT_NE(Analytic, Measured);
+
+  RunResult S =
+      run(mlpArgs("search", "cpu:1",
+                  {"--iterations", "20", "--profile", Profile, "--json"}));
+  ASSERT_EQ(S.ExitCode, 0) << S.Err;
+  // The built-in it reports is timed with the same profile.
+  EXPECT_NEAR(jsonObject(S).getNumber("data_parallel_time").getValueOr(0),
+              Measured, Measured * 1e-9);
+
+  // A profile of another device type than the cluster's.
+  expectUserError(run(mlpArgs("simulate", "paper-p100",
+                              {"--gpus", "1", "--strategy", "data-parallel",
+                               "--profile", Profile})),
+                  "--profile " + Profile +
+                      ": measured on device type 'cpu', but cluster "
+                      "'paper-p100 (first 1 devices)' has 'P100'");
+}
+
+TEST_F(CliTest, ProfileAndCalibrateRefuseBadInput) {
+  std::string Bad = Dir.file("bad.json");
+  {
+    std::error_code EC;
+    llvm::raw_fd_ostream OS(Bad, EC);
+    ASSERT_FALSE(EC);
+    OS << R"({"format":"onnx2soap-profile","version":1,"device_type":"cpu",)"
+       << R"("entries":[{"key":"Relu","forward_s":-1,"samples":1}]})";
+  }
+  expectUserError(
+      run(mlpArgs("simulate", "cpu:1",
+                  {"--strategy", "data-parallel", "--profile", Bad})),
+      "entries[0].forward_s: must be a finite, non-negative number");
+  expectUserError(
+      run(mlpArgs("search", "cpu:1",
+                  {"--iterations", "5", "--profile", Dir.file("none.json")})),
+      "none.json: cannot read the file");
+  expectUserError(run(mlpArgs("calibrate", "paper-p100",
+                              {"--gpus", "2", "-o", Dir.file("p.json")})),
+                  "calibrate measures on this machine's CPU");
+  expectUserError(run(mlpArgs("calibrate", "cpu:1", {})),
+                  "-o FILE is required");
+  EXPECT_FALSE(llvm::sys::fs::exists(Dir.file("p.json")));
+}
+
 } // namespace
