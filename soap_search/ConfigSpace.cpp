@@ -6,33 +6,44 @@
 //===----------------------------------------------------------------------===//
 #include "soap_search/ConfigSpace.h"
 #include "ir/BatchDims.h"
+#include <algorithm>
 
 namespace onnx2soap::soap_search {
 using simulator::ParallelConfig;
 
-/// Degrees usable for a dim of Extent: divisors of both.
-static llvm::SmallVector<uint32_t, 8> degreesFor(int64_t Extent,
-                                                 unsigned NumDevices) {
+/// Degrees usable for a dim of Extent: divisors of both (only 1 and
+/// NumDevices when AllOrNothing).
+static llvm::SmallVector<uint32_t, 8>
+degreesFor(int64_t Extent, unsigned NumDevices, bool AllOrNothing) {
   llvm::SmallVector<uint32_t, 8> Degrees;
   for (uint32_t D = 1; D <= NumDevices; ++D)
-    if (NumDevices % D == 0 && Extent % D == 0)
+    if (NumDevices % D == 0 && Extent % D == 0 &&
+        (!AllOrNothing || D == 1 || D == NumDevices))
       Degrees.push_back(D);
   return Degrees;
 }
 
-ConfigSpace::ConfigSpace(const ir::Graph &G, unsigned NumDevices)
-    : NumDevices(NumDevices), Shapes(G.numOps()) {
+ConfigSpace::ConfigSpace(const ir::Graph &G, unsigned NumDevices,
+                         ConfigSpaceOptions Options)
+    : NumDevices(NumDevices), Options(Options), Shapes(G.numOps()),
+      Fixed(G.numOps(), false) {
   for (const ir::Op &O : G.ops()) {
     const ir::Shape &Dims = G.outputType(O).Dims;
     ir::ParallelDims Parallel = ir::parallelDims(G, O);
     // Choices per dim, the contraction dim last.
     std::vector<llvm::SmallVector<uint32_t, 8>> Choices;
-    for (unsigned D = 0; D < Dims.size(); ++D)
-      Choices.push_back(Parallel.Output[D] == ir::DimKind::None
-                            ? llvm::SmallVector<uint32_t, 8>{1}
-                            : degreesFor(Dims[D], NumDevices));
-    Choices.push_back(Parallel.ReductionExtent > 0
-                          ? degreesFor(Parallel.ReductionExtent, NumDevices)
+    bool Narrow = Options.SampleAndParameterOnly;
+    for (unsigned D = 0; D < Dims.size(); ++D) {
+      ir::DimKind Kind = Parallel.Output[D];
+      bool Splittable = Kind != ir::DimKind::None &&
+                        !(Narrow && Kind == ir::DimKind::Attribute);
+      Choices.push_back(
+          Splittable ? degreesFor(Dims[D], NumDevices, Options.AllOrNothing)
+                     : llvm::SmallVector<uint32_t, 8>{1});
+    }
+    Choices.push_back(Parallel.ReductionExtent > 0 && !Narrow
+                          ? degreesFor(Parallel.ReductionExtent, NumDevices,
+                                       Options.AllOrNothing)
                           : llvm::SmallVector<uint32_t, 8>{1});
     std::vector<unsigned> Pick(Choices.size(), 0);
     while (true) {
@@ -52,14 +63,36 @@ ConfigSpace::ConfigSpace(const ir::Graph &G, unsigned NumDevices)
       if (D == 0)
         break;
     }
+    if (Options.FixDataMovement && ir::opKindInfo(O.Kind).Cost &&
+        ir::opKindInfo(O.Kind).Cost(G, O).FlopsForward == 0)
+      fixToSampleSplit(O.Id, Parallel);
   }
+}
+
+void ConfigSpace::fixToSampleSplit(ir::OpId Op, const ir::ParallelDims &Dims) {
+  // Shapes come in odometer order, so the first with the most partitions
+  // over Sample dims alone is kept (the whole op when none splits).
+  ParallelConfig Best = Shapes[Op].front();
+  for (const ParallelConfig &Shape : Shapes[Op]) {
+    bool SampleOnly = Shape.Reduction == 1;
+    for (unsigned D = 0; D < Shape.Degrees.size(); ++D)
+      SampleOnly &=
+          Shape.Degrees[D] == 1 || Dims.Output[D] == ir::DimKind::Sample;
+    if (SampleOnly && Shape.numPartitions() > Best.numPartitions())
+      Best = Shape;
+  }
+  Shapes[Op] = {Best};
+  Fixed[Op] = true;
 }
 
 unsigned ConfigSpace::numPlacements(unsigned Partitions) const {
   unsigned Blocks = NumDevices / Partitions;
+  if (Partitions == 1 && Options.WholeOpDevices)
+    return std::min(Blocks, Options.WholeOpDevices);
   // Contiguous blocks, and for 1 < Partitions < NumDevices the evenly
   // spread placements too.
-  return Partitions > 1 && Blocks > 1 ? 2 * Blocks : Blocks;
+  return Partitions > 1 && Blocks > 1 && !Options.ContiguousOnly ? 2 * Blocks
+                                                                 : Blocks;
 }
 
 ParallelConfig ConfigSpace::place(ParallelConfig Shape, unsigned Index) const {
@@ -76,12 +109,16 @@ ParallelConfig ConfigSpace::place(ParallelConfig Shape, unsigned Index) const {
 }
 
 ParallelConfig ConfigSpace::random(ir::OpId Op, Rng &R) const {
+  if (Fixed[Op])
+    return place(Shapes[Op].front(), 0);
   const ParallelConfig &Shape = Shapes[Op][uniformIndex(R, Shapes[Op].size())];
   return place(Shape, uniformIndex(R, numPlacements(Shape.numPartitions())));
 }
 
 std::vector<ParallelConfig> ConfigSpace::all(ir::OpId Op) const {
   std::vector<ParallelConfig> All;
+  if (Fixed[Op])
+    return {place(Shapes[Op].front(), 0)};
   for (const ParallelConfig &Shape : Shapes[Op])
     for (unsigned I = 0; I < numPlacements(Shape.numPartitions()); ++I)
       All.push_back(place(Shape, I));
@@ -89,10 +126,23 @@ std::vector<ParallelConfig> ConfigSpace::all(ir::OpId Op) const {
 }
 
 uint64_t ConfigSpace::size(ir::OpId Op) const {
+  if (Fixed[Op])
+    return 1;
   uint64_t N = 0;
   for (const ParallelConfig &Shape : Shapes[Op])
     N += numPlacements(Shape.numPartitions());
   return N;
+}
+
+bool ConfigSpace::contains(ir::OpId Op, const ParallelConfig &C) const {
+  return llvm::is_contained(all(Op), C);
+}
+
+simulator::Strategy ConfigSpace::project(simulator::Strategy S) const {
+  for (ir::OpId Op = 0; Op < S.Configs.size(); ++Op)
+    if (!contains(Op, S[Op]))
+      S[Op] = all(Op).front();
+  return S;
 }
 
 } // namespace onnx2soap::soap_search

@@ -9,19 +9,47 @@
 // or, spread evenly, every (devices / partitions)-th device (one per node).
 // A single partition may go on any device (operator placement).
 //
+// ConfigSpaceOptions narrows the space, for exhaustive search (Exhaustive.h)
+// and for an MCMC search that must explore the same space to be compared
+// with it.
+//
 //===----------------------------------------------------------------------===//
 #ifndef ONNX2SOAP_SOAP_SEARCH_CONFIGSPACE_H
 #define ONNX2SOAP_SOAP_SEARCH_CONFIGSPACE_H
 
+#include "ir/OpKind.h"
 #include "simulator/Strategy.h"
 #include "soap_search/Random.h"
 #include <vector>
 
 namespace onnx2soap::soap_search {
 
+/// Restrictions of the space; the defaults restrict nothing.
+struct ConfigSpaceOptions {
+  /// Split only Sample and Parameter dims: no Attribute dims, no Reduction.
+  bool SampleAndParameterOnly = false;
+  /// Degrees are 1 or the device count (one partition or one per device).
+  bool AllOrNothing = false;
+  /// Contiguous placements only (no evenly spread ones).
+  bool ContiguousOnly = false;
+  /// Ops that do no arithmetic (Reshape, Transpose, Gather, Concat, ...:
+  /// no forward FLOPs) have one config: their Sample dims split as far as
+  /// they go on devices 0, 1, ... (as in data parallelism), or whole on
+  /// device 0.
+  bool FixDataMovement = false;
+  /// An unsplit op goes only on devices 0 .. WholeOpDevices - 1 (0: any).
+  unsigned WholeOpDevices = 0;
+
+  bool restricts() const {
+    return SampleAndParameterOnly || AllOrNothing || ContiguousOnly ||
+           FixDataMovement || WholeOpDevices;
+  }
+};
+
 class ConfigSpace {
 public:
-  ConfigSpace(const ir::Graph &G, unsigned NumDevices);
+  ConfigSpace(const ir::Graph &G, unsigned NumDevices,
+              ConfigSpaceOptions Options = {});
 
   /// The op's degree choices, each as a config on devices 0, 1, ...
   llvm::ArrayRef<simulator::ParallelConfig> shapes(ir::OpId Op) const {
@@ -38,12 +66,22 @@ public:
   std::vector<simulator::ParallelConfig> all(ir::OpId Op) const;
   /// Number of configs of Op.
   uint64_t size(ir::OpId Op) const;
+  /// Whether C is one of Op's configs.
+  bool contains(ir::OpId Op, const simulator::ParallelConfig &C) const;
+  /// S with every config that is not in the space replaced by its op's
+  /// first config.
+  simulator::Strategy project(simulator::Strategy S) const;
 
   unsigned numDevices() const { return NumDevices; }
 
 private:
+  void fixToSampleSplit(ir::OpId Op, const ir::ParallelDims &Dims);
+
   unsigned NumDevices;
+  ConfigSpaceOptions Options;
   std::vector<std::vector<simulator::ParallelConfig>> Shapes;
+  /// Per op: its one shape has the one placement 0 (FixDataMovement).
+  std::vector<bool> Fixed;
 };
 
 } // namespace onnx2soap::soap_search

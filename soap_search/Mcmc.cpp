@@ -178,7 +178,7 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
                     const SearchOptions &Options) {
   Clock::time_point Begin = Clock::now();
   const ir::Graph &G = T.G;
-  ConfigSpace Space(G, M.numDevices());
+  ConfigSpace Space(G, M.numDevices(), Options.Space);
   SearchResult Result;
 
   // The built-in strategies: answers to beat and chain starts.
@@ -208,7 +208,10 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
     for (unsigned C; (C = NextChain.fetch_add(1)) < Chains;) {
       Strategy Start;
       if (C < 3) {
-        Start = Starts[C];
+        // In a restricted space, chains start from the built-ins' nearest
+        // strategies in it, so that they search that space alone.
+        Start =
+            Options.Space.restricts() ? Space.project(Starts[C]) : Starts[C];
       } else {
         Rng R = chainRng(Options.Seed, Chains + C);
         for (const ir::Op &O : G.ops())

@@ -19,6 +19,7 @@
 #define ONNX2SOAP_SOAP_SEARCH_MCMC_H
 
 #include "simulator/Simulator.h"
+#include "soap_search/ConfigSpace.h"
 #include <functional>
 #include <optional>
 #include <vector>
@@ -53,6 +54,11 @@ struct SearchOptions {
   bool FullSimulation = false;
   /// Inverse temperature on the relative cost change.
   double Beta = 50;
+  /// The configs proposals and random starts draw from. When it restricts
+  /// anything, chains start from the built-ins with configs outside it
+  /// replaced by their op's first config (the built-ins themselves are still
+  /// simulated and can be the answer).
+  ConfigSpaceOptions Space;
   /// Called about four times a second from the searching thread.
   std::function<void(const SearchProgress &)> Progress;
 };
