@@ -24,6 +24,7 @@
 #include "llvm/Support/raw_ostream.h"
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <thread>
 
@@ -72,6 +73,12 @@ static cl::opt<unsigned>
             cl::desc("CPU threads per kernel (0: the cores divided among the "
                      "cluster's devices)"),
             cl::value_desc("T"), cl::init(0), cl::sub(calibrateCommand()));
+
+static cl::opt<double>
+    Budget("budget",
+           cl::desc("Stop measuring new shapes after SEC seconds and write "
+                    "what was measured (default 300)"),
+           cl::value_desc("SEC"), cl::init(300), cl::sub(calibrateCommand()));
 
 /// A partition's repeats stop early once they have taken this long.
 static constexpr double TimeCapSeconds = 2.0;
@@ -318,6 +325,8 @@ llvm::Error runCalibrate() {
     return usageError("-o FILE is required: where to write the profile");
   if (Repeat == 0)
     return usageError("--repeat must be at least 1");
+  if (!(Budget > 0) || !std::isfinite(Budget))
+    return usageError("--budget must be a positive number of seconds");
   auto Loaded = loadPlanning(Model);
   if (!Loaded)
     return Loaded.takeError();
@@ -386,7 +395,17 @@ llvm::Error runCalibrate() {
                                             {"threads", int64_t(ThreadCount)},
                                             {"repeat", int64_t(Repeat)}};
   unsigned Skipped = 0, NoBackward = 0;
+  auto Start = Clock::now();
   for (size_t I = 0; I < Todo.size(); ++I) {
+    double Elapsed =
+        std::chrono::duration<double>(Clock::now() - Start).count();
+    if (Elapsed > Budget) {
+      OS << llvm::formatv("--budget {0} s reached: {1} shapes not measured "
+                          "(the analytic model answers for them)\n",
+                          Budget.getValue(), Todo.size() - I);
+      Skipped += Todo.size() - I;
+      break;
+    }
     const Partition &Part = Todo[I];
     const ir::Op &O = G.op(Part.Op);
     Measured M = measure(P.Training, Part, *Backend, Repeat, Random);

@@ -802,6 +802,9 @@ TEST_F(CliTest, ProfileAndCalibrateRefuseBadInput) {
                   "calibrate measures on this machine's CPU");
   expectUserError(run(mlpArgs("calibrate", "cpu:1", {})),
                   "-o FILE is required");
+  expectUserError(run(mlpArgs("calibrate", "cpu:1",
+                              {"-o", Dir.file("p.json"), "--budget", "0"})),
+                  "--budget must be a positive number of seconds");
   EXPECT_FALSE(llvm::sys::fs::exists(Dir.file("p.json")));
 }
 
