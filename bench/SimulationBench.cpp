@@ -39,8 +39,8 @@ int main(int argc, char **argv) {
     llvm::errs() << llvm::toString(Model.takeError()) << "\n";
     return 1;
   }
-  auto T = ir::deriveTraining(std::move(Model->Graph),
-                              ir::LossKind::CrossEntropy);
+  auto T =
+      ir::deriveTraining(std::move(Model->Graph), ir::LossKind::CrossEntropy);
   if (!T) {
     llvm::errs() << llvm::toString(T.takeError()) << "\n";
     return 1;
