@@ -48,6 +48,11 @@ static cl::opt<uint64_t>
 static cl::opt<uint64_t> Seed("seed", cl::desc("Random seed (default 0)"),
                               cl::value_desc("N"), cl::init(0),
                               cl::sub(searchCommand()));
+static cl::opt<bool> FullSimulation(
+    "full-simulation",
+    cl::desc("Simulate every proposal from scratch instead of by delta "
+             "simulation (for comparing the two; same result, slower)"),
+    cl::sub(searchCommand()), cl::Hidden);
 static cl::opt<unsigned> Chains("chains", cl::desc("Markov chains (default 4)"),
                                 cl::value_desc("N"), cl::init(4),
                                 cl::sub(searchCommand()));
@@ -133,6 +138,7 @@ static llvm::Expected<SearchOptions> searchOptions() {
   O.Iterations = Iterations;
   O.Seed = Seed;
   O.Chains = Chains;
+  O.FullSimulation = FullSimulation;
   O.Threads = Threads;
   if (ObjectiveFlag == "time")
     O.Goal = Objective::Time;
@@ -350,7 +356,8 @@ llvm::Error runSearch() {
         {"memory_limit", Limit},
         {"fits", Fits},
         {"iterations", int64_t(R.Iterations)},
-        {"search_seconds", R.Seconds}};
+        {"search_seconds", R.Seconds},
+        {"best_found_seconds", R.BestFoundSeconds}};
     if (Options->Goal == Objective::Frontier) {
       llvm::json::Array Frontier;
       for (const Candidate &C : R.Frontier)

@@ -90,7 +90,13 @@ double Simulator::simulate(const Strategy &S) {
 }
 
 double Simulator::change(ir::OpId Op, const ParallelConfig &C) {
-  std::vector<TaskId> Changed = Graph.changeConfig(Op, C);
+  return change(llvm::ArrayRef<ir::OpId>(Op),
+                llvm::ArrayRef<ParallelConfig>(C));
+}
+
+double Simulator::change(llvm::ArrayRef<ir::OpId> Ops,
+                         llvm::ArrayRef<ParallelConfig> Configs) {
+  std::vector<TaskId> Changed = Graph.changeConfigs(Ops, Configs);
   Pending.resize(Graph.size(), 0);
   Waiting.resize(Graph.size(), 0);
   for (TaskId New : Graph.created())

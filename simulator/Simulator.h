@@ -55,6 +55,10 @@ public:
   /// Delta simulation: op Op takes config C (checked by the caller);
   /// returns the new iteration time. simulate() must have run first.
   double change(ir::OpId Op, const ParallelConfig &C);
+  /// Delta simulation of several ops changing at once (Ops[I] takes
+  /// Configs[I]): one re-simulation for all of them.
+  double change(llvm::ArrayRef<ir::OpId> Ops,
+                llvm::ArrayRef<ParallelConfig> Configs);
 
   /// The iteration time of the current strategy.
   double time() const;

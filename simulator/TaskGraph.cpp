@@ -504,6 +504,13 @@ void TaskGraph::build(const Strategy &New) {
 
 std::vector<TaskId> TaskGraph::changeConfig(ir::OpId Id,
                                             const ParallelConfig &C) {
+  return changeConfigs({Id}, {C});
+}
+
+std::vector<TaskId>
+TaskGraph::changeConfigs(llvm::ArrayRef<ir::OpId> Ids,
+                         llvm::ArrayRef<ParallelConfig> Configs) {
+  assert(Ids.size() == Configs.size() && "one config per op");
   // Slots freed by the previous change are reusable now that the simulator
   // has taken them out of its orders.
   Free.insert(Free.end(), Removed.begin(), Removed.end());
@@ -511,46 +518,56 @@ std::vector<TaskId> TaskGraph::changeConfig(ir::OpId Id,
   Created.clear();
   Gained.clear();
   std::vector<TaskId> Touched;
-  if (WeightOnly[Id]) {
-    S[Id] = C;
-    return {};
-  }
-  auto RemoveAll = [&](std::vector<TaskId> &Ids) {
-    for (TaskId Task : Ids)
+  auto RemoveAll = [&](std::vector<TaskId> &Tasks) {
+    for (TaskId Task : Tasks)
       removeTask(Task, Touched);
-    Ids.clear();
+    Tasks.clear();
   };
 
-  const ir::Op &O = G.op(Id);
-  // What depends on the op's config: its input edges, its consumers' edges
-  // from it, the parameters it reads, and its own tasks.
-  llvm::SmallVector<std::pair<ir::OpId, unsigned>, 8> Edges;
-  for (unsigned Slot = 0; Slot < O.Inputs.size(); ++Slot)
-    Edges.push_back({Id, Slot});
-  for (ir::TensorId Out : O.Outputs)
-    for (ir::OpId Consumer : Consumers[Out]) {
-      const ir::Op &Reader = G.op(Consumer);
-      for (unsigned Slot = 0; Slot < Reader.Inputs.size(); ++Slot)
-        if (Reader.Inputs[Slot] == Out)
-          Edges.push_back({Consumer, Slot});
+  // What depends on the ops' configs: their input edges, their consumers'
+  // edges from them, the parameters they read, and their own tasks.
+  // Weight-only ops have none of these.
+  std::vector<std::pair<ir::OpId, unsigned>> Edges;
+  std::vector<ir::TensorId> Params;
+  std::vector<ir::OpId> Planned;
+  for (ir::OpId Id : Ids) {
+    if (WeightOnly[Id])
+      continue;
+    Planned.push_back(Id);
+    const ir::Op &O = G.op(Id);
+    for (unsigned Slot = 0; Slot < O.Inputs.size(); ++Slot) {
+      Edges.push_back({Id, Slot});
+      if (O.Inputs[Slot] != ir::NoTensor && isSynced(O.Inputs[Slot]))
+        Params.push_back(O.Inputs[Slot]);
     }
-  llvm::SmallVector<ir::TensorId, 4> Params;
-  for (ir::TensorId In : O.Inputs)
-    if (In != ir::NoTensor && isSynced(In) &&
-        std::find(Params.begin(), Params.end(), In) == Params.end())
-      Params.push_back(In);
+    for (ir::TensorId Out : O.Outputs)
+      for (ir::OpId Consumer : Consumers[Out]) {
+        const ir::Op &Reader = G.op(Consumer);
+        for (unsigned Slot = 0; Slot < Reader.Inputs.size(); ++Slot)
+          if (Reader.Inputs[Slot] == Out)
+            Edges.push_back({Consumer, Slot});
+      }
+  }
+  llvm::sort(Edges);
+  Edges.erase(std::unique(Edges.begin(), Edges.end()), Edges.end());
+  llvm::sort(Params);
+  Params.erase(std::unique(Params.begin(), Params.end()), Params.end());
 
   for (auto &[Consumer, Slot] : Edges)
     RemoveAll(InputEdges[Consumer][Slot]);
   for (ir::TensorId Param : Params)
     RemoveAll(ParamTasks[Param]);
-  OpTasks &Own = PerOp[Id];
-  RemoveAll(Own.Stats);
-  RemoveAll(Own.Forward);
-  RemoveAll(Own.Backward);
+  for (ir::OpId Id : Planned) {
+    OpTasks &Own = PerOp[Id];
+    RemoveAll(Own.Stats);
+    RemoveAll(Own.Forward);
+    RemoveAll(Own.Backward);
+  }
 
-  S[Id] = C;
-  buildOp(Id);
+  for (size_t I = 0; I < Ids.size(); ++I)
+    S[Ids[I]] = Configs[I];
+  for (ir::OpId Id : Planned)
+    buildOp(Id);
   for (auto &[Consumer, Slot] : Edges)
     buildInputEdges(Consumer, Slot);
   for (ir::TensorId Param : Params)

@@ -135,6 +135,9 @@ public:
   /// changed (new tasks, tasks that gained or lost a predecessor, and the
   /// tasks that followed a removed one on a resource).
   std::vector<TaskId> changeConfig(ir::OpId Op, const ParallelConfig &C);
+  /// changeConfig for several ops at once (Ops[I] takes Configs[I]).
+  std::vector<TaskId> changeConfigs(llvm::ArrayRef<ir::OpId> Ops,
+                                    llvm::ArrayRef<ParallelConfig> Configs);
 
   const Strategy &strategy() const { return S; }
   const Task &task(TaskId Id) const { return Tasks[Id]; }

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -95,15 +96,75 @@ struct Shared {
 
 } // namespace
 
-/// Op takes config C: by delta simulation, or by simulating the changed
-/// strategy from scratch.
-static double propose(Simulator &Sim, ir::OpId Op, const ParallelConfig &C,
-                      bool Full) {
+/// Ops[I] takes Configs[I]: by delta simulation, or by simulating the
+/// changed strategy from scratch.
+static double propose(Simulator &Sim, llvm::ArrayRef<ir::OpId> Ops,
+                      llvm::ArrayRef<ParallelConfig> Configs, bool Full) {
   if (!Full)
-    return Sim.change(Op, C);
+    return Sim.change(Ops, Configs);
   Strategy S = Sim.strategy();
-  S[Op] = C;
+  for (size_t I = 0; I < Ops.size(); ++I)
+    S[Ops[I]] = Configs[I];
   return Sim.simulate(S);
+}
+
+/// An op's name without a trailing "_<digits>": exporters number the
+/// copies of an op that unrolling makes ("/lstm/LSTM_1/Gather_161").
+static llvm::StringRef nameStem(llvm::StringRef Name) {
+  llvm::StringRef Stem = Name.rtrim("0123456789");
+  return Stem.size() < Name.size() && Stem.endswith("_") ? Stem.drop_back()
+                                                         : Name;
+}
+
+/// What one proposal changes: any single op with a choice of configs, or a
+/// group of ops of one kind and output shape, all taking the same config:
+/// ops that read the same weights (the cells of an unrolled recurrent
+/// layer, which share parameters), and ops whose names differ only in a
+/// trailing number (the per-step glue around those cells). A single cell
+/// moving alone mostly adds transfers; FlexFlow's good RNN strategies move
+/// whole layers.
+static std::vector<std::vector<ir::OpId>>
+proposalUnits(const ir::Graph &G, const ConfigSpace &Space) {
+  std::vector<bool> WeightOnly = simulator::weightOnlyOps(G);
+  auto IsWeight = [&](ir::TensorId Id) {
+    const ir::Tensor &T = G.tensor(Id);
+    return T.Role == ir::TensorRole::Parameter ||
+           (T.Role == ir::TensorRole::Activation && WeightOnly[T.Producer]);
+  };
+  std::vector<std::vector<ir::OpId>> Units;
+  std::map<std::tuple<ir::OpKind, ir::Shape, std::vector<ir::TensorId>>,
+           std::vector<ir::OpId>>
+      Groups;
+  std::map<std::tuple<ir::OpKind, ir::Shape, std::string>,
+           std::vector<ir::OpId>>
+      Named;
+  for (const ir::Op &O : G.ops()) {
+    if (WeightOnly[O.Id] || Space.size(O.Id) < 2)
+      continue;
+    Units.push_back({O.Id});
+    std::vector<ir::TensorId> Weights;
+    for (ir::TensorId In : O.Inputs)
+      if (In != ir::NoTensor && IsWeight(In))
+        Weights.push_back(In);
+    if (!Weights.empty())
+      Groups[{O.Kind, G.outputType(O).Dims, Weights}].push_back(O.Id);
+    if (nameStem(O.Name).size() < O.Name.size())
+      Named[{O.Kind, G.outputType(O).Dims, nameStem(O.Name).str()}].push_back(
+          O.Id);
+  }
+  // Groups in the order of their first op.
+  std::vector<std::vector<ir::OpId>> Shared;
+  for (auto &[Key, Ops] : Groups)
+    if (Ops.size() > 1)
+      Shared.push_back(std::move(Ops));
+  for (auto &[Key, Ops] : Named)
+    if (Ops.size() > 1 && !llvm::is_contained(Shared, Ops))
+      Shared.push_back(std::move(Ops));
+  llvm::sort(Shared, [](const auto &A, const auto &B) {
+    return A.front() < B.front();
+  });
+  Units.insert(Units.end(), Shared.begin(), Shared.end());
+  return Units;
 }
 
 static ChainResult
@@ -120,17 +181,11 @@ runChain(const ir::TrainingGraph &T, const simulator::Machine &M,
   if (Options.Goal == Objective::Frontier)
     addToFrontier(Result.Frontier, Sim, F.Limit);
   Progress.improved(Result.Best.Time);
-  double BestCost = Current;
   double LastImprovement = 0;
-  // Ops whose config matters: weight-only ops are computed wherever they
-  // are read.
-  std::vector<ir::OpId> Plannable;
-  std::vector<bool> WeightOnly = simulator::weightOnlyOps(T.G);
-  for (const ir::Op &O : T.G.ops())
-    if (!WeightOnly[O.Id])
-      Plannable.push_back(O.Id);
-  if (Plannable.empty())
+  std::vector<std::vector<ir::OpId>> Units = proposalUnits(T.G, Space);
+  if (Units.empty())
     return Result;
+  std::vector<ParallelConfig> Proposal, Old;
   for (uint64_t Step = 0;; ++Step) {
     if (Options.Iterations ? Step >= Options.Iterations : Step % 16 == 0) {
       if (Options.Iterations)
@@ -143,30 +198,32 @@ runChain(const ir::TrainingGraph &T, const simulator::Machine &M,
     }
     ++Result.Steps;
     Progress.Iterations.fetch_add(1, std::memory_order_relaxed);
-    ir::OpId Op = Plannable[uniformIndex(R, Plannable.size())];
-    ParallelConfig Proposal = Space.random(Op, R);
+    const std::vector<ir::OpId> &Unit = Units[uniformIndex(R, Units.size())];
+    ParallelConfig Config = Space.random(Unit.front(), R);
     double Coin = uniformReal(R);
-    ParallelConfig Old = Sim.strategy()[Op];
-    if (Proposal == Old)
+    Old.clear();
+    for (ir::OpId Op : Unit)
+      Old.push_back(Sim.strategy()[Op]);
+    if (llvm::all_of(Old, [&](const ParallelConfig &C) { return C == Config; }))
       continue;
-    double Next = F(Sim, propose(Sim, Op, Proposal, Options.FullSimulation));
+    Proposal.assign(Unit.size(), Config);
+    double Next = F(Sim, propose(Sim, Unit, Proposal, Options.FullSimulation));
     if (Next <= Current ||
         Coin < std::exp(-Options.Beta * (Next - Current) / Current)) {
       Current = Next;
       if (Options.Goal == Objective::Frontier)
         addToFrontier(Result.Frontier, Sim, F.Limit);
-      Candidate Now = candidate(Sim, F.Limit);
-      if (Current < BestCost || better(Options.Goal, Now, Result.Best)) {
-        if (better(Options.Goal, Now, Result.Best)) {
-          Result.Best = std::move(Now);
-          Progress.improved(Result.Best.Time);
-          LastImprovement =
-              std::chrono::duration<double>(Clock::now() - Begin).count();
-        }
-        BestCost = std::min(BestCost, Current);
+      Candidate Now{
+          {}, Sim.time(), Sim.peakMemory(), Sim.memoryOverflow(F.Limit) <= 0};
+      if (better(Options.Goal, Now, Result.Best)) {
+        LastImprovement =
+            std::chrono::duration<double>(Clock::now() - Begin).count();
+        Result.Best = candidate(Sim, F.Limit);
+        Result.Best.FoundAt = LastImprovement;
+        Progress.improved(Result.Best.Time);
       }
     } else {
-      propose(Sim, Op, Old, Options.FullSimulation);
+      propose(Sim, Unit, Old, Options.FullSimulation);
     }
   }
   return Result;
@@ -192,6 +249,8 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
     for (unsigned I = 0; I < 3; ++I) {
       Sim.simulate(Starts[I]);
       *Builtins[I] = candidate(Sim, Options.MemoryLimit);
+      Builtins[I]->FoundAt =
+          std::chrono::duration<double>(Clock::now() - Begin).count();
     }
     F.LimitScale = Options.MemoryLimit > 0
                        ? Options.MemoryLimit
@@ -281,6 +340,7 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
         Result.Frontier.push_back(std::move(C));
   }
   Result.Seconds = std::chrono::duration<double>(Clock::now() - Begin).count();
+  Result.BestFoundSeconds = Result.Best.FoundAt;
   return Result;
 }
 

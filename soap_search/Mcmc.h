@@ -69,6 +69,8 @@ struct Candidate {
   double Time = 0;
   double PeakMemory = 0;
   bool Fits = false;
+  /// Seconds from the start of the search until it was found.
+  double FoundAt = 0;
 };
 
 struct SearchResult {
@@ -78,6 +80,10 @@ struct SearchResult {
   Candidate DataParallel, Expert, ModelParallel;
   uint64_t Iterations = 0;
   double Seconds = 0;
+  /// When the answer was first seen, counted from the start: how long the
+  /// search took to converge (FlexFlow's rule stops a search once it has
+  /// gone half its running time without improving, at twice this).
+  double BestFoundSeconds = 0;
 };
 
 SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,

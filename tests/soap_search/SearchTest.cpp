@@ -1,0 +1,139 @@
+//===- tests/soap_search/SearchTest.cpp - MCMC search properties ----------===//
+//
+// What the search promises whatever it finds: never worse than a built-in
+// strategy, the same answer for the same seed however many threads run the
+// chains, a strategy that fits when one within the memory limit exists
+// (TensorOpt), and a frontier whose points all fit and none beats another.
+//
+//===----------------------------------------------------------------------===//
+#include "onnx_import/Importer.h"
+#include "soap_search/Builtins.h"
+#include "soap_search/Mcmc.h"
+#include "gtest/gtest.h"
+
+using namespace onnx2soap;
+using namespace onnx2soap::simulator;
+using namespace onnx2soap::soap_search;
+
+namespace {
+
+ir::TrainingGraph training(const std::string &Sample, int64_t Batch) {
+  onnx_import::ImportOptions Options;
+  Options.Batch = Batch;
+  auto Model = onnx_import::importModel(
+      ONNX2SOAP_SOURCE_DIR "/samples/" + Sample + ".onnx", Options);
+  if (!Model) {
+    ADD_FAILURE() << llvm::toString(Model.takeError());
+    return {};
+  }
+  auto T =
+      ir::deriveTraining(std::move(Model->Graph), ir::LossKind::CrossEntropy);
+  if (!T) {
+    ADD_FAILURE() << llvm::toString(T.takeError());
+    return {};
+  }
+  return std::move(*T);
+}
+
+Machine machine(const std::string &Preset, unsigned Devices) {
+  auto M = Machine::preset(Preset);
+  EXPECT_TRUE(static_cast<bool>(M)) << llvm::toString(M.takeError());
+  auto Some = M->firstDevices(Devices);
+  EXPECT_TRUE(static_cast<bool>(Some)) << llvm::toString(Some.takeError());
+  return std::move(*Some);
+}
+
+SearchOptions fixedWork(uint64_t Seed) {
+  SearchOptions O;
+  O.Iterations = 150;
+  O.Seed = Seed;
+  O.Chains = 4;
+  return O;
+}
+
+class EverySample : public ::testing::TestWithParam<const char *> {};
+
+TEST_P(EverySample, NeverWorseThanABuiltinStrategy) {
+  ir::TrainingGraph T = training(GetParam(), 16);
+  Machine M = machine("paper-p100", 8);
+  AnalyticCostModel Cost;
+  SearchResult R = search(T, M, Cost, {}, fixedWork(1));
+  ASSERT_TRUE(R.Best.Fits);
+  for (const Candidate *B : {&R.DataParallel, &R.Expert, &R.ModelParallel})
+    if (B->Fits)
+      EXPECT_LE(R.Best.Time, B->Time);
+  // The reported time is the strategy's, simulated from scratch.
+  Simulator Sim(T, M, Cost);
+  EXPECT_EQ(Sim.simulate(R.Best.S), R.Best.Time);
+  EXPECT_FALSE(static_cast<bool>(checkStrategy(T.G, R.Best.S, 8)));
+}
+
+INSTANTIATE_TEST_SUITE_P(Samples, EverySample,
+                         ::testing::Values("tiny_cnn", "alexnet",
+                                           "bert_encoder"));
+
+TEST(Search, SameSeedSameStrategyWhateverTheThreads) {
+  ir::TrainingGraph T = training("alexnet", 64);
+  Machine M = machine("paper-k80", 8);
+  AnalyticCostModel Cost;
+  SearchOptions One = fixedWork(5), Two = fixedWork(5);
+  One.Threads = 1;
+  Two.Threads = 2;
+  SearchResult A = search(T, M, Cost, {}, One);
+  SearchResult B = search(T, M, Cost, {}, Two);
+  EXPECT_TRUE(A.Best.S == B.Best.S);
+  EXPECT_EQ(A.Best.Time, B.Best.Time);
+  EXPECT_EQ(A.Iterations, B.Iterations);
+  SearchResult C = search(T, M, Cost, {}, fixedWork(6));
+  EXPECT_EQ(C.Iterations, A.Iterations);
+}
+
+TEST(Search, FindsAStrategyThatFitsWhenDataParallelismDoesNot) {
+  // AlexNet's fully-connected layers hold most of its 61 M parameters:
+  // replicated on every device with gradients and momentum they need
+  // about 0.7 GB each; splitting them fits in much less.
+  ir::TrainingGraph T = training("alexnet", 64);
+  Machine M = machine("paper-p100", 4);
+  AnalyticCostModel Cost;
+  Simulator Sim(T, M, Cost);
+  Sim.simulate(dataParallel(T.G, M));
+  double DataParallelPeak = Sim.peakMemory();
+  SearchOptions O = fixedWork(2);
+  O.Iterations = 400;
+  O.MemoryLimit = 0.6 * DataParallelPeak;
+  SearchResult R = search(T, M, Cost, {}, O);
+  EXPECT_FALSE(R.DataParallel.Fits);
+  ASSERT_TRUE(R.Best.Fits) << "smallest peak found " << R.Best.PeakMemory
+                           << " bytes, limit " << O.MemoryLimit;
+  EXPECT_LE(R.Best.PeakMemory, O.MemoryLimit);
+}
+
+TEST(Search, FrontierPointsFitAndNoneDominatesAnother) {
+  ir::TrainingGraph T = training("alexnet", 64);
+  Machine M = machine("paper-p100", 4);
+  AnalyticCostModel Cost;
+  SearchOptions O = fixedWork(3);
+  O.Goal = Objective::Frontier;
+  SearchResult R = search(T, M, Cost, {}, O);
+  ASSERT_FALSE(R.Frontier.empty());
+  for (size_t I = 0; I < R.Frontier.size(); ++I) {
+    EXPECT_TRUE(R.Frontier[I].Fits);
+    if (I == 0)
+      continue;
+    // By increasing memory, strictly decreasing time.
+    EXPECT_GT(R.Frontier[I].PeakMemory, R.Frontier[I - 1].PeakMemory);
+    EXPECT_LT(R.Frontier[I].Time, R.Frontier[I - 1].Time);
+  }
+}
+
+TEST(Search, MemoryObjectiveNeedsNoMoreThanDataParallelism) {
+  ir::TrainingGraph T = training("alexnet", 64);
+  Machine M = machine("paper-p100", 4);
+  AnalyticCostModel Cost;
+  SearchOptions O = fixedWork(4);
+  O.Goal = Objective::Memory;
+  SearchResult R = search(T, M, Cost, {}, O);
+  EXPECT_LT(R.Best.PeakMemory, R.DataParallel.PeakMemory);
+}
+
+} // namespace
