@@ -321,8 +321,11 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
   for (Candidate *B : {&Result.Expert, &Result.ModelParallel})
     if (better(Options.Goal, *B, Result.Best))
       Result.Best = *B;
-  for (ChainResult &C : Results) {
+  for (unsigned I = 0; I < Results.size(); ++I) {
+    ChainResult &C = Results[I];
     Result.Iterations += C.Steps;
+    if (I == 0 || better(Options.Goal, C.Best, Result.ChainBest))
+      Result.ChainBest = C.Best;
     if (better(Options.Goal, C.Best, Result.Best))
       Result.Best = C.Best;
   }

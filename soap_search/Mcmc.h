@@ -78,6 +78,9 @@ struct SearchResult {
   /// Objective::Frontier: the Pareto set, by increasing peak memory.
   std::vector<Candidate> Frontier;
   Candidate DataParallel, Expert, ModelParallel;
+  /// The best the chains found, built-in strategies aside (projected into
+  /// a restricted space, the built-ins may lie outside it).
+  Candidate ChainBest;
   uint64_t Iterations = 0;
   double Seconds = 0;
   /// When the answer was first seen, counted from the start: how long the
