@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""The planner benchmark (docs/benchmarks.md, "Planner").
+
+Usage: bench/planner_bench.py BUILD_DIR [--budget SEC] [--iterations N]
+                              [--models a,b] [--quick] [--out DIR]
+
+For the six DNNs of the FlexFlow paper (samples/), on `paper-p100` (1-16
+GPUs) and `paper-k80` (4-64 GPUs), runs `onnx2soap search` and reports the
+simulated iteration time of data parallelism, the expert strategy and the
+searched strategy, the bytes each moves per iteration, and the search's wall
+time (it stops at --budget or after half the budget without improvement).
+Then, in the layout of the paper's Table 5, the wall time of the same fixed
+amount of search work (--iterations per chain, 2 chains, seed 1) with full
+simulation of every proposal and with delta simulation, on paper-k80; both
+runs find the same strategy (checked), so the ratio is the simulator's alone.
+
+Batch sizes follow the paper (64; AlexNet 256); RNNs are unrolled
+(--unroll-rnn), as FlexFlow plans them. Prints markdown tables; raw JSON
+goes to OUT (default BUILD_DIR/planner-bench-results).
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+MODELS = [
+    # name, file, batch, extra flags
+    ("AlexNet", "alexnet", 256, []),
+    ("ResNet-101", "resnet101", 64, []),
+    ("Inception-v3", "inception_v3", 64, []),
+    ("RNNTC", "rnntc", 64, ["--unroll-rnn"]),
+    ("RNNLM", "rnnlm", 64, ["--unroll-rnn"]),
+    ("NMT", "nmt", 64, ["--unroll-rnn"]),
+]
+CLUSTERS = [("paper-p100", [1, 2, 4, 8, 16]), ("paper-k80", [4, 8, 16, 32, 64])]
+# The paper's Table 5 (seconds), delta-simulation column, by model and GPUs.
+PAPER_DELTA = {
+    "AlexNet": {4: 0.04, 8: 0.13, 16: 0.48, 32: 1.8, 64: 5.9},
+    "ResNet-101": {4: 0.4, 8: 1.4, 16: 7.3, 32: 33, 64: 158},
+    "Inception-v3": {4: 4.1, 8: 17, 16: 77, 32: 298, 64: 1278},
+    "RNNTC": {4: 7.5, 8: 39, 16: 170, 32: 516, 64: 1489},
+    "RNNLM": {4: 9.2, 8: 31, 16: 121, 32: 342, 64: 969},
+    "NMT": {4: 16, 8: 65, 16: 328, 32: 701, 64: 2190},
+}
+
+
+def search(binary, root, model, cluster, gpus, args, out_dir):
+    name, stem, batch, extra = model
+    cmd = [binary, "search", os.path.join(root, "samples", stem + ".onnx"),
+           "--batch", str(batch), "--cluster", cluster, "--gpus", str(gpus),
+           "--seed", "1", "--json"] + extra + args
+    start = time.monotonic()
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.monotonic() - start
+    if done.returncode != 0:
+        sys.exit("failed: %s\n%s" % (" ".join(cmd), done.stderr))
+    result = json.loads(done.stdout)
+    result["wall_seconds"] = wall
+    tag = "%s-%s-%d" % (stem, cluster, gpus)
+    if "--iterations" in args:
+        tag += "-full" if "--full-simulation" in args else "-delta"
+    with open(os.path.join(out_dir, tag + ".json"), "w") as f:
+        json.dump(result, f, indent=1, sort_keys=True)
+    return result
+
+
+def simulate_bytes(binary, root, model, cluster, gpus, strategy):
+    name, stem, batch, extra = model
+    cmd = [binary, "simulate", os.path.join(root, "samples", stem + ".onnx"),
+           "--batch", str(batch), "--cluster", cluster, "--gpus", str(gpus),
+           "--strategy", strategy, "--json"] + extra
+    done = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    return json.loads(done.stdout)["bytes_transferred"]
+
+
+def gib(x):
+    return "%.2f" % (x / 2**30)
+
+
+def ms(x):
+    return "%.1f" % (x * 1e3)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("build")
+    parser.add_argument("--budget", type=float, default=60)
+    parser.add_argument("--iterations", type=int, default=100)
+    parser.add_argument("--models", default="")
+    parser.add_argument("--out", default="")
+    parser.add_argument("--skip-table5", action="store_true")
+    parser.add_argument("--skip-search", action="store_true")
+    args = parser.parse_args()
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    binary = os.path.join(os.path.abspath(args.build), "bin", "onnx2soap")
+    out_dir = args.out or os.path.join(os.path.abspath(args.build),
+                                       "planner-bench-results")
+    os.makedirs(out_dir, exist_ok=True)
+    models = [m for m in MODELS
+              if not args.models or m[1] in args.models.split(",")]
+
+    if not args.skip_search:
+        print("### Searched strategies (budget %g s, 4 chains, seed 1)\n" %
+              args.budget)
+        print("| model | cluster | GPUs | data parallel ms | expert ms | "
+              "searched ms | speedup vs DP | vs expert | GiB moved DP / "
+              "expert / searched | search s | iterations |")
+        print("|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|")
+        for model in models:
+            for cluster, counts in CLUSTERS:
+                for gpus in counts:
+                    r = search(binary, root, model, cluster, gpus,
+                               ["--budget", str(args.budget)], out_dir)
+                    dp = simulate_bytes(binary, root, model, cluster, gpus,
+                                        "data-parallel")
+                    ex = simulate_bytes(binary, root, model, cluster, gpus,
+                                        "expert")
+                    print("| %s | %s | %d | %s | %s | %s | %.2f | %.2f | "
+                          "%s / %s / %s | %.1f | %d |" % (
+                              model[0], cluster, gpus,
+                              ms(r["data_parallel_time"]),
+                              ms(r["expert_time"]), ms(r["time"]),
+                              r["data_parallel_time"] / r["time"],
+                              r["expert_time"] / r["time"], gib(dp), gib(ex),
+                              gib(r["bytes_transferred"]),
+                              r["search_seconds"], r["iterations"]),
+                          flush=True)
+
+    if not args.skip_table5:
+        print("\n### Full vs delta simulation (paper-k80, %d iterations x 2 "
+              "chains, seed 1)\n" % args.iterations)
+        print("| model | GPUs | full s | delta s | speedup | same result | "
+              "paper's delta s |")
+        print("|---|---:|---:|---:|---:|---|---:|")
+        fixed = ["--iterations", str(args.iterations), "--chains", "2",
+                 "--threads", "1"]
+        for model in models:
+            for gpus in [4, 8, 16, 32, 64]:
+                delta = search(binary, root, model, "paper-k80", gpus, fixed,
+                               out_dir)
+                full = search(binary, root, model, "paper-k80", gpus,
+                              fixed + ["--full-simulation"], out_dir)
+                same = full["time"] == delta["time"]
+                print("| %s | %d | %.2f | %.2f | %.1fx | %s | %g |" % (
+                    model[0], gpus, full["search_seconds"],
+                    delta["search_seconds"],
+                    full["search_seconds"] / delta["search_seconds"],
+                    "yes" if same else "NO", PAPER_DELTA[model[0]][gpus]),
+                      flush=True)
+
+
+if __name__ == "__main__":
+    main()
