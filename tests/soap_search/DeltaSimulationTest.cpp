@@ -8,7 +8,7 @@
 // undone right after, as a rejected MCMC step is.
 //
 //===----------------------------------------------------------------------===//
-#include "onnx_import/Importer.h"
+#include "PlannerTestUtil.h"
 #include "simulator/Simulator.h"
 #include "soap_search/Builtins.h"
 #include "soap_search/ConfigSpace.h"
@@ -19,34 +19,6 @@ using namespace onnx2soap::simulator;
 using namespace onnx2soap::soap_search;
 
 namespace {
-
-ir::TrainingGraph training(const std::string &Sample, int64_t Batch,
-                           bool Unroll = false) {
-  onnx_import::ImportOptions Options;
-  Options.Batch = Batch;
-  Options.UnrollRnn = Unroll;
-  auto Model = onnx_import::importModel(
-      ONNX2SOAP_SOURCE_DIR "/samples/" + Sample + ".onnx", Options);
-  if (!Model) {
-    ADD_FAILURE() << llvm::toString(Model.takeError());
-    return {};
-  }
-  auto T =
-      ir::deriveTraining(std::move(Model->Graph), ir::LossKind::CrossEntropy);
-  if (!T) {
-    ADD_FAILURE() << llvm::toString(T.takeError());
-    return {};
-  }
-  return std::move(*T);
-}
-
-Machine machine(const std::string &Preset, unsigned Devices) {
-  auto M = Machine::preset(Preset);
-  EXPECT_TRUE(static_cast<bool>(M)) << llvm::toString(M.takeError());
-  auto Some = M->firstDevices(Devices);
-  EXPECT_TRUE(static_cast<bool>(Some)) << llvm::toString(Some.takeError());
-  return std::move(*Some);
-}
 
 struct Case {
   const char *Sample;
@@ -61,9 +33,9 @@ class DeltaSimulation : public ::testing::TestWithParam<Case> {};
 
 TEST_P(DeltaSimulation, EqualsFullSimulationOnRandomProposals) {
   const Case &C = GetParam();
-  ir::TrainingGraph T = training(C.Sample, C.Batch, C.Unroll);
+  ir::TrainingGraph T = test::sample(C.Sample, C.Batch, C.Unroll);
   ASSERT_GT(T.G.numOps(), 0u);
-  Machine M = machine(C.Preset, C.Devices);
+  Machine M = test::machine(C.Preset, C.Devices);
   AnalyticCostModel Cost;
   ConfigSpace Space(T.G, M.numDevices());
   Rng R = chainRng(7, 0);

@@ -9,7 +9,7 @@
 // about 10^17 (tiny_cnn) and 10^29 (RNNLM) strategies.
 //
 //===----------------------------------------------------------------------===//
-#include "onnx_import/Importer.h"
+#include "PlannerTestUtil.h"
 #include "soap_search/Builtins.h"
 #include "soap_search/Exhaustive.h"
 #include "soap_search/Mcmc.h"
@@ -22,34 +22,6 @@ using namespace onnx2soap::simulator;
 using namespace onnx2soap::soap_search;
 
 namespace {
-
-ir::TrainingGraph training(const std::string &Path, int64_t Batch,
-                           bool Unroll) {
-  onnx_import::ImportOptions Options;
-  Options.Batch = Batch;
-  Options.UnrollRnn = Unroll;
-  auto Model =
-      onnx_import::importModel(ONNX2SOAP_SOURCE_DIR "/" + Path, Options);
-  if (!Model) {
-    ADD_FAILURE() << llvm::toString(Model.takeError());
-    return {};
-  }
-  auto T =
-      ir::deriveTraining(std::move(Model->Graph), ir::LossKind::CrossEntropy);
-  if (!T) {
-    ADD_FAILURE() << llvm::toString(T.takeError());
-    return {};
-  }
-  return std::move(*T);
-}
-
-Machine machine(const std::string &Preset, unsigned Devices) {
-  auto M = Machine::preset(Preset);
-  EXPECT_TRUE(static_cast<bool>(M)) << llvm::toString(M.takeError());
-  auto Some = M->firstDevices(Devices);
-  EXPECT_TRUE(static_cast<bool>(Some)) << llvm::toString(Some.takeError());
-  return std::move(*Some);
-}
 
 /// Ops split over Sample or Parameter dims into 4 parts on devices 0-3, or
 /// whole on one of the first WholeOpDevices devices; data movement ops
@@ -77,9 +49,9 @@ class Optimality : public ::testing::TestWithParam<Case> {};
 
 TEST_P(Optimality, McmcFindsTheExhaustiveOptimum) {
   const Case &C = GetParam();
-  ir::TrainingGraph T = training(C.Path, 8, C.Unroll);
+  ir::TrainingGraph T = test::training(C.Path, 8, C.Unroll);
   ASSERT_GT(T.G.numOps(), 0u);
-  Machine M = machine(C.Preset, 4);
+  Machine M = test::machine(C.Preset, 4);
   AnalyticCostModel Cost;
   ConfigSpace Space(T.G, M.numDevices(), C.Space);
 
@@ -144,9 +116,9 @@ INSTANTIATE_TEST_SUITE_P(
 /// and plain enumeration find the same time, and every strategy's time is
 /// at least its bound.
 TEST(Exhaustive, PruningKeepsTheOptimum) {
-  ir::TrainingGraph T = training("samples/tiny_cnn.onnx", 8, false);
+  ir::TrainingGraph T = test::training("samples/tiny_cnn.onnx", 8, false);
   ASSERT_GT(T.G.numOps(), 0u);
-  Machine M = machine("paper-p100", 4);
+  Machine M = test::machine("paper-p100", 4);
   AnalyticCostModel Cost;
   ConfigSpace Space(T.G, M.numDevices(), smallSpace(2));
   ExhaustiveLimits Plain;

@@ -6,7 +6,7 @@
 // (TensorOpt), and a frontier whose points all fit and none beats another.
 //
 //===----------------------------------------------------------------------===//
-#include "onnx_import/Importer.h"
+#include "PlannerTestUtil.h"
 #include "soap_search/Builtins.h"
 #include "soap_search/Mcmc.h"
 #include "gtest/gtest.h"
@@ -16,32 +16,6 @@ using namespace onnx2soap::simulator;
 using namespace onnx2soap::soap_search;
 
 namespace {
-
-ir::TrainingGraph training(const std::string &Sample, int64_t Batch) {
-  onnx_import::ImportOptions Options;
-  Options.Batch = Batch;
-  auto Model = onnx_import::importModel(
-      ONNX2SOAP_SOURCE_DIR "/samples/" + Sample + ".onnx", Options);
-  if (!Model) {
-    ADD_FAILURE() << llvm::toString(Model.takeError());
-    return {};
-  }
-  auto T =
-      ir::deriveTraining(std::move(Model->Graph), ir::LossKind::CrossEntropy);
-  if (!T) {
-    ADD_FAILURE() << llvm::toString(T.takeError());
-    return {};
-  }
-  return std::move(*T);
-}
-
-Machine machine(const std::string &Preset, unsigned Devices) {
-  auto M = Machine::preset(Preset);
-  EXPECT_TRUE(static_cast<bool>(M)) << llvm::toString(M.takeError());
-  auto Some = M->firstDevices(Devices);
-  EXPECT_TRUE(static_cast<bool>(Some)) << llvm::toString(Some.takeError());
-  return std::move(*Some);
-}
 
 SearchOptions fixedWork(uint64_t Seed) {
   SearchOptions O;
@@ -54,8 +28,8 @@ SearchOptions fixedWork(uint64_t Seed) {
 class EverySample : public ::testing::TestWithParam<const char *> {};
 
 TEST_P(EverySample, NeverWorseThanABuiltinStrategy) {
-  ir::TrainingGraph T = training(GetParam(), 16);
-  Machine M = machine("paper-p100", 8);
+  ir::TrainingGraph T = test::sample(GetParam(), 16);
+  Machine M = test::machine("paper-p100", 8);
   AnalyticCostModel Cost;
   SearchResult R = search(T, M, Cost, {}, fixedWork(1));
   ASSERT_TRUE(R.Best.Fits);
@@ -73,8 +47,8 @@ INSTANTIATE_TEST_SUITE_P(Samples, EverySample,
                                            "bert_encoder"));
 
 TEST(Search, SameSeedSameStrategyWhateverTheThreads) {
-  ir::TrainingGraph T = training("alexnet", 64);
-  Machine M = machine("paper-k80", 8);
+  ir::TrainingGraph T = test::sample("alexnet", 64);
+  Machine M = test::machine("paper-k80", 8);
   AnalyticCostModel Cost;
   SearchOptions One = fixedWork(5), Two = fixedWork(5);
   One.Threads = 1;
@@ -92,8 +66,8 @@ TEST(Search, FindsAStrategyThatFitsWhenDataParallelismDoesNot) {
   // AlexNet's fully-connected layers hold most of its 61 M parameters:
   // replicated on every device with gradients and momentum they need
   // about 0.7 GB each; splitting them fits in much less.
-  ir::TrainingGraph T = training("alexnet", 64);
-  Machine M = machine("paper-p100", 4);
+  ir::TrainingGraph T = test::sample("alexnet", 64);
+  Machine M = test::machine("paper-p100", 4);
   AnalyticCostModel Cost;
   Simulator Sim(T, M, Cost);
   Sim.simulate(dataParallel(T.G, M));
@@ -109,8 +83,8 @@ TEST(Search, FindsAStrategyThatFitsWhenDataParallelismDoesNot) {
 }
 
 TEST(Search, FrontierPointsFitAndNoneDominatesAnother) {
-  ir::TrainingGraph T = training("alexnet", 64);
-  Machine M = machine("paper-p100", 4);
+  ir::TrainingGraph T = test::sample("alexnet", 64);
+  Machine M = test::machine("paper-p100", 4);
   AnalyticCostModel Cost;
   SearchOptions O = fixedWork(3);
   O.Goal = Objective::Frontier;
@@ -127,8 +101,8 @@ TEST(Search, FrontierPointsFitAndNoneDominatesAnother) {
 }
 
 TEST(Search, MemoryObjectiveNeedsNoMoreThanDataParallelism) {
-  ir::TrainingGraph T = training("alexnet", 64);
-  Machine M = machine("paper-p100", 4);
+  ir::TrainingGraph T = test::sample("alexnet", 64);
+  Machine M = test::machine("paper-p100", 4);
   AnalyticCostModel Cost;
   SearchOptions O = fixedWork(4);
   O.Goal = Objective::Memory;
