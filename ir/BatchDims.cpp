@@ -61,4 +61,19 @@ ParallelDims parallelDims(const Graph &G, const Op &O) {
   return P;
 }
 
+Region outputRegionOf(const Graph &G, const Op &O, unsigned Output,
+                      llvm::ArrayRef<Interval> Out, Interval Reduction) {
+  if (Output == 0)
+    return Region(Out.begin(), Out.end());
+  if (auto Rule = opKindInfo(O.Kind).OutputRegion)
+    return Rule(G, O, Output, Out, Reduction);
+  const Shape &Zero = G.outputType(O, 0).Dims;
+  const Shape &Dims = G.outputType(O, Output).Dims;
+  Region R = fullRegion(Dims);
+  for (size_t I = 1; I <= Dims.size() && I <= Zero.size(); ++I)
+    if (Dims[Dims.size() - I] == Zero[Zero.size() - I])
+      R[Dims.size() - I] = Out[Zero.size() - I];
+  return R;
+}
+
 } // namespace onnx2soap::ir

@@ -23,6 +23,14 @@ void inferBatchDims(Graph &G);
 /// Sample.
 ParallelDims parallelDims(const Graph &G, const Op &O);
 
+/// The region of output Output that a partition computing region Out of
+/// output 0 (and slice Reduction of the contraction dim) writes: the kind's
+/// OutputRegion rule, or by default the dims aligned from the right with
+/// output 0 take Out's interval where the extents agree and the others are
+/// whole.
+Region outputRegionOf(const Graph &G, const Op &O, unsigned Output,
+                      llvm::ArrayRef<Interval> Out, Interval Reduction);
+
 } // namespace onnx2soap::ir
 
 #endif

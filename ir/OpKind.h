@@ -93,6 +93,12 @@ struct OpKindInfo {
   Region (*InputRegion)(const Graph &G, const Op &O, unsigned Input,
                         llvm::ArrayRef<Interval> Out,
                         Interval Reduction) = nullptr;
+  /// The region of output Output (> 0) that the partition computing region
+  /// Out of output 0 and slice Reduction of the contraction dim writes;
+  /// nullptr for the default (outputRegionOf in ir/BatchDims.h).
+  Region (*OutputRegion)(const Graph &G, const Op &O, unsigned Output,
+                         llvm::ArrayRef<Interval> Out,
+                         Interval Reduction) = nullptr;
 };
 
 const OpKindInfo &opKindInfo(OpKind Kind);

@@ -48,7 +48,7 @@ PartitionWork partitionWork(const PartitionShape &P) {
     Bytes += double(ir::regionVolume(R)) * ir::dtypeSize(Type->Type);
   }
   for (unsigned I = 0; I < O.Outputs.size(); ++I) {
-    ir::Region R = outputRegionOf(G, O, I, P.Out);
+    ir::Region R = ir::outputRegionOf(G, O, I, P.Out, P.Reduction);
     Bytes +=
         double(ir::regionVolume(R)) * ir::dtypeSize(G.outputType(O, I).Type);
   }

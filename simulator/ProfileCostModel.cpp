@@ -162,7 +162,8 @@ std::string profileKey(const PartitionShape &P) {
   llvm::SmallVector<ir::TensorType, 2> Outputs;
   for (unsigned I = 0; I < O.Outputs.size(); ++I)
     Outputs.push_back(
-        regionType(G.outputType(O, I).Type, outputRegionOf(G, O, I, P.Out)));
+        regionType(G.outputType(O, I).Type,
+                   ir::outputRegionOf(G, O, I, P.Out, P.Reduction)));
   int64_t Reduction =
       ir::parallelDims(G, O).ReductionExtent > 0 ? P.Reduction.size() : 0;
   return profileKey(ir::opKindName(O.Kind), Inputs, Outputs, Reduction,

@@ -57,19 +57,6 @@ ir::Interval reductionSlice(const ir::Graph &G, const ir::Op &O,
   return partInterval(Extent, C.Reduction, C.reductionIndex(P));
 }
 
-ir::Region outputRegionOf(const ir::Graph &G, const ir::Op &O, unsigned Output,
-                          llvm::ArrayRef<ir::Interval> Out0) {
-  if (Output == 0)
-    return ir::Region(Out0.begin(), Out0.end());
-  const ir::Shape &Zero = G.outputType(O, 0).Dims;
-  const ir::Shape &Dims = G.outputType(O, Output).Dims;
-  ir::Region R = ir::fullRegion(Dims);
-  for (size_t I = 1; I <= Dims.size() && I <= Zero.size(); ++I)
-    if (Dims[Dims.size() - I] == Zero[Zero.size() - I])
-      R[Dims.size() - I] = Out0[Zero.size() - I];
-  return R;
-}
-
 static llvm::Error fail(const llvm::Twine &Message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), Message);
 }

@@ -94,11 +94,6 @@ ir::Region outputRegion(const ir::Graph &G, const ir::Op &O,
 /// dim, or [0,0) when the op has none, for an unsplit reduction).
 ir::Interval reductionSlice(const ir::Graph &G, const ir::Op &O,
                             const ParallelConfig &C, unsigned P);
-/// The region of output Output that a partition computing region Out0 of
-/// output 0 writes: dims aligned from the right with output 0 take Out0's
-/// interval where the extents agree; all other dims are whole.
-ir::Region outputRegionOf(const ir::Graph &G, const ir::Op &O, unsigned Output,
-                          llvm::ArrayRef<ir::Interval> Out0);
 
 /// Checks C against the op and the machine: one degree per output dim, each
 /// between 1 and the dim's extent and only on splittable dims, a reduction

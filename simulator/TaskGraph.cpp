@@ -180,7 +180,7 @@ void TaskGraph::setForwardMemory(Task &Forward,
   const ir::Op &O = G.op(Forward.Op);
   for (unsigned I = 0; I < O.Outputs.size(); ++I)
     Forward.ActivationMemory +=
-        double(ir::regionVolume(outputRegionOf(G, O, I, Out))) *
+        double(ir::regionVolume(ir::outputRegionOf(G, O, I, Out, Reduction))) *
         ir::dtypeSize(G.outputType(O, I).Type);
   const ir::OpKindInfo &Info = ir::opKindInfo(O.Kind);
   for (unsigned I = 0; I < O.Inputs.size(); ++I) {
@@ -292,8 +292,9 @@ void TaskGraph::buildInputEdges(ir::OpId ConsumerId, unsigned Slot) {
 
   llvm::SmallVector<ir::Region, 8> Written;
   for (unsigned P = 0; P < PC.numPartitions(); ++P)
-    Written.push_back(
-        outputRegionOf(G, Producer, Output, outputRegion(G, Producer, PC, P)));
+    Written.push_back(ir::outputRegionOf(G, Producer, Output,
+                                         outputRegion(G, Producer, PC, P),
+                                         reductionSlice(G, Producer, PC, P)));
   for (unsigned C = 0; C < CC.numPartitions(); ++C) {
     ir::Region Needed =
         Info.InputRegion(G, Consumer, Slot, outputRegion(G, Consumer, CC, C),

@@ -75,6 +75,15 @@ static Region crossEntropyRegion(const Graph &G, const Op &O, unsigned Input,
   return R;
 }
 
+/// Log-probabilities (output 1, shaped like the scores) of the samples the
+/// partition reads.
+static Region crossEntropyOutputRegion(const Graph &G, const Op &O,
+                                       unsigned Output,
+                                       llvm::ArrayRef<Interval> Out,
+                                       Interval Reduction) {
+  return crossEntropyRegion(G, O, 0, Out, Reduction);
+}
+
 const OpKindInfo &infoSoftmaxCrossEntropyLoss() {
   static const OpKindInfo Info = [] {
     OpKindInfo I;
@@ -86,6 +95,7 @@ const OpKindInfo &infoSoftmaxCrossEntropyLoss() {
     I.Cost = crossEntropyCost;
     I.Parallel = crossEntropyParallel;
     I.InputRegion = crossEntropyRegion;
+    I.OutputRegion = crossEntropyOutputRegion;
     return I;
   }();
   return Info;

@@ -57,6 +57,13 @@ static Region batchNormRegion(const Graph &G, const Op &O, unsigned Input,
   return {Out[1]};
 }
 
+/// The running statistics (outputs 1 and 2) of the channels the partition
+/// normalizes.
+static Region batchNormOutputRegion(const Graph &, const Op &, unsigned,
+                                    llvm::ArrayRef<Interval> Out, Interval) {
+  return {Out[1]};
+}
+
 const OpKindInfo &infoBatchNorm() {
   static const OpKindInfo Info = [] {
     OpKindInfo I;
@@ -68,6 +75,7 @@ const OpKindInfo &infoBatchNorm() {
     I.InferTypes = inferBatchNorm;
     I.Cost = batchNormCost;
     I.Parallel = batchNormParallel;
+    I.OutputRegion = batchNormOutputRegion;
     I.InputRegion = batchNormRegion;
     return I;
   }();

@@ -142,6 +142,26 @@ TEST(Region, GatherEmbeddingReadsWholeTableRows) {
   EXPECT_EQ(P.Output[2], DimKind::Parameter);
 }
 
+TEST(Region, SecondaryOutputsFollowTheirOwnRules) {
+  // BatchNorm in training mode: a partition of channels 2..4 of a [2,7,5,7]
+  // activation updates the running statistics of those channels (not the
+  // last dim, whose extent happens to equal the channel count).
+  Graph G;
+  TensorId X = G.addTensor("x", f32({2, 7, 5, 7}), TensorRole::Input);
+  llvm::SmallVector<TensorId, 4> P;
+  for (const char *Name : {"scale", "bias", "mean", "var"})
+    P.push_back(G.addTensor(Name, f32({7}), TensorRole::State));
+  TensorId Y = add(
+      G, OpKind::BatchNorm, {X, P[0], P[1], P[2], P[3]},
+      attrs({{"epsilon", 1e-5}, {"momentum", 0.9}, {"training", int64_t(1)}}));
+  const Op &Norm = G.op(G.tensor(Y).Producer);
+  ASSERT_EQ(Norm.Outputs.size(), 3u);
+  Region Out{{0, 2}, {2, 4}, {0, 5}, {0, 7}};
+  EXPECT_EQ(formatRegion(outputRegionOf(G, Norm, 1, Out, {0, 0})), "[2:4]");
+  EXPECT_EQ(formatRegion(outputRegionOf(G, Norm, 0, Out, {0, 0})),
+            "[0:2,2:4,0:5,0:7]");
+}
+
 TEST(BatchDims, FollowsTheBatchThroughLayoutChanges) {
   Graph G;
   // [batch, seq, feature] -> Transpose -> [seq, batch, feature] -> LSTM.
