@@ -131,9 +131,9 @@ public:
   /// Builds every task for S (which must pass checkStrategy).
   void build(const Strategy &S);
   /// Replaces op Op's config with C: removes the tasks that depend on it,
-  /// adds the new ones, and returns every live task whose timing may have
-  /// changed (new tasks, tasks that gained or lost a predecessor, and the
-  /// tasks that followed a removed one on a resource).
+  /// adds the new ones, and returns the live tasks whose predecessors
+  /// changed (new tasks, and tasks that gained or lost a predecessor). The
+  /// removed tasks keep their timing until the next change (removed()).
   std::vector<TaskId> changeConfig(ir::OpId Op, const ParallelConfig &C);
   /// changeConfig for several ops at once (Ops[I] takes Configs[I]).
   std::vector<TaskId> changeConfigs(llvm::ArrayRef<ir::OpId> Ops,
