@@ -17,7 +17,7 @@ void MemoryBreakdown::add(const Task &T, double Sign) {
 std::vector<double> MemoryBreakdown::total() const {
   std::vector<double> Sum(Parameters.size());
   for (size_t D = 0; D < Sum.size(); ++D)
-    Sum[D] = Parameters[D] + Fixed[D] + Activations[D];
+    Sum[D] = total(D);
   return Sum;
 }
 

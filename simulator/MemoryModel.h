@@ -35,6 +35,10 @@ struct MemoryBreakdown {
   /// Adds (Sign 1) or removes (Sign -1) a task's share.
   void add(const Task &T, double Sign);
   std::vector<double> total() const;
+  /// Device D's total.
+  double total(DeviceId D) const {
+    return Parameters[D] + Fixed[D] + Activations[D];
+  }
 };
 
 /// Sums every live task's share.

@@ -141,21 +141,21 @@ double Simulator::change(llvm::ArrayRef<ir::OpId> Ops,
   return time();
 }
 
+// Both run after every accepted proposal: no allocation.
 double Simulator::peakMemory() const {
   double Peak = 0;
-  for (double Bytes : Memory.total())
-    Peak = std::max(Peak, Bytes);
+  for (DeviceId D = 0; D < Graph.machine().numDevices(); ++D)
+    Peak = std::max(Peak, Memory.total(D));
   return Peak;
 }
 
 double Simulator::memoryOverflow(double Limit) const {
   const Machine &M = Graph.machine();
-  std::vector<double> Total = Memory.total();
   double Over = 0;
-  for (DeviceId D = 0; D < Total.size(); ++D) {
+  for (DeviceId D = 0; D < M.numDevices(); ++D) {
     double Capacity =
         Limit > 0 ? Limit : double(M.deviceType(D).MemoryCapacity);
-    Over = std::max(Over, Total[D] - Capacity);
+    Over = std::max(Over, Memory.total(D) - Capacity);
   }
   return Over;
 }

@@ -139,30 +139,28 @@ void TaskGraph::buildOp(ir::OpId Id) {
     return;
   for (unsigned P = 0; P < Parts; ++P) {
     ir::Region Out = outputRegion(G, O, C, P);
+    ir::Interval Reduction = reductionSlice(G, O, C, P);
     DeviceId Device = C.device(P);
-    TaskTimes Times = Cost.opTimes({G, O, Out, reductionSlice(G, O, C, P)},
-                                   M.deviceType(Device));
-    Task Forward;
-    Forward.Kind = TaskKind::Forward;
-    Forward.Key = {forwardLevel(Id), 0, P, 0, 0};
-    Forward.Duration = Times.Forward;
-    Forward.Op = Id;
-    Forward.Partition = P;
-    Forward.Device = Device;
-    Forward.Resources = {Device};
-    setForwardMemory(Forward, Out, reductionSlice(G, O, C, P));
+    TaskTimes Times =
+        Cost.opTimes({G, O, Out, Reduction}, M.deviceType(Device));
+    auto Compute = [&](TaskKind Kind, uint32_t Level, double Duration) {
+      Task New;
+      New.Kind = Kind;
+      New.Key = {Level, 0, P, 0, 0};
+      New.Duration = Duration;
+      New.Op = Id;
+      New.Partition = P;
+      New.Device = Device;
+      New.Resources = {Device};
+      return New;
+    };
+    Task Forward = Compute(TaskKind::Forward, forwardLevel(Id), Times.Forward);
+    setForwardMemory(Forward, Out, Reduction);
     Own.Forward.push_back(addTask(std::move(Forward)));
     if (!HasBackward)
       continue;
-    Task Backward;
-    Backward.Kind = TaskKind::Backward;
-    Backward.Key = {backwardLevel(Id), 0, P, 0, 0};
-    Backward.Duration = Times.Backward;
-    Backward.Op = Id;
-    Backward.Partition = P;
-    Backward.Device = Device;
-    Backward.Resources = {Device};
-    Own.Backward.push_back(addTask(std::move(Backward)));
+    Own.Backward.push_back(addTask(
+        Compute(TaskKind::Backward, backwardLevel(Id), Times.Backward)));
     addEdge(Own.Forward.back(), Own.Backward.back());
   }
   Own.ForwardDone = Own.Forward;

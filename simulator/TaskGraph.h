@@ -147,9 +147,6 @@ public:
   unsigned numResources() const { return M.numDevices() + M.numLinks(); }
 
   const ir::TrainingGraph &training() const { return T; }
-  /// Whether op Op reads only weights (see WeightOnly below): its config
-  /// does not matter.
-  bool weightOnly(ir::OpId Op) const { return WeightOnly[Op]; }
   const SimOptions &options() const { return Options; }
   const Machine &machine() const { return M; }
 
