@@ -1,0 +1,90 @@
+//===- runtime_lib/program/Comm.h - Communication among ranks --*- C++ -*-===//
+//
+// What a generated program's ranks say to each other: point-to-point
+// messages (the task graph's transfers and gradient transfers) and sum
+// all-reduces among fixed groups of ranks (gradient and BatchNorm statistics
+// synchronization). Two implementations: MPI on host memory (the CPU
+// backend) and NCCL on device memory (the CUDA backend, bootstrapped over
+// MPI). Both use the same ring algorithm for all-reduce, so the bytes a rank
+// sends are what the planner predicted (docs/generated-program.md).
+//
+// Every call is blocking and made by every participant in the same order
+// (the plan's global order), which makes the schedule deadlock-free. A call
+// that makes no progress for the configured timeout ends the program with a
+// message naming this rank, the peer or group and the label of the call,
+// never a hang.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ONNX2SOAP_RUNTIME_PROGRAM_COMM_H
+#define ONNX2SOAP_RUNTIME_PROGRAM_COMM_H
+
+#include "../Types.h"
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace onnx2soap::rt::program {
+
+struct CommOptions {
+  /// Seconds a blocking call may wait for a peer before the program gives up.
+  double TimeoutSeconds = 300;
+};
+
+class Comm {
+public:
+  virtual ~Comm();
+
+  int rank() const { return Rank; }
+  int size() const { return Size; }
+
+  /// Declares the groups (sorted rank lists, at least two ranks each) that
+  /// allReduceSum will name by index. Every rank calls it once with the same
+  /// list, before any collective; NCCL creates one communicator per group
+  /// this rank belongs to.
+  virtual void setGroups(const std::vector<std::vector<int>> &Groups) = 0;
+
+  /// Sends Bytes of backend memory at Data to Peer. Label names the
+  /// transfer in error messages.
+  virtual void send(int Peer, const void *Data, size_t Bytes,
+                    const char *Label) = 0;
+  /// Receives Bytes from Peer into backend memory at Data.
+  virtual void recv(int Peer, void *Data, size_t Bytes, const char *Label) = 0;
+
+  /// In-place sum of Count elements of Type (Float32 or Float64) among the
+  /// members of group Group; this rank must be one of them. Ring algorithm:
+  /// with n members in rank order, the data is cut into chunks
+  /// [c*Count/n, (c+1)*Count/n); n-1 reduce-scatter steps then n-1
+  /// all-gather steps each send one chunk to the next member. Every member
+  /// ends with bit-identical sums.
+  virtual void allReduceSum(int Group, void *Data, int64_t Count, DType Type,
+                            const char *Label) = 0;
+
+  /// Sum of one host value over all ranks, for reporting (the loss, the
+  /// step time); not counted in bytesSent.
+  virtual double sumOverRanks(double Value) = 0;
+  /// Largest host value over all ranks (not counted in bytesSent).
+  virtual double maxOverRanks(double Value) = 0;
+  virtual void barrier() = 0;
+
+  /// Payload bytes this rank has sent through send and allReduceSum.
+  uint64_t bytesSent() const { return BytesSent; }
+
+  /// Bytes the member at Position (0-based, in rank order) of an n-member
+  /// group sends in one allReduceSum of Count elements of ElementSize bytes.
+  static uint64_t ringSendBytes(int64_t Count, size_t ElementSize,
+                                int GroupSize, int Position);
+
+protected:
+  int Rank = 0;
+  int Size = 1;
+  uint64_t BytesSent = 0;
+};
+
+/// MPI over host memory. Calls MPI_Init when MPI is not initialized yet (and
+/// MPI_Finalize on destruction in that case).
+std::unique_ptr<Comm> createMpiComm(int *Argc, char ***Argv,
+                                    const CommOptions &Options);
+
+} // namespace onnx2soap::rt::program
+
+#endif
