@@ -352,46 +352,19 @@ void TaskGraph::buildParameter(ir::TensorId Param) {
   if (Uses.empty())
     return;
 
-  // Cut the parameter into cells at every boundary of every use's region;
-  // each cell's gradient is summed over the devices whose regions contain
-  // it. Cells shared by the same devices form one all-reduce.
-  unsigned Rank = Value.Type.rank();
-  std::vector<std::vector<int64_t>> Cuts(Rank);
-  for (unsigned D = 0; D < Rank; ++D) {
-    Cuts[D] = {0, Value.Type.Dims[D]};
-    for (const ParamUse &U : Uses)
-      Cuts[D].insert(Cuts[D].end(), {U.Region[D].Begin, U.Region[D].End});
-    std::sort(Cuts[D].begin(), Cuts[D].end());
-    Cuts[D].erase(std::unique(Cuts[D].begin(), Cuts[D].end()), Cuts[D].end());
-  }
-  // Device set -> elements.
-  std::map<std::vector<DeviceId>, int64_t> Shared;
-  std::vector<unsigned> Cell(Rank, 0);
-  while (true) {
-    ir::Region Box(Rank);
-    for (unsigned D = 0; D < Rank; ++D)
-      Box[D] = {Cuts[D][Cell[D]], Cuts[D][Cell[D] + 1]};
-    std::vector<DeviceId> Holders;
-    for (const ParamUse &U : Uses)
-      if (ir::regionVolume(ir::intersect(Box, U.Region)) > 0)
-        Holders.push_back(U.Device);
-    std::sort(Holders.begin(), Holders.end());
-    Holders.erase(std::unique(Holders.begin(), Holders.end()), Holders.end());
-    if (!Holders.empty())
-      Shared[Holders] += ir::regionVolume(Box);
-    unsigned D = Rank;
-    while (D > 0 && ++Cell[D - 1] + 1 >= Cuts[D - 1].size())
-      Cell[--D] = 0;
-    if (D == 0)
-      break;
-  }
+  std::vector<std::pair<ir::Region, DeviceId>> Regions;
+  for (const ParamUse &U : Uses)
+    Regions.push_back({U.Region, U.Device});
+  std::vector<GradientCells> Shared = gradientCells(Value.Type.Dims, Regions);
 
   double ElementSize = ir::dtypeSize(Value.Type.Type);
   uint32_t Level = backwardLevel(First) + 1;
   std::map<DeviceId, int64_t> Held;
   std::map<DeviceId, llvm::SmallVector<TaskId, 4>> UpdatePreds;
   unsigned Index = 0;
-  for (auto &[Holders, Elements] : Shared) {
+  for (const GradientCells &Cells : Shared) {
+    const std::vector<DeviceId> &Holders = Cells.Holders;
+    int64_t Elements = Cells.Elements;
     for (DeviceId D : Holders)
       Held[D] += Elements;
     if (Holders.size() < 2) {
@@ -428,6 +401,51 @@ void TaskGraph::buildParameter(ir::TensorId Param) {
         addEdge(U.Backward, Id);
     Owned.push_back(Id);
   }
+}
+
+std::vector<GradientCells>
+gradientCells(const ir::Shape &Dims,
+              llvm::ArrayRef<std::pair<ir::Region, DeviceId>> Uses) {
+  // Cut the parameter into cells at every boundary of every use's region;
+  // each cell's gradient is summed over the devices whose regions contain
+  // it. Cells shared by the same devices form one group.
+  unsigned Rank = Dims.size();
+  std::vector<std::vector<int64_t>> Cuts(Rank);
+  for (unsigned D = 0; D < Rank; ++D) {
+    Cuts[D] = {0, Dims[D]};
+    for (const auto &Use : Uses)
+      Cuts[D].insert(Cuts[D].end(), {Use.first[D].Begin, Use.first[D].End});
+    std::sort(Cuts[D].begin(), Cuts[D].end());
+    Cuts[D].erase(std::unique(Cuts[D].begin(), Cuts[D].end()), Cuts[D].end());
+  }
+  std::map<std::vector<DeviceId>, GradientCells> Groups;
+  std::vector<unsigned> Cell(Rank, 0);
+  while (true) {
+    ir::Region Box(Rank);
+    for (unsigned D = 0; D < Rank; ++D)
+      Box[D] = {Cuts[D][Cell[D]], Cuts[D][Cell[D] + 1]};
+    std::vector<DeviceId> Holders;
+    for (const auto &Use : Uses)
+      if (ir::regionVolume(ir::intersect(Box, Use.first)) > 0)
+        Holders.push_back(Use.second);
+    std::sort(Holders.begin(), Holders.end());
+    Holders.erase(std::unique(Holders.begin(), Holders.end()), Holders.end());
+    if (!Holders.empty() && ir::regionVolume(Box) > 0) {
+      GradientCells &Group = Groups[Holders];
+      Group.Holders = Holders;
+      Group.Boxes.push_back(Box);
+      Group.Elements += ir::regionVolume(Box);
+    }
+    unsigned D = Rank;
+    while (D > 0 && ++Cell[D - 1] + 1 >= Cuts[D - 1].size())
+      Cell[--D] = 0;
+    if (D == 0)
+      break;
+  }
+  std::vector<GradientCells> Result;
+  for (auto &Entry : Groups)
+    Result.push_back(std::move(Entry.second));
+  return Result;
 }
 
 TaskId TaskGraph::addAllReduce(TaskKind Kind, llvm::ArrayRef<DeviceId> Devices,

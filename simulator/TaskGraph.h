@@ -232,6 +232,22 @@ private:
 /// of such ops (see TaskGraph::WeightOnly).
 std::vector<bool> weightOnlyOps(const ir::Graph &G);
 
+/// Cells of a parameter whose gradients are summed over the same devices:
+/// the parameter is cut at every boundary of the regions its readers'
+/// partitions use, and each cell goes to the group of devices whose regions
+/// contain it. The task graph all-reduces each group with two or more
+/// devices; the generated program sends exactly these cells.
+struct GradientCells {
+  std::vector<DeviceId> Holders; ///< sorted
+  std::vector<ir::Region> Boxes; ///< row-major cell order
+  int64_t Elements = 0;
+};
+/// The groups for a parameter of shape Dims read as Uses (region, device),
+/// ordered by holder list.
+std::vector<GradientCells>
+gradientCells(const ir::Shape &Dims,
+              llvm::ArrayRef<std::pair<ir::Region, DeviceId>> Uses);
+
 /// A ring all-reduce: its time, the bytes each device sends, and the links
 /// it occupies.
 struct CollectiveCost {
