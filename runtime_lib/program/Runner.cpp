@@ -1,0 +1,493 @@
+//===- runtime_lib/program/Runner.cpp - Walking a plan ---------------------===//
+//
+// A step: zero the gradient and accumulation buffers, load this rank's
+// regions of the batch, walk the rank's steps in plan order, then move new
+// running statistics into the state boxes. Buffers are whole regions; copies
+// between them are boxes (BoxCopy.h). Every communication call is made in
+// the plan's global order, which all ranks share.
+//
+//===----------------------------------------------------------------------===//
+#include "Runner.h"
+#include "../Error.h"
+#include "BoxCopy.h"
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+
+namespace onnx2soap::rt::program {
+
+namespace {
+std::string rankFileName(const std::string &Dir, int Rank) {
+  return Dir + "/rank-" + std::to_string(Rank) + ".bin";
+}
+
+/// Magic and version of a weight shard file: "O2SWGHT1", the plan hash,
+/// then the bytes of every Parameter, State and Constant buffer of the rank
+/// in buffer order.
+constexpr char WeightsMagic[8] = {'O', '2', 'S', 'W', 'G', 'H', 'T', '1'};
+
+std::string formatDims(const std::vector<int64_t> &Dims) {
+  std::string Text = "[";
+  for (size_t I = 0; I < Dims.size(); ++I)
+    Text += (I ? "," : "") + std::to_string(Dims[I]);
+  return Text + "]";
+}
+} // namespace
+
+struct Runner::Impl {
+  const Plan &P;
+  Backend &B;
+  Comm &C;
+  int Rank;
+  /// By buffer id: this rank's memory, or empty for other ranks' buffers.
+  std::vector<DeviceBuffer> Memory;
+  std::vector<OpAttrs> Attrs; // by op
+  DeviceBuffer Message;
+  size_t MessageBytes = 0;
+  /// Host copies of the global batch, by tensor index.
+  std::vector<HostTensor> Batch;
+
+  Impl(const Plan &P, Backend &B, Comm &C)
+      : P(P), B(B), C(C), Rank(C.rank()) {}
+
+  TensorView view(int32_t Buffer) const {
+    if (Buffer < 0)
+      return TensorView::absent();
+    const BufferInfo &Info = P.Buffers[Buffer];
+    return TensorView::contiguous(
+        Info.Type, std::vector<int64_t>(Info.Extent, Info.Extent + Info.Dims),
+        Memory[Buffer].data());
+  }
+
+  /// The box of Copy's source or destination: a strided view into a buffer
+  /// or a dense one in the message buffer.
+  TensorView boxView(int32_t Buffer, const int64_t *Origin,
+                     const CopyInfo &Copy, DType MessageType) const {
+    std::vector<int64_t> Extent(Copy.Extent, Copy.Extent + Copy.Dims);
+    if (Buffer < 0) {
+      char *Base = static_cast<char *>(Message.data()) +
+                   Copy.Offset * dtypeSize(MessageType);
+      return TensorView::contiguous(MessageType, Extent, Base);
+    }
+    TensorView Whole = view(Buffer);
+    TensorView Box = Whole;
+    int64_t Offset = 0;
+    for (int D = 0; D < Copy.Dims; ++D) {
+      Offset += Origin[D] * Whole.Strides[D];
+      Box.Dims[D] = Copy.Extent[D];
+    }
+    Box.Data = static_cast<char *>(Whole.Data) + Offset * dtypeSize(Whole.Type);
+    return Box;
+  }
+
+  void runCopies(int32_t First, int32_t Count, DType MessageType) {
+    for (int32_t I = First; I < First + Count; ++I) {
+      const CopyInfo &Copy = P.Copies[I];
+      DType Type = Copy.From >= 0 ? P.Buffers[Copy.From].Type
+                                  : P.Buffers[Copy.To].Type;
+      (void)MessageType;
+      copyBox(B, boxView(Copy.To, Copy.ToOrigin, Copy, Type),
+              boxView(Copy.From, Copy.FromOrigin, Copy, Type), Copy.Add);
+    }
+  }
+
+  OpCall call(const CallInfo &Info, int64_t Step) const {
+    const OpInfo &Op = P.Ops[Info.Op];
+    OpCall Call{Op.Kind, Attrs[Info.Op], Op.Name, {}, {}, Step};
+    const int32_t *Operands = P.Operands.Data + Info.FirstOperand;
+    for (int32_t I = 0; I < Info.NumInputs; ++I)
+      Call.Inputs.push_back(view(Operands[I]));
+    for (int32_t I = 0; I < Info.NumOutputs; ++I)
+      Call.Outputs.push_back(view(Operands[Info.NumInputs + I]));
+    if (Info.Sharded) {
+      int Dims = Call.Outputs.empty() ? 0 : Call.Outputs[0].Rank;
+      Call.GlobalOffset.assign(Info.GlobalOffset, Info.GlobalOffset + Dims);
+      Call.GlobalDims.assign(Info.GlobalDims, Info.GlobalDims + Dims);
+    }
+    return Call;
+  }
+
+  void gradients(const CallInfo &Info, std::vector<TensorView> &OutGrads,
+                 std::vector<TensorView> &InGrads) const {
+    const int32_t *Operands = P.Operands.Data + Info.FirstOperand +
+                              Info.NumInputs + Info.NumOutputs;
+    for (int32_t I = 0; I < Info.NumOutputs; ++I)
+      OutGrads.push_back(view(Operands[I]));
+    for (int32_t I = 0; I < Info.NumInputs; ++I)
+      InGrads.push_back(view(Operands[Info.NumOutputs + I]));
+  }
+
+  /// Multiplies a scalar buffer by Scale (a Reduction-split mean).
+  void scaleScalar(int32_t Buffer, double Scale, bool Set) {
+    const BufferInfo &Info = P.Buffers[Buffer];
+    if (Info.Type == DType::Float64) {
+      double Value = 1;
+      if (!Set)
+        B.copyToHost(&Value, Memory[Buffer].data(), sizeof Value);
+      Value *= Scale;
+      B.copyFromHost(Memory[Buffer].data(), &Value, sizeof Value);
+      return;
+    }
+    float Value = 1;
+    if (!Set)
+      B.copyToHost(&Value, Memory[Buffer].data(), sizeof Value);
+    Value = static_cast<float>(Value * Scale);
+    B.copyFromHost(Memory[Buffer].data(), &Value, sizeof Value);
+  }
+
+  void forward(const StepInfo &S, int64_t Step) {
+    const CallInfo &Info = P.Calls[S.Call];
+    runCopies(S.FirstCopy, S.NumCopies, S.Type);
+    OpCall Call = call(Info, Step);
+    if (Info.Flags == CallFlags::GlobalStatistics) {
+      B.batchNormPartialStats(Call, view(Info.Statistics));
+      return;
+    }
+    B.forward(Call);
+    if (Info.Scale != 1.0)
+      scaleScalar(P.Operands[Info.FirstOperand + Info.NumInputs], Info.Scale,
+                  false);
+  }
+
+  void statsForward(const StepInfo &S, int64_t Step) {
+    const CallInfo &Info = P.Calls[S.Call];
+    TensorView Stats = view(Info.Statistics);
+    C.allReduceSum(S.Group, Stats.Data, Stats.numElements(), Stats.Type,
+                   S.Label);
+    B.batchNormForwardWithStats(call(Info, Step), Stats,
+                                Info.StatisticsCount);
+  }
+
+  void backward(const StepInfo &S, int64_t Step) {
+    const CallInfo &Info = P.Calls[S.Call];
+    OpCall Call = call(Info, Step);
+    std::vector<TensorView> OutGrads, InGrads;
+    gradients(Info, OutGrads, InGrads);
+    if (Info.SeedsLossGradient) {
+      // d(loss)/d(loss) = 1, times this partition's share of a mean.
+      int32_t Grad =
+          P.Operands[Info.FirstOperand + Info.NumInputs + Info.NumOutputs];
+      scaleScalar(Grad, Info.Scale, true);
+    }
+    if (Info.Flags == CallFlags::GlobalStatistics) {
+      B.batchNormBackwardPartialSums(Call, OutGrads[0], view(Info.Statistics),
+                                     Info.StatisticsCount,
+                                     view(Info.GradientSums));
+      return;
+    }
+    B.backward(Call, OutGrads, InGrads);
+    runCopies(S.FirstCopy, S.NumCopies, S.Type);
+  }
+
+  void statsBackward(const StepInfo &S, int64_t Step) {
+    const CallInfo &Info = P.Calls[S.Call];
+    TensorView Sums = view(Info.GradientSums);
+    C.allReduceSum(S.Group, Sums.Data, Sums.numElements(), Sums.Type,
+                   S.Label);
+    std::vector<TensorView> OutGrads, InGrads;
+    gradients(Info, OutGrads, InGrads);
+    B.batchNormBackwardWithSums(call(Info, Step), OutGrads, InGrads,
+                                view(Info.Statistics), Sums,
+                                Info.StatisticsCount);
+    runCopies(S.FirstCopy, S.NumCopies, S.Type);
+  }
+
+  void update(const StepInfo &S, int64_t Step) {
+    std::vector<TensorView> State;
+    for (int32_t I = 0; I < S.NumState; ++I)
+      State.push_back(view(S.State[I]));
+    B.update(P.Optimizer, Step, view(S.Buffer), view(S.Gradient), State);
+  }
+
+  void run(const StepInfo &S, int64_t Step) {
+    size_t Bytes = static_cast<size_t>(S.Elements) * dtypeSize(S.Type);
+    switch (S.Kind) {
+    case StepKind::Forward:
+      return forward(S, Step);
+    case StepKind::StatsForward:
+      return statsForward(S, Step);
+    case StepKind::Backward:
+      return backward(S, Step);
+    case StepKind::StatsBackward:
+      return statsBackward(S, Step);
+    case StepKind::Send:
+      runCopies(S.FirstCopy, S.NumCopies, S.Type);
+      B.synchronize();
+      C.send(S.Peer, Message.data(), Bytes, S.Label);
+      return;
+    case StepKind::Recv:
+      C.recv(S.Peer, Message.data(), Bytes, S.Label);
+      runCopies(S.FirstCopy, S.NumCopies, S.Type);
+      return;
+    case StepKind::AllReduce:
+      runCopies(S.FirstCopy, S.NumCopies, S.Type);
+      B.synchronize();
+      C.allReduceSum(S.Group, Message.data(), S.Elements, S.Type, S.Label);
+      runCopies(S.FirstPostCopy, S.NumPostCopies, S.Type);
+      return;
+    case StepKind::Update:
+      return update(S, Step);
+    }
+  }
+};
+
+Runner::Runner(const Plan &P, Backend &B, Comm &C,
+               const std::string &WeightsDir)
+    : I(new Impl(P, B, C)) {
+  int Rank = C.rank();
+  if (C.size() != P.NumRanks)
+    fail("train", "this program runs on " + std::to_string(P.NumRanks) +
+                      " ranks, it was started on " + std::to_string(C.size()) +
+                      " (mpirun -np " + std::to_string(P.NumRanks) + ")");
+  // Attributes, once.
+  for (const OpInfo &Op : P.Ops) {
+    OpAttrs Attrs;
+    for (int32_t A = Op.FirstAttr; A < Op.FirstAttr + Op.NumAttrs; ++A) {
+      const AttrInfo &Attr = P.Attrs[A];
+      switch (Attr.Type) {
+      case AttrType::Int:
+        Attrs.set(Attr.Name, Attr.Int);
+        break;
+      case AttrType::Float:
+        Attrs.set(Attr.Name, Attr.Float);
+        break;
+      case AttrType::Ints:
+        Attrs.set(Attr.Name,
+                  std::vector<int64_t>(P.IntValues.Data + Attr.Int,
+                                       P.IntValues.Data + Attr.Int +
+                                           Attr.Length));
+        break;
+      case AttrType::Floats:
+        Attrs.set(Attr.Name,
+                  std::vector<double>(P.FloatValues.Data + Attr.Int,
+                                      P.FloatValues.Data + Attr.Int +
+                                          Attr.Length));
+        break;
+      case AttrType::String:
+        Attrs.set(Attr.Name, std::string(Attr.Text));
+        break;
+      }
+    }
+    I->Attrs.push_back(std::move(Attrs));
+  }
+  // Buffers of this rank, zero-filled.
+  I->Memory.resize(P.Buffers.Size);
+  for (int32_t Id = 0; Id < P.Buffers.Size; ++Id) {
+    const BufferInfo &Info = P.Buffers[Id];
+    if (Info.Rank != Rank)
+      continue;
+    int64_t Elements = 1;
+    for (int D = 0; D < Info.Dims; ++D)
+      Elements *= Info.Extent[D];
+    I->Memory[Id] =
+        DeviceBuffer(B, std::max<size_t>(1, Elements * dtypeSize(Info.Type)));
+  }
+  // The largest message or packed all-reduce of this rank.
+  const Range &Steps = P.RankSteps[Rank];
+  for (int32_t S = Steps.First; S < Steps.First + Steps.Count; ++S)
+    I->MessageBytes =
+        std::max(I->MessageBytes,
+                 size_t(P.Steps[S].Elements) * dtypeSize(P.Steps[S].Type));
+  I->Message = DeviceBuffer(B, std::max<size_t>(I->MessageBytes, 64));
+
+  // Initial values of parameters, state and constants.
+  std::string Path = rankFileName(WeightsDir, Rank);
+  std::ifstream File(Path, std::ios::binary);
+  if (!File)
+    fail(Path, "cannot open this rank's weight file (pass --weights DIR)");
+  char Magic[8];
+  uint64_t Hash = 0;
+  File.read(Magic, 8);
+  File.read(reinterpret_cast<char *>(&Hash), 8);
+  if (!File || std::memcmp(Magic, WeightsMagic, 8) != 0)
+    fail(Path, "not an onnx2soap weight shard file");
+  if (Hash != P.PlanHash)
+    fail(Path, "was written for a different plan (regenerate the project)");
+  std::vector<char> Bytes;
+  for (int32_t Id = 0; Id < P.Buffers.Size; ++Id) {
+    const BufferInfo &Info = P.Buffers[Id];
+    if (Info.Rank != Rank ||
+        (Info.Kind != BufferKind::Parameter && Info.Kind != BufferKind::State &&
+         Info.Kind != BufferKind::Constant))
+      continue;
+    Bytes.resize(I->view(Id).byteSize());
+    File.read(Bytes.data(), Bytes.size());
+    if (!File)
+      fail(Path, "is truncated (buffer " + std::to_string(Id) + ")");
+    B.copyFromHost(I->Memory[Id].data(), Bytes.data(), Bytes.size());
+  }
+  if (File.peek() != std::char_traits<char>::eof())
+    fail(Path, "has bytes past the last buffer");
+
+  std::vector<std::vector<int>> Groups;
+  for (const GroupInfo &Group : P.Groups)
+    Groups.emplace_back(P.GroupRanks.Data + Group.First,
+                        P.GroupRanks.Data + Group.First + Group.Size);
+  C.setGroups(Groups);
+}
+
+Runner::~Runner() = default;
+
+void Runner::setBatch(const std::vector<HostTensor> &Inputs,
+                      const HostTensor *Labels) {
+  const Plan &P = I->P;
+  if (Inputs.size() != size_t(P.DataInputs.Size))
+    fail("--inputs", "the model has " + std::to_string(P.DataInputs.Size) +
+                         " inputs, " + std::to_string(Inputs.size()) +
+                         " files were given");
+  if ((P.Labels >= 0) != (Labels != nullptr))
+    fail("--labels", P.Labels >= 0 ? "this model's loss needs labels"
+                                   : "this model computes its own loss");
+  I->Batch.assign(P.Tensors.Size, HostTensor());
+  auto Take = [&](int32_t Tensor, const HostTensor &Value,
+                  const std::string &Option) {
+    const TensorInfo &Info = P.Tensors[Tensor];
+    std::vector<int64_t> Dims(Info.Dims, Info.Dims + Info.Rank);
+    if (Value.Type != Info.Type || Value.Dims != Dims)
+      fail(Option, std::string("'") + Info.Name + "' must be " +
+                       dtypeName(Info.Type) + " " + formatDims(Dims) +
+                       ", the file holds " + dtypeName(Value.Type) + " " +
+                       formatDims(Value.Dims));
+    I->Batch[Tensor] = Value;
+  };
+  for (int32_t K = 0; K < P.DataInputs.Size; ++K)
+    Take(P.DataInputs[K], Inputs[K], "--inputs");
+  if (Labels)
+    Take(P.Labels, *Labels, "--labels");
+}
+
+double Runner::step() {
+  const Plan &P = I->P;
+  Backend &B = I->B;
+  int Rank = I->Rank;
+  ++Step;
+  // Accumulators start at zero; inputs are this rank's regions of the batch.
+  std::vector<char> Host;
+  for (int32_t Id = 0; Id < P.Buffers.Size; ++Id) {
+    const BufferInfo &Info = P.Buffers[Id];
+    if (Info.Rank != Rank)
+      continue;
+    if (Info.Kind == BufferKind::Gradient ||
+        Info.Kind == BufferKind::Accumulated)
+      B.fillZero(I->Memory[Id].data(), I->Memory[Id].size());
+    if (Info.Kind != BufferKind::Input)
+      continue;
+    const HostTensor &Whole = I->Batch[Info.Tensor];
+    if (Whole.Bytes.empty())
+      fail("train", "no batch was given (--inputs, --labels)");
+    Host.resize(I->view(Id).byteSize());
+    copyHostBox(Host.data(), Whole.Bytes.data(), Whole.Dims, Info.Origin,
+                Info.Extent, Info.Dims, dtypeSize(Info.Type));
+    B.copyFromHost(I->Memory[Id].data(), Host.data(), Host.size());
+  }
+  const Range &Steps = P.RankSteps[Rank];
+  for (int32_t S = Steps.First; S < Steps.First + Steps.Count; ++S)
+    I->run(P.Steps[S], Step);
+  const Range &State = P.RankStateCopies[Rank];
+  I->runCopies(State.First, State.Count, DType::Float32);
+  B.synchronize();
+
+  // The loss: the sum of this rank's parts, summed over ranks.
+  double Loss = 0;
+  for (int32_t Id = 0; Id < P.Buffers.Size; ++Id) {
+    const BufferInfo &Info = P.Buffers[Id];
+    if (Info.Rank != Rank || Info.Kind != BufferKind::Activation ||
+        Info.Tensor != P.LossTensor)
+      continue;
+    if (Info.Type == DType::Float64) {
+      double Value;
+      B.copyToHost(&Value, I->Memory[Id].data(), sizeof Value);
+      Loss += Value;
+    } else {
+      float Value;
+      B.copyToHost(&Value, I->Memory[Id].data(), sizeof Value);
+      Loss += Value;
+    }
+  }
+  return I->C.sumOverRanks(Loss);
+}
+
+std::vector<std::pair<std::string, std::vector<char>>>
+Runner::persistentState() {
+  const Plan &P = I->P;
+  std::vector<std::pair<std::string, std::vector<char>>> Result;
+  for (int32_t Id = 0; Id < P.Buffers.Size; ++Id) {
+    const BufferInfo &Info = P.Buffers[Id];
+    if (Info.Rank != I->Rank ||
+        (Info.Kind != BufferKind::Parameter && Info.Kind != BufferKind::State &&
+         Info.Kind != BufferKind::OptimizerState))
+      continue;
+    std::vector<char> Bytes(I->view(Id).byteSize());
+    I->B.copyToHost(Bytes.data(), I->Memory[Id].data(), Bytes.size());
+    Result.push_back({"buffer-" + std::to_string(Id), std::move(Bytes)});
+  }
+  return Result;
+}
+
+void Runner::restore(
+    int64_t StepsDone,
+    const std::vector<std::pair<std::string, std::vector<char>>> &State) {
+  const Plan &P = I->P;
+  for (const auto &[Name, Bytes] : State) {
+    int32_t Id = -1;
+    if (Name.rfind("buffer-", 0) == 0)
+      Id = std::atoi(Name.c_str() + 7);
+    if (Id < 0 || Id >= P.Buffers.Size || P.Buffers[Id].Rank != I->Rank ||
+        Bytes.size() != I->view(Id).byteSize())
+      fail("checkpoint", "entry '" + Name + "' does not belong to this plan");
+    I->B.copyFromHost(I->Memory[Id].data(), Bytes.data(), Bytes.size());
+  }
+  Step = StepsDone;
+}
+
+std::vector<HostTensor> Runner::gatherWeights() {
+  const Plan &P = I->P;
+  Comm &C = I->C;
+  std::vector<HostTensor> Result;
+  if (I->Rank == 0)
+    for (const TensorInfo &Info : P.Tensors) {
+      if (Info.Role != TensorRole::Parameter && Info.Role != TensorRole::State)
+        continue;
+      HostTensor T;
+      T.Name = Info.Name;
+      T.Type = Info.Type;
+      T.Dims.assign(Info.Dims, Info.Dims + Info.Rank);
+      int64_t Elements = 1;
+      for (int64_t D : T.Dims)
+        Elements *= D;
+      T.Bytes.assign(Elements * dtypeSize(Info.Type), 0);
+      Result.push_back(std::move(T));
+    }
+  // Every box of every parameter and state tensor goes to rank 0, in buffer
+  // order (replicas hold equal values; the last one written wins). Messages
+  // travel between backend buffers, as the backend's Comm requires.
+  std::vector<char> Bytes;
+  for (int32_t Id = 0; Id < P.Buffers.Size; ++Id) {
+    const BufferInfo &Info = P.Buffers[Id];
+    if (Info.Kind != BufferKind::Parameter && Info.Kind != BufferKind::State)
+      continue;
+    int64_t Elements = 1;
+    for (int D = 0; D < Info.Dims; ++D)
+      Elements *= Info.Extent[D];
+    Bytes.resize(Elements * dtypeSize(Info.Type));
+    if (Info.Rank == I->Rank && I->Rank != 0)
+      C.send(0, I->Memory[Id].data(), Bytes.size(), "gather weights");
+    if (I->Rank != 0)
+      continue;
+    if (Info.Rank == 0) {
+      I->B.copyToHost(Bytes.data(), I->Memory[Id].data(), Bytes.size());
+    } else {
+      DeviceBuffer Incoming(I->B, Bytes.size());
+      C.recv(Info.Rank, Incoming.data(), Bytes.size(), "gather weights");
+      I->B.copyToHost(Bytes.data(), Incoming.data(), Bytes.size());
+    }
+    const std::string &Name = P.Tensors[Info.Tensor].Name;
+    for (HostTensor &T : Result)
+      if (T.Name == Name)
+        pasteHostBox(T.Bytes.data(), Bytes.data(), T.Dims, Info.Origin,
+                     Info.Extent, Info.Dims, dtypeSize(Info.Type));
+  }
+  return Result;
+}
+
+} // namespace onnx2soap::rt::program

@@ -1,0 +1,56 @@
+//===- runtime_lib/program/Runner.h - Walking a plan ------------*- C++ -*-===//
+//
+// The training loop of a generated program: holds one rank's buffers on a
+// backend, walks the rank's steps of the plan once per training step, and
+// reports the loss. It knows nothing of ONNX or of the planner; everything
+// it needs is in the Plan.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ONNX2SOAP_RUNTIME_PROGRAM_RUNNER_H
+#define ONNX2SOAP_RUNTIME_PROGRAM_RUNNER_H
+
+#include "Comm.h"
+#include "Plan.h"
+#include "TensorFile.h"
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace onnx2soap::rt::program {
+
+class Runner {
+public:
+  /// Allocates this rank's buffers and loads its weight shard file (the
+  /// codegen-written `rank-<r>.bin` in WeightsDir).
+  Runner(const Plan &P, Backend &B, Comm &C, const std::string &WeightsDir);
+  ~Runner();
+
+  /// Sets the global batch: one tensor per plan DataInputs entry, and the
+  /// labels (when the plan has them). Shapes and types must match.
+  void setBatch(const std::vector<HostTensor> &Inputs, const HostTensor *Labels);
+
+  /// One training step; returns the loss of its forward pass, summed over
+  /// the ranks that hold parts of it (the same value on every rank).
+  double step();
+  int64_t stepsDone() const { return Step; }
+
+  /// This rank's persistent state (parameters, optimizer slots, running
+  /// statistics) as named blobs, for checkpoints; restore() takes them back.
+  std::vector<std::pair<std::string, std::vector<char>>> persistentState();
+  void restore(int64_t StepsDone,
+               const std::vector<std::pair<std::string, std::vector<char>>>
+                   &State);
+
+  /// The whole value of every parameter and state tensor, gathered to rank
+  /// 0 (other ranks get an empty list). Every rank must call it.
+  std::vector<HostTensor> gatherWeights();
+
+private:
+  struct Impl;
+  std::unique_ptr<Impl> I;
+  int64_t Step = 0;
+};
+
+} // namespace onnx2soap::rt::program
+
+#endif
