@@ -495,7 +495,7 @@ TEST(TensorFile, MalformedBytesAreErrors) {
 }
 
 // Every prefix and many random corruptions of a valid file: a tensor or a
-// RuntimeError, never a crash (run under ASan by the sanitizer build).
+// RuntimeError, never a crash.
 TEST(TensorFile, CorruptionsNeverCrash) {
   onnx::TensorProto Proto;
   Proto.set_name("w");
