@@ -80,6 +80,25 @@ protected:
   uint64_t BytesSent = 0;
 };
 
+// Defined here, not in Comm.cpp, so that the planner's byte prediction
+// (codegen, which links neither MPI nor this library) shares the formula.
+inline uint64_t Comm::ringSendBytes(int64_t Count, size_t ElementSize,
+                                    int GroupSize, int Position) {
+  if (GroupSize < 2)
+    return 0;
+  auto Chunk = [&](int C) {
+    int N = GroupSize;
+    C = ((C % N) + N) % N;
+    return Count * (C + 1) / N - Count * C / N;
+  };
+  // Reduce-scatter step s sends chunk (Position - s); all-gather step s
+  // sends chunk (Position + 1 - s): every chunk but one, twice over.
+  uint64_t Elements = 0;
+  for (int Step = 0; Step < GroupSize - 1; ++Step)
+    Elements += Chunk(Position - Step) + Chunk(Position + 1 - Step);
+  return Elements * ElementSize;
+}
+
 /// MPI over host memory. Calls MPI_Init when MPI is not initialized yet (and
 /// MPI_Finalize on destruction in that case).
 std::unique_ptr<Comm> createMpiComm(int *Argc, char ***Argv,
