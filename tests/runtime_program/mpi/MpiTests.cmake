@@ -2,7 +2,8 @@
 # tests/CMakeLists.txt, so paths are relative to tests/. comm_mpi_test checks
 # the MPI Comm (runtime_lib/program/MpiComm.cpp) with 2, 3 and 4 ranks (more
 # ranks than cores: --oversubscribe), that a stalled peer ends a run with the
-# timeout message instead of a hang, and one message past INT_MAX bytes.
+# timeout message instead of a hang, and one message past INT_MAX bytes;
+# comm_nccl_test is the NCCL counterpart, built but never run here.
 if(NOT MPIEXEC_EXECUTABLE)
   message(STATUS "mpiexec not found: MPI tests are not registered")
   return()
@@ -38,3 +39,11 @@ add_test(NAME comm_mpi_large
 set_tests_properties(comm_mpi_large PROPERTIES
   TIMEOUT 300 PROCESSORS 2 RUN_SERIAL ON
   FAIL_REGULAR_EXPRESSION "FAILED")
+
+# The NCCL Comm's checks need one GPU per rank; built (so the NCCL library is
+# known to link) but not registered: there is no GPU here. Run by hand:
+# mpirun -np 2 bin/comm_nccl_test
+if(TARGET onnx2soap_runtime_nccl)
+  add_executable(comm_nccl_test runtime_program/mpi/CommNcclTest.cpp)
+  target_link_libraries(comm_nccl_test PRIVATE onnx2soap_runtime_nccl)
+endif()
