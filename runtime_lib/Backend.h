@@ -33,6 +33,13 @@ struct OpCall {
   /// Training step (from 1), for stochastic ops: Dropout's mask is a
   /// function of (seed attribute, Step, element index) on every backend.
   int64_t Step = 0;
+  /// Where output 0 lies in the whole (unpartitioned) tensor when the call
+  /// computes one partition of an op: the offset of its first element and
+  /// the whole tensor's dims, each of output 0's rank. Empty: the call
+  /// covers the whole tensor. Dropout draws element I's mask from its
+  /// row-major index over GlobalDims (I's coordinates plus GlobalOffset), so
+  /// the union of the partitions' masks is the whole tensor's.
+  std::vector<int64_t> GlobalOffset = {}, GlobalDims = {};
 };
 
 enum class OptimizerKind : uint8_t { Sgd, Adam, AdamW };
@@ -79,6 +86,58 @@ public:
                       const std::vector<TensorView> &State) = 0;
   /// Waits for all queued work (a no-op on the CPU).
   virtual void synchronize() = 0;
+
+  // BatchNorm in training mode whose samples or spatial positions are split
+  // among partitions: statistics must be over the whole batch, so the
+  // program runs it in phases and sums the [2, C] Stats (and Sums) views
+  // over the partitions between phases (the kernels never communicate).
+  //   forward:  batchNormPartialStats, all-reduce Stats,
+  //             batchNormForwardWithStats;
+  //   backward: batchNormBackwardPartialSums, all-reduce Sums,
+  //             batchNormBackwardWithSums (Stats as the forward left them).
+  // Stats and Sums are dense f32 (or f64) [2, C]; sums accumulate in double.
+  // Count is the number of elements per channel in the whole batch (N * H *
+  // W summed over the partitions). The phased calls compute what forward()
+  // and backward() of the unsplit op compute, up to rounding: the variance
+  // is S1 / Count - mean^2 rather than a second pass over the data. In
+  // inference mode no statistics are needed: the WithStats / WithSums calls
+  // are forward() / backward() (Stats, Sums and Count unused, dscale and
+  // dbias again each partition's share) and the partial calls' results are
+  // not read.
+
+  /// Phase 1: per-channel sums of the local X (Call.Inputs[0]) into Stats:
+  /// row 0 the sum of x, row 1 the sum of x * x.
+  virtual void batchNormPartialStats(const OpCall &Call,
+                                     const TensorView &Stats) = 0;
+  /// Phase 2, Stats summed over the partitions: normalizes with mean =
+  /// S0 / Count and the biased variance S1 / Count - mean^2, and writes every
+  /// output as forward() does: Y for the local part, and the new running
+  /// mean and variance (ONNX semantics, as forward(): the biased batch
+  /// variance is blended in), the same on every partition.
+  virtual void batchNormForwardWithStats(const OpCall &Call,
+                                         const TensorView &Stats,
+                                         int64_t Count) = 0;
+  /// Backward phase 1: per-channel sums of the local dY (OutputGrad, absent:
+  /// zeros) into Sums: row 0 the sum of dy, row 1 the sum of dy * xhat, xhat
+  /// normalized with the whole batch's statistics in Stats.
+  virtual void batchNormBackwardPartialSums(const OpCall &Call,
+                                            const TensorView &OutputGrad,
+                                            const TensorView &Stats,
+                                            int64_t Count,
+                                            const TensorView &Sums) = 0;
+  /// Backward phase 2, Sums summed over the partitions: adds the local dX
+  /// (with the whole batch's statistics and sums, as backward() of the
+  /// unsplit op) and each partition's LOCAL share of dscale and dbias (the
+  /// sums over its own elements), so the program's usual all-reduce (sum)
+  /// of parameter gradients among the partitions gives backward()'s dscale
+  /// and dbias. OutputGrads[1..2], the gradients of the running statistics,
+  /// are the whole [C] gradients, the same on every partition. In training
+  /// the inputs mean and var are state and take no gradient: their
+  /// InputGrads must be absent.
+  virtual void batchNormBackwardWithSums(
+      const OpCall &Call, const std::vector<TensorView> &OutputGrads,
+      const std::vector<TensorView> &InputGrads, const TensorView &Stats,
+      const TensorView &Sums, int64_t Count) = 0;
 };
 
 /// Number of state tensors (each the parameter's shape) an optimizer keeps.

@@ -75,6 +75,24 @@ void backwardPool(Context &C, const OpCall &Call, const Views &OutputGrads,
 void forwardNormalization(Context &C, const OpCall &Call);
 void backwardNormalization(Context &C, const OpCall &Call,
                            const Views &OutputGrads, const Views &InputGrads);
+/// BatchNorm (BatchNorm.cpp): the whole op, which forwardNormalization and
+/// backwardNormalization dispatch to, and the phases of a BatchNorm whose
+/// batch is split among partitions (Backend.h).
+void forwardBatchNorm(Context &C, const OpCall &Call);
+void backwardBatchNorm(Context &C, const OpCall &Call, const Views &OutputGrads,
+                       const Views &InputGrads);
+void batchNormPartialStats(Context &C, const OpCall &Call,
+                           const TensorView &Stats);
+void batchNormForwardWithStats(Context &C, const OpCall &Call,
+                               const TensorView &Stats, int64_t Count);
+void batchNormBackwardPartialSums(Context &C, const OpCall &Call,
+                                  const TensorView &OutputGrad,
+                                  const TensorView &Stats, int64_t Count,
+                                  const TensorView &Sums);
+void batchNormBackwardWithSums(Context &C, const OpCall &Call,
+                               const Views &OutputGrads,
+                               const Views &InputGrads, const TensorView &Stats,
+                               const TensorView &Sums, int64_t Count);
 void forwardMovement(Context &C, const OpCall &Call);
 void backwardMovement(Context &C, const OpCall &Call, const Views &OutputGrads,
                       const Views &InputGrads);

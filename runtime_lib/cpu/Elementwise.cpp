@@ -8,8 +8,11 @@
 // Backward kernels recompute what they need from the forward input X rather
 // than reading the forward output, so they work whatever the executor keeps;
 // Dropout reads its mask output when present (and recomputes it otherwise).
-// Large tensors are split between threads (Parallel.h); every element is
-// computed as in a serial loop.
+// A Dropout call on one partition of the tensor (OpCall::GlobalOffset and
+// GlobalDims) draws each element's mask bit at its index in the whole
+// tensor, so the partitions' masks make up the whole call's. Large tensors are
+// split between threads (Parallel.h); every element is computed as in a serial
+// loop.
 //
 //===----------------------------------------------------------------------===//
 #include "Elementwise.h"
@@ -248,11 +251,76 @@ void forwardNot(const OpCall &Call) {
 
 //===-- Dropout -----------------------------------------------------------===//
 
+/// Where a call's elements lie in the whole tensor (OpCall::GlobalOffset,
+/// GlobalDims): element I of the call's row-major view is element
+/// global(I) of the whole tensor's.
+struct DropoutIndex {
+  bool Identity = true; // the call covers the whole tensor
+  int Rank = 0;
+  int64_t Dims[MaxRank] = {};    // the call's dims
+  int64_t Strides[MaxRank] = {}; // the whole tensor's row-major strides
+  int64_t Base = 0;              // global index of the call's first element
+
+  int64_t global(int64_t I) const {
+    if (Identity)
+      return I;
+    int64_t G = Base;
+    for (int D = Rank - 1; D >= 0; --D) {
+      G += (I % Dims[D]) * Strides[D];
+      I /= Dims[D];
+    }
+    return G;
+  }
+  /// The length of the innermost dim, along which global indices step by 1.
+  int64_t row() const { return Identity || Rank == 0 ? 0 : Dims[Rank - 1]; }
+};
+
+DropoutIndex dropoutIndex(const OpCall &Call) {
+  DropoutIndex M;
+  if (Call.GlobalOffset.empty() && Call.GlobalDims.empty())
+    return M;
+  const TensorView &Y = Call.Outputs[0];
+  if (Call.GlobalOffset.size() != size_t(Y.Rank) ||
+      Call.GlobalDims.size() != size_t(Y.Rank))
+    failOp(Call, "the global offset and dims must have the output's rank " +
+                     std::to_string(Y.Rank));
+  M.Identity = false;
+  M.Rank = Y.Rank;
+  int64_t Stride = 1;
+  for (int D = Y.Rank - 1; D >= 0; --D) {
+    int64_t Offset = Call.GlobalOffset[D], Whole = Call.GlobalDims[D];
+    if (Offset < 0 || Offset + Y.Dims[D] > Whole)
+      failOp(Call, "dim " + std::to_string(D) + ": the output's " +
+                       std::to_string(Y.Dims[D]) + " elements at offset " +
+                       std::to_string(Offset) + " lie outside the whole " +
+                       std::to_string(Whole));
+    M.Dims[D] = Y.Dims[D];
+    M.Strides[D] = Stride;
+    M.Base += Offset * Stride;
+    Stride *= Whole;
+  }
+  return M;
+}
+
 struct DropoutParams {
   bool Training;
   uint64_t Stream;
   uint64_t Threshold;
   double Scale;
+  DropoutIndex Index;
+
+  /// Calls Fn(I, Keep) for I in [Begin, End), Keep being element I's mask
+  /// bit in training: the global index steps by one along a row and is
+  /// recomputed at each row's start.
+  template <typename F>
+  void forRange(int64_t Begin, int64_t End, F &&Fn) const {
+    int64_t Row = Index.row(), G = Index.global(Begin);
+    for (int64_t I = Begin; I < End; ++I, ++G) {
+      if (Row && I != Begin && I % Row == 0)
+        G = Index.global(I);
+      Fn(I, dropoutKeep(Stream, G, Threshold));
+    }
+  }
 };
 
 DropoutParams dropoutParams(const OpCall &Call) {
@@ -264,6 +332,7 @@ DropoutParams dropoutParams(const OpCall &Call) {
   P.Stream = dropoutStream(Call.Attrs.getInt("seed", 0), Call.Step);
   P.Threshold = dropoutThreshold(Ratio);
   P.Scale = 1.0 / (1.0 - Ratio);
+  P.Index = dropoutIndex(Call);
   return P;
 }
 
@@ -286,13 +355,22 @@ template <typename T> void forwardDropoutTyped(const OpCall &Call) {
   uint8_t *Mask = M ? M->as<uint8_t>() : nullptr;
   int64_t N = X.numElements();
   T Scale = static_cast<T>(P.Scale);
+  if (!P.Training) {
+    parallelChunks(N, 1, [&](int64_t Begin, int64_t End) {
+      for (int64_t I = Begin; I < End; ++I) {
+        Out[I] = In[I];
+        if (Mask)
+          Mask[I] = true;
+      }
+    });
+    return;
+  }
   parallelChunks(N, 4, [&](int64_t Begin, int64_t End) {
-    for (int64_t I = Begin; I < End; ++I) {
-      bool Keep = !P.Training || dropoutKeep(P.Stream, I, P.Threshold);
-      Out[I] = !P.Training ? In[I] : (Keep ? In[I] * Scale : T(0));
+    P.forRange(Begin, End, [&](int64_t I, bool Keep) {
+      Out[I] = Keep ? In[I] * Scale : T(0);
       if (Mask)
         Mask[I] = Keep;
-    }
+    });
   });
 }
 
@@ -313,12 +391,19 @@ void backwardDropoutTyped(const OpCall &Call, const TensorView &DY,
   }
   const uint8_t *Mask = M ? M->as<uint8_t>() : nullptr;
   T Scale = static_cast<T>(P.Scale);
+  if (Mask) {
+    parallelChunks(N, 1, [&](int64_t Begin, int64_t End) {
+      for (int64_t I = Begin; I < End; ++I)
+        if (Mask[I])
+          Out[I] += G[I] * Scale;
+    });
+    return;
+  }
   parallelChunks(N, 4, [&](int64_t Begin, int64_t End) {
-    for (int64_t I = Begin; I < End; ++I) {
-      bool Keep = Mask ? Mask[I] != 0 : dropoutKeep(P.Stream, I, P.Threshold);
+    P.forRange(Begin, End, [&](int64_t I, bool Keep) {
       if (Keep)
         Out[I] += G[I] * Scale;
-    }
+    });
   });
 }
 

@@ -1,18 +1,17 @@
 //===- runtime_lib/cpu/Normalization.cpp - Norms, softmax, reductions -----===//
 //
 // CPU kernels of the Normalization family (ir/ops/Normalization.cpp):
-// BatchNorm, LayerNorm, Softmax, LogSoftmax, ReduceMean and ReduceSum, as
-// plain loops over f32 or f64 operands. Loops rather than oneDNN because
+// LayerNorm here, BatchNorm in BatchNorm.cpp, Softmax, LogSoftmax,
+// ReduceMean and ReduceSum in Reduction.cpp, as plain loops over f32 or f64
+// operands. Loops rather than oneDNN because
 // every output of these ops may carry a gradient (BatchNorm's running
 // statistics, LayerNorm's Mean and InvStdDev) and LayerNorm's scale may
 // broadcast, which oneDNN's primitives do not cover. Statistics accumulate
 // in double. Backward kernels recompute what they need from the inputs, so
 // they do not depend on the forward outputs still being intact.
 //
-// Threads: BatchNorm splits its channels, LayerNorm's forward its rows,
-// between threads (Parallel.h); each channel's or row's sums run in one
-// thread, vectorized (`omp simd` reductions: a reassociation of the
-// double-precision sums, no change of precision). LayerNorm's backward adds
+// Threads: LayerNorm's forward splits its rows between threads
+// (Parallel.h); each row's sums run in one thread. LayerNorm's backward adds
 // every row into dscale and dbias, so it stays serial.
 //
 //===----------------------------------------------------------------------===//
@@ -85,215 +84,6 @@ void storeFloat(const TensorView &V, int64_t I, double X) {
     V.as<double>()[I] = X;
   else
     V.as<float>()[I] = static_cast<float>(X);
-}
-
-//===-- BatchNorm ---------------------------------------------------------===//
-
-struct BatchNormShape {
-  int64_t N, C, S; // X is [N, C, S...]
-};
-
-BatchNormShape batchNormShape(const OpCall &Call) {
-  const TensorView &X = inputAt(Call, 0, "X");
-  if (X.Rank < 2)
-    failOp(Call, "X must be [N,C,...]");
-  BatchNormShape Sh{X.Dims[0], X.Dims[1], product(X, 2, X.Rank)};
-  static const char *const Names[] = {"X", "scale", "bias", "mean", "var"};
-  for (size_t I = 1; I < 5; ++I) {
-    requireType(Call, inputAt(Call, I, Names[I]), X.Type, Names[I]);
-    requireElements(Call, Call.Inputs[I], Sh.C, Names[I]);
-  }
-  return Sh;
-}
-
-/// Mean of channel Ch over N and the spatial dims.
-template <typename T>
-double channelMean(const T *X, const BatchNormShape &Sh, int64_t Ch) {
-  double Sum = 0;
-  for (int64_t N = 0; N < Sh.N; ++N) {
-    const T *P = X + (N * Sh.C + Ch) * Sh.S;
-#pragma omp simd reduction(+ : Sum)
-    for (int64_t S = 0; S < Sh.S; ++S)
-      Sum += P[S];
-  }
-  double Count = static_cast<double>(Sh.N * Sh.S);
-  return Count ? Sum / Count : 0;
-}
-
-/// Biased mean and variance of channel Ch over N and the spatial dims.
-template <typename T>
-void channelStats(const T *X, const BatchNormShape &Sh, int64_t Ch,
-                  double &Mean, double &Var) {
-  Mean = channelMean(X, Sh, Ch);
-  double Sq = 0, M = Mean;
-  for (int64_t N = 0; N < Sh.N; ++N) {
-    const T *P = X + (N * Sh.C + Ch) * Sh.S;
-#pragma omp simd reduction(+ : Sq)
-    for (int64_t S = 0; S < Sh.S; ++S)
-      Sq += (P[S] - M) * (P[S] - M);
-  }
-  double Count = static_cast<double>(Sh.N * Sh.S);
-  Var = Count ? Sq / Count : 0;
-}
-
-template <typename T> void batchNormForward(const OpCall &Call) {
-  BatchNormShape Sh = batchNormShape(Call);
-  const TensorView &X = Call.Inputs[0];
-  const T *Scale = Call.Inputs[1].as<T>(), *Bias = Call.Inputs[2].as<T>(),
-          *Mean = Call.Inputs[3].as<T>(), *Var = Call.Inputs[4].as<T>();
-  TensorView Y = outputAt(Call, 0, "Y");
-  requireType(Call, Y, X.Type, "Y");
-  requireElements(Call, Y, X.numElements(), "Y");
-  double Eps = Call.Attrs.getFloat("epsilon", 1e-5);
-  double Momentum = Call.Attrs.getFloat("momentum", 0.9);
-  bool Training = Call.Attrs.getInt("training");
-  TensorView RunMean, RunVar;
-  if (Training) {
-    RunMean = optionalAt(Call, Call.Outputs, 1, X.Type, "running_mean");
-    RunVar = optionalAt(Call, Call.Outputs, 2, X.Type, "running_var");
-    requireElements(Call, RunMean, Sh.C, "running_mean");
-    requireElements(Call, RunVar, Sh.C, "running_var");
-  }
-  parallelFor(Sh.C, Sh.N * Sh.S * 3, [&](int64_t Ch) {
-    double M = Mean[Ch], V = Var[Ch];
-    if (Training) {
-      // ONNX BatchNormalization-15 semantics: normalize with the batch
-      // statistics and blend the biased batch variance into the running
-      // variance (PyTorch blends the unbiased one instead).
-      double BatchMean, BatchVar;
-      channelStats(X.as<T>(), Sh, Ch, BatchMean, BatchVar);
-      if (RunMean.present())
-        RunMean.as<T>()[Ch] = M * Momentum + BatchMean * (1 - Momentum);
-      if (RunVar.present())
-        RunVar.as<T>()[Ch] = V * Momentum + BatchVar * (1 - Momentum);
-      M = BatchMean;
-      V = BatchVar;
-    }
-    double A = Scale[Ch] / std::sqrt(V + Eps), B = Bias[Ch] - M * A;
-    for (int64_t N = 0; N < Sh.N; ++N) {
-      int64_t Base = (N * Sh.C + Ch) * Sh.S;
-      const T *In = X.as<T>() + Base;
-      T *Out = Y.as<T>() + Base;
-#pragma omp simd
-      for (int64_t S = 0; S < Sh.S; ++S)
-        Out[S] = static_cast<T>(In[S] * A + B);
-    }
-  });
-}
-
-template <typename T>
-void batchNormBackward(const OpCall &Call, const Views &OutGrads,
-                       const Views &InGrads) {
-  BatchNormShape Sh = batchNormShape(Call);
-  DType Type = Call.Inputs[0].Type;
-  const T *X = Call.Inputs[0].as<T>(), *Scale = Call.Inputs[1].as<T>(),
-          *Mean = Call.Inputs[3].as<T>(), *Var = Call.Inputs[4].as<T>();
-  bool Training = Call.Attrs.getInt("training");
-  double Eps = Call.Attrs.getFloat("epsilon", 1e-5);
-  double Momentum = Call.Attrs.getFloat("momentum", 0.9);
-  TensorView GY = optionalAt(Call, OutGrads, 0, Type, "dY");
-  TensorView GRunMean, GRunVar;
-  if (Training) {
-    GRunMean = optionalAt(Call, OutGrads, 1, Type, "d running_mean");
-    GRunVar = optionalAt(Call, OutGrads, 2, Type, "d running_var");
-  }
-  requireElements(Call, GY, Sh.N * Sh.C * Sh.S, "dY");
-  static const char *const Names[] = {"dX", "dscale", "dbias", "dmean", "dvar"};
-  TensorView G[5];
-  for (size_t I = 0; I < 5; ++I) {
-    G[I] = optionalAt(Call, InGrads, I, Type, Names[I]);
-    requireElements(Call, G[I], I ? Sh.C : Sh.N * Sh.C * Sh.S, Names[I]);
-  }
-  double Count = static_cast<double>(Sh.N * Sh.S);
-  const T *DY = GY.present() ? GY.as<T>() : nullptr;
-  parallelFor(Sh.C, Sh.N * Sh.S * 4, [&](int64_t Ch) {
-    double M = Training ? channelMean(X, Sh, Ch) : double(Mean[Ch]);
-    // Sums over the channel of dY and dY * (x - mean), and in training the
-    // batch variance's sum of (x - mean)^2, in one pass over X.
-    double SumG = 0, SumGX = 0, Sq = 0;
-    for (int64_t N = 0; N < Sh.N; ++N) {
-      int64_t Base = (N * Sh.C + Ch) * Sh.S;
-      const T *XRow = X + Base;
-      if (Training && DY) {
-        const T *GRow = DY + Base;
-#pragma omp simd reduction(+ : SumG, SumGX, Sq)
-        for (int64_t S = 0; S < Sh.S; ++S) {
-          double Gv = GRow[S];
-          SumG += Gv;
-          SumGX += Gv * (XRow[S] - M);
-          Sq += (XRow[S] - M) * (XRow[S] - M);
-        }
-      } else if (DY) {
-        const T *GRow = DY + Base;
-#pragma omp simd reduction(+ : SumG, SumGX)
-        for (int64_t S = 0; S < Sh.S; ++S) {
-          double Gv = GRow[S];
-          SumG += Gv;
-          SumGX += Gv * (XRow[S] - M);
-        }
-      } else if (Training) {
-#pragma omp simd reduction(+ : Sq)
-        for (int64_t S = 0; S < Sh.S; ++S)
-          Sq += (XRow[S] - M) * (XRow[S] - M);
-      }
-    }
-    double V = Training ? (Count ? Sq / Count : 0) : double(Var[Ch]);
-    double Inv = 1 / std::sqrt(V + Eps);
-    if (G[1].present())
-      G[1].as<T>()[Ch] += static_cast<T>(SumGX * Inv);
-    if (G[2].present())
-      G[2].as<T>()[Ch] += static_cast<T>(SumG);
-    double GRm = GRunMean.present() ? GRunMean.as<T>()[Ch] : 0;
-    double GRv = GRunVar.present() ? GRunVar.as<T>()[Ch] : 0;
-    if (Training) {
-      // The inputs mean and var only feed the running statistics.
-      if (G[3].present())
-        G[3].as<T>()[Ch] += static_cast<T>(Momentum * GRm);
-      if (G[4].present())
-        G[4].as<T>()[Ch] += static_cast<T>(Momentum * GRv);
-    } else {
-      if (G[3].present())
-        G[3].as<T>()[Ch] += static_cast<T>(-Scale[Ch] * Inv * SumG);
-      if (G[4].present())
-        G[4].as<T>()[Ch] +=
-            static_cast<T>(-0.5 * Scale[Ch] * Inv * Inv * Inv * SumGX);
-    }
-    if (!G[0].present() || Count == 0)
-      return;
-    double A = Scale[Ch] * Inv;
-    // Training: dx = A * (dy - SumG / Count - (x - mean) * Inv^2 * SumGX /
-    // Count), Y's path through the batch mean and variance, plus the
-    // running statistics' (1 - momentum) share of the batch statistics,
-    // (1 - momentum) * (GRm + 2 GRv (x - mean)) / Count. Both are affine in
-    // dy and (x - mean): dx = A * dy + CoefX * (x - mean) + Offset.
-    double MeanG = SumG / Count;
-    double CoefX = Training ? -A * Inv * Inv * SumGX / Count +
-                                  (1 - Momentum) * 2 * GRv / Count
-                            : 0;
-    double Offset = Training ? -A * MeanG + (1 - Momentum) * GRm / Count : 0;
-    for (int64_t N = 0; N < Sh.N; ++N) {
-      int64_t Base = (N * Sh.C + Ch) * Sh.S;
-      T *DX = G[0].as<T>() + Base;
-      const T *XRow = X + Base;
-      if (!Training) {
-        if (DY) {
-          const T *GRow = DY + Base;
-#pragma omp simd
-          for (int64_t S = 0; S < Sh.S; ++S)
-            DX[S] += static_cast<T>(A * GRow[S]);
-        }
-      } else if (DY) {
-        const T *GRow = DY + Base;
-#pragma omp simd
-        for (int64_t S = 0; S < Sh.S; ++S)
-          DX[S] += static_cast<T>(A * GRow[S] + CoefX * (XRow[S] - M) + Offset);
-      } else {
-#pragma omp simd
-        for (int64_t S = 0; S < Sh.S; ++S)
-          DX[S] += static_cast<T>(CoefX * (XRow[S] - M) + Offset);
-      }
-    }
-  });
 }
 
 //===-- LayerNorm ---------------------------------------------------------===//
@@ -459,11 +249,10 @@ void layerNormBackward(const OpCall &Call, const Views &OutGrads,
 
 } // namespace
 
-void forwardNormalization(Context &, const OpCall &Call) {
+void forwardNormalization(Context &C, const OpCall &Call) {
   switch (Call.Kind) {
   case OpKind::BatchNorm:
-    return dispatchFloat(Call, inputAt(Call, 0, "X"), "X",
-                         [&](auto T) { batchNormForward<decltype(T)>(Call); });
+    return forwardBatchNorm(C, Call);
   case OpKind::LayerNorm:
     return dispatchFloat(Call, inputAt(Call, 0, "X"), "X",
                          [&](auto T) { layerNormForward<decltype(T)>(Call); });
@@ -478,13 +267,11 @@ void forwardNormalization(Context &, const OpCall &Call) {
   }
 }
 
-void backwardNormalization(Context &, const OpCall &Call,
+void backwardNormalization(Context &C, const OpCall &Call,
                            const Views &OutputGrads, const Views &InputGrads) {
   switch (Call.Kind) {
   case OpKind::BatchNorm:
-    return dispatchFloat(Call, inputAt(Call, 0, "X"), "X", [&](auto T) {
-      batchNormBackward<decltype(T)>(Call, OutputGrads, InputGrads);
-    });
+    return backwardBatchNorm(C, Call, OutputGrads, InputGrads);
   case OpKind::LayerNorm:
     return dispatchFloat(Call, inputAt(Call, 0, "X"), "X", [&](auto T) {
       layerNormBackward<decltype(T)>(Call, OutputGrads, InputGrads);

@@ -151,6 +151,30 @@ public:
     cuda::updateParameter(Ctx, Config, Step, Parameter, Gradient, State);
   }
 
+  void batchNormPartialStats(const OpCall &Call,
+                             const TensorView &Stats) override {
+    cuda::batchNormPartialStats(Ctx, Call, Stats);
+  }
+  void batchNormForwardWithStats(const OpCall &Call, const TensorView &Stats,
+                                 int64_t Count) override {
+    cuda::batchNormForwardWithStats(Ctx, Call, Stats, Count);
+  }
+  void batchNormBackwardPartialSums(const OpCall &Call,
+                                    const TensorView &OutputGrad,
+                                    const TensorView &Stats, int64_t Count,
+                                    const TensorView &Sums) override {
+    cuda::batchNormBackwardPartialSums(Ctx, Call, OutputGrad, Stats, Count,
+                                       Sums);
+  }
+  void batchNormBackwardWithSums(const OpCall &Call, const Views &OutputGrads,
+                                 const Views &InputGrads,
+                                 const TensorView &Stats,
+                                 const TensorView &Sums,
+                                 int64_t Count) override {
+    cuda::batchNormBackwardWithSums(Ctx, Call, OutputGrads, InputGrads, Stats,
+                                    Sums, Count);
+  }
+
   void synchronize() override {
     check(cudaStreamSynchronize(Ctx.Stream), "cudaStreamSynchronize");
   }

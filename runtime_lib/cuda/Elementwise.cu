@@ -3,7 +3,9 @@
 // The CUDA elementwise family's entry points and its unary kinds, twins of
 // runtime_lib/cpu/Elementwise.cpp: activations and math (grid-stride loops
 // over dense operands, f32 or f64; Relu, Neg and Abs also i32/i64 forward),
-// Not, and Dropout with the counter-based mask of runtime_lib/DropoutMask.h,
+// Not, and Dropout with the counter-based mask of runtime_lib/DropoutMask.h
+// (drawn at each element's index in the whole tensor when the call computes
+// one partition, OpCall::GlobalOffset),
 // so a GPU run drops exactly the elements a CPU run drops. Cast and the
 // broadcasting kinds live in Cast.cu and Broadcast.cu.
 //
@@ -317,11 +319,61 @@ void forwardNot(Context &C, const OpCall &Call) {
 
 //===-- Dropout -----------------------------------------------------------===//
 
+/// Where a call's elements lie in the whole tensor (OpCall::GlobalOffset,
+/// GlobalDims): element I of the call's row-major view is element
+/// global(I) of the whole tensor's, as on the CPU.
+struct DropoutIndex {
+  bool Identity = true; // the call covers the whole tensor
+  int Rank = 0;
+  int64_t Dims[MaxRank] = {};    // the call's dims
+  int64_t Strides[MaxRank] = {}; // the whole tensor's row-major strides
+  int64_t Base = 0;              // global index of the call's first element
+
+  __device__ int64_t global(int64_t I) const {
+    if (Identity)
+      return I;
+    int64_t G = Base;
+    for (int D = Rank - 1; D >= 0; --D) {
+      G += (I % Dims[D]) * Strides[D];
+      I /= Dims[D];
+    }
+    return G;
+  }
+};
+
+DropoutIndex dropoutIndex(const OpCall &Call) {
+  DropoutIndex M;
+  if (Call.GlobalOffset.empty() && Call.GlobalDims.empty())
+    return M;
+  const TensorView &Y = Call.Outputs[0];
+  if (Call.GlobalOffset.size() != size_t(Y.Rank) ||
+      Call.GlobalDims.size() != size_t(Y.Rank))
+    failOp(Call, "the global offset and dims must have the output's rank " +
+                     std::to_string(Y.Rank));
+  M.Identity = false;
+  M.Rank = Y.Rank;
+  int64_t Stride = 1;
+  for (int D = Y.Rank - 1; D >= 0; --D) {
+    int64_t Offset = Call.GlobalOffset[D], Whole = Call.GlobalDims[D];
+    if (Offset < 0 || Offset + Y.Dims[D] > Whole)
+      failOp(Call, "dim " + std::to_string(D) + ": the output's " +
+                       std::to_string(Y.Dims[D]) + " elements at offset " +
+                       std::to_string(Offset) + " lie outside the whole " +
+                       std::to_string(Whole));
+    M.Dims[D] = Y.Dims[D];
+    M.Strides[D] = Stride;
+    M.Base += Offset * Stride;
+    Stride *= Whole;
+  }
+  return M;
+}
+
 struct DropoutParams {
   bool Training;
   uint64_t Stream;
   uint64_t Threshold;
   double Scale;
+  DropoutIndex Index;
 };
 
 DropoutParams dropoutParams(const OpCall &Call) {
@@ -333,6 +385,7 @@ DropoutParams dropoutParams(const OpCall &Call) {
   P.Stream = dropoutStream(Call.Attrs.getInt("seed", 0), Call.Step);
   P.Threshold = dropoutThreshold(Ratio);
   P.Scale = 1.0 / (1.0 - Ratio);
+  P.Index = dropoutIndex(Call);
   return P;
 }
 
@@ -353,8 +406,9 @@ template <typename T> struct DropoutForwardBody {
   bool Training;
   uint64_t Stream, Threshold;
   T Scale;
+  DropoutIndex Index;
   __device__ void operator()(int64_t I) const {
-    bool Keep = !Training || dropoutKeep(Stream, I, Threshold);
+    bool Keep = !Training || dropoutKeep(Stream, Index.global(I), Threshold);
     Out[I] = !Training ? In[I] : (Keep ? In[I] * Scale : T(0));
     if (Mask)
       Mask[I] = Keep;
@@ -368,12 +422,14 @@ template <typename T> struct DropoutBackwardBody {
   bool Training;
   uint64_t Stream, Threshold;
   T Scale;
+  DropoutIndex Index;
   __device__ void operator()(int64_t I) const {
     if (!Training) {
       Out[I] += Grad[I];
       return;
     }
-    bool Keep = Mask ? Mask[I] != 0 : dropoutKeep(Stream, I, Threshold);
+    bool Keep =
+        Mask ? Mask[I] != 0 : dropoutKeep(Stream, Index.global(I), Threshold);
     if (Keep)
       Out[I] += Grad[I] * Scale;
   }
@@ -393,7 +449,7 @@ void forwardDropout(Context &C, const OpCall &Call) {
                 DropoutForwardBody<T>{X.as<const T>(), Y.as<T>(),
                                       M ? M->as<uint8_t>() : nullptr,
                                       P.Training, P.Stream, P.Threshold,
-                                      static_cast<T>(P.Scale)});
+                                      static_cast<T>(P.Scale), P.Index});
       }))
     unsupportedType(Call, X.Type, "f32, f64");
 }
@@ -418,7 +474,7 @@ void backwardDropout(Context &C, const OpCall &Call, const Views &OutputGrads,
                 DropoutBackwardBody<T>{DY.as<const T>(), DX.as<T>(),
                                        M ? M->as<const uint8_t>() : nullptr,
                                        P.Training, P.Stream, P.Threshold,
-                                       static_cast<T>(P.Scale)});
+                                       static_cast<T>(P.Scale), P.Index});
       }))
     unsupportedType(Call, X.Type, "f32, f64");
 }

@@ -1,13 +1,13 @@
 //===- runtime_lib/cuda/Normalization.cu - Norms, softmax, reductions -----===//
 //
-// CUDA twins of runtime_lib/cpu/Normalization.cpp: BatchNorm and LayerNorm
-// as own kernels (softmax and reductions are in Reduction.cu). Own kernels
-// rather than cuDNN for the CPU kernel's reasons: every output may carry a
-// gradient (BatchNorm's running statistics with ONNX semantics, LayerNorm's
-// Mean and InvStdDev) and LayerNorm's scale may broadcast. f32 or f64;
-// statistics accumulate in double in block-wide reductions (one block per
-// channel or row), so results are deterministic. Backward recomputes the
-// statistics from the inputs, as the CPU kernel does.
+// CUDA twins of runtime_lib/cpu/Normalization.cpp: LayerNorm as own
+// kernels (BatchNorm is in BatchNorm.cu, softmax and reductions in
+// Reduction.cu). Own kernels rather than cuDNN for the CPU kernel's
+// reasons: every output may carry a gradient (LayerNorm's Mean and
+// InvStdDev) and LayerNorm's scale may broadcast. f32 or f64; statistics
+// accumulate in double in block-wide reductions (one block per row), so
+// results are deterministic. Backward recomputes the statistics from the
+// inputs, as the CPU kernel does.
 //
 //===----------------------------------------------------------------------===//
 #include "KernelSupport.cuh"
@@ -57,248 +57,6 @@ int64_t product(const TensorView &V, int Begin, int End) {
 
 template <typename T> T *dataOrNull(const TensorView &V) {
   return V.present() ? V.as<T>() : nullptr;
-}
-
-//===-- BatchNorm ---------------------------------------------------------===//
-
-struct BatchNormShape {
-  int64_t N, C, S; // X is [N, C, S...]
-};
-
-BatchNormShape batchNormShape(const OpCall &Call) {
-  const TensorView &X = inputAt(Call, 0, "X");
-  if (X.Rank < 2)
-    failOp(Call, "X must be [N,C,...]");
-  BatchNormShape Sh{X.Dims[0], X.Dims[1], product(X, 2, X.Rank)};
-  static const char *const Names[] = {"X", "scale", "bias", "mean", "var"};
-  for (size_t I = 1; I < 5; ++I) {
-    requireType(Call, inputAt(Call, I, Names[I]), X.Type, Names[I]);
-    requireElements(Call, Call.Inputs[I], Sh.C, Names[I]);
-  }
-  return Sh;
-}
-
-/// Biased mean and variance of channel Ch over N and the spatial dims, two
-/// passes as on the CPU; every thread of the block gets them.
-template <typename T>
-__device__ void channelStats(const T *X, BatchNormShape Sh, int64_t Ch,
-                             double &Mean, double &Var) {
-  int64_t Count = Sh.N * Sh.S;
-  double Sum = 0;
-  for (int64_t E = threadIdx.x; E < Count; E += blockDim.x)
-    Sum += X[((E / Sh.S) * Sh.C + Ch) * Sh.S + E % Sh.S];
-  Sum = blockSum(Sum);
-  Mean = Count ? Sum / Count : 0;
-  double Sq = 0;
-  for (int64_t E = threadIdx.x; E < Count; E += blockDim.x) {
-    double D = X[((E / Sh.S) * Sh.C + Ch) * Sh.S + E % Sh.S] - Mean;
-    Sq += D * D;
-  }
-  Sq = blockSum(Sq);
-  Var = Count ? Sq / Count : 0;
-}
-
-/// Per channel: the affine map Y = X * Coef[2c] + Coef[2c+1], and in
-/// training the running statistics (ONNX BatchNormalization-15: the biased
-/// batch variance is blended in; PyTorch blends the unbiased one).
-template <typename T>
-__global__ void batchNormStatsKernel(BatchNormShape Sh, const T *X,
-                                     const T *Scale, const T *Bias,
-                                     const T *Mean, const T *Var, T *RunMean,
-                                     T *RunVar, bool Training, double Eps,
-                                     double Momentum, double *Coef) {
-  for (int64_t Ch = blockIdx.x; Ch < Sh.C; Ch += gridDim.x) {
-    double M = Mean[Ch], V = Var[Ch];
-    if (Training) {
-      double BatchMean, BatchVar;
-      channelStats(X, Sh, Ch, BatchMean, BatchVar);
-      if (threadIdx.x == 0) {
-        if (RunMean)
-          RunMean[Ch] =
-              static_cast<T>(M * Momentum + BatchMean * (1 - Momentum));
-        if (RunVar)
-          RunVar[Ch] = static_cast<T>(V * Momentum + BatchVar * (1 - Momentum));
-      }
-      M = BatchMean;
-      V = BatchVar;
-    }
-    if (threadIdx.x == 0) {
-      double A = Scale[Ch] / sqrt(V + Eps);
-      Coef[2 * Ch] = A;
-      Coef[2 * Ch + 1] = Bias[Ch] - M * A;
-    }
-  }
-}
-
-template <typename T>
-__global__ void batchNormApplyKernel(BatchNormShape Sh, int64_t Count,
-                                     const T *X, const double *Coef, T *Y) {
-  for (int64_t E = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; E < Count;
-       E += int64_t(gridDim.x) * blockDim.x) {
-    int64_t Ch = (E / Sh.S) % Sh.C;
-    Y[E] = static_cast<T>(X[E] * Coef[2 * Ch] + Coef[2 * Ch + 1]);
-  }
-}
-
-/// What the dX kernel needs of a channel.
-struct ChannelGrad {
-  double Mean, Inv, SumG, SumGX;
-};
-
-/// Per channel: statistics, the sums over dY, and the gradients of scale,
-/// bias, mean and var.
-template <typename T>
-__global__ void
-batchNormGradStatsKernel(BatchNormShape Sh, const T *X, const T *Scale,
-                         const T *Mean, const T *Var, const T *GY,
-                         const T *GRunMean, const T *GRunVar, T *DScale,
-                         T *DBias, T *DMean, T *DVar, bool Training, double Eps,
-                         double Momentum, ChannelGrad *Out) {
-  int64_t Count = Sh.N * Sh.S;
-  for (int64_t Ch = blockIdx.x; Ch < Sh.C; Ch += gridDim.x) {
-    double M = Mean[Ch], V = Var[Ch];
-    if (Training)
-      channelStats(X, Sh, Ch, M, V);
-    double Inv = 1 / sqrt(V + Eps);
-    double SumG = 0, SumGX = 0;
-    if (GY) {
-      for (int64_t E = threadIdx.x; E < Count; E += blockDim.x) {
-        int64_t I = ((E / Sh.S) * Sh.C + Ch) * Sh.S + E % Sh.S;
-        double Gv = GY[I];
-        SumG += Gv;
-        SumGX += Gv * (X[I] - M);
-      }
-      SumG = blockSum(SumG);
-      SumGX = blockSum(SumGX);
-    }
-    if (threadIdx.x == 0) {
-      Out[Ch] = ChannelGrad{M, Inv, SumG, SumGX};
-      if (DScale)
-        DScale[Ch] += static_cast<T>(SumGX * Inv);
-      if (DBias)
-        DBias[Ch] += static_cast<T>(SumG);
-      double GRm = GRunMean ? GRunMean[Ch] : 0, GRv = GRunVar ? GRunVar[Ch] : 0;
-      if (Training) {
-        // The inputs mean and var only feed the running statistics.
-        if (DMean)
-          DMean[Ch] += static_cast<T>(Momentum * GRm);
-        if (DVar)
-          DVar[Ch] += static_cast<T>(Momentum * GRv);
-      } else {
-        if (DMean)
-          DMean[Ch] += static_cast<T>(-Scale[Ch] * Inv * SumG);
-        if (DVar)
-          DVar[Ch] +=
-              static_cast<T>(-0.5 * Scale[Ch] * Inv * Inv * Inv * SumGX);
-      }
-    }
-  }
-}
-
-template <typename T>
-__global__ void
-batchNormGradInputKernel(BatchNormShape Sh, int64_t Count, const T *X,
-                         const T *Scale, const T *GY, const T *GRunMean,
-                         const T *GRunVar, const ChannelGrad *Stats,
-                         bool Training, double Momentum, T *DX) {
-  double Reduced = static_cast<double>(Sh.N * Sh.S);
-  for (int64_t E = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; E < Count;
-       E += int64_t(gridDim.x) * blockDim.x) {
-    int64_t Ch = (E / Sh.S) % Sh.C;
-    ChannelGrad S = Stats[Ch];
-    double A = Scale[Ch] * S.Inv;
-    double Gv = GY ? GY[E] : 0, Centered = X[E] - S.Mean, D;
-    if (Training) {
-      double GRm = GRunMean ? GRunMean[Ch] : 0, GRv = GRunVar ? GRunVar[Ch] : 0;
-      // Y's path through the batch mean and variance, plus the running
-      // statistics' (1 - momentum) share of the batch statistics.
-      D = A * (Gv - S.SumG / Reduced -
-               Centered * S.Inv * S.Inv * S.SumGX / Reduced) +
-          (1 - Momentum) * (GRm + 2 * GRv * Centered) / Reduced;
-    } else {
-      D = A * Gv;
-    }
-    DX[E] += static_cast<T>(D);
-  }
-}
-
-unsigned channelGrid(int64_t Channels) {
-  return static_cast<unsigned>(std::clamp<int64_t>(Channels, 1, 65535 * 8));
-}
-
-template <typename T> void batchNormForward(Context &C, const OpCall &Call) {
-  BatchNormShape Sh = batchNormShape(Call);
-  const TensorView &X = Call.Inputs[0];
-  TensorView Y = outputAt(Call, 0, "Y");
-  requireType(Call, Y, X.Type, "Y");
-  requireElements(Call, Y, X.numElements(), "Y");
-  double Eps = Call.Attrs.getFloat("epsilon", 1e-5);
-  double Momentum = Call.Attrs.getFloat("momentum", 0.9);
-  bool Training = Call.Attrs.getInt("training");
-  TensorView RunMean, RunVar;
-  if (Training) {
-    RunMean = optionalAt(Call, Call.Outputs, 1, X.Type, "running_mean");
-    RunVar = optionalAt(Call, Call.Outputs, 2, X.Type, "running_var");
-    requireElements(Call, RunMean, Sh.C, "running_mean");
-    requireElements(Call, RunVar, Sh.C, "running_var");
-  }
-  if (Sh.C == 0)
-    return;
-  Scratch<double> Coef(Call, C, 2 * Sh.C);
-  batchNormStatsKernel<T><<<channelGrid(Sh.C), ThreadsPerBlock, 0, C.Stream>>>(
-      Sh, X.as<T>(), Call.Inputs[1].as<T>(), Call.Inputs[2].as<T>(),
-      Call.Inputs[3].as<T>(), Call.Inputs[4].as<T>(), dataOrNull<T>(RunMean),
-      dataOrNull<T>(RunVar), Training, Eps, Momentum, Coef.get());
-  checkLaunch(Call, "batch norm statistics kernel");
-  int64_t Count = X.numElements();
-  if (Count == 0)
-    return;
-  batchNormApplyKernel<T><<<blocksFor(Count), ThreadsPerBlock, 0, C.Stream>>>(
-      Sh, Count, X.as<T>(), Coef.get(), Y.as<T>());
-  checkLaunch(Call, "batch norm kernel");
-}
-
-template <typename T>
-void batchNormBackward(Context &C, const OpCall &Call, const Views &OutGrads,
-                       const Views &InGrads) {
-  BatchNormShape Sh = batchNormShape(Call);
-  DType Type = Call.Inputs[0].Type;
-  bool Training = Call.Attrs.getInt("training");
-  double Eps = Call.Attrs.getFloat("epsilon", 1e-5);
-  double Momentum = Call.Attrs.getFloat("momentum", 0.9);
-  TensorView GY = optionalAt(Call, OutGrads, 0, Type, "dY");
-  TensorView GRunMean, GRunVar;
-  if (Training) {
-    GRunMean = optionalAt(Call, OutGrads, 1, Type, "d running_mean");
-    GRunVar = optionalAt(Call, OutGrads, 2, Type, "d running_var");
-  }
-  requireElements(Call, GY, Sh.N * Sh.C * Sh.S, "dY");
-  static const char *const Names[] = {"dX", "dscale", "dbias", "dmean", "dvar"};
-  TensorView G[5];
-  for (size_t I = 0; I < 5; ++I) {
-    G[I] = optionalAt(Call, InGrads, I, Type, Names[I]);
-    requireElements(Call, G[I], I ? Sh.C : Sh.N * Sh.C * Sh.S, Names[I]);
-  }
-  if (Sh.C == 0)
-    return;
-  const T *X = Call.Inputs[0].as<T>(), *Scale = Call.Inputs[1].as<T>();
-  Scratch<ChannelGrad> Stats(Call, C, Sh.C);
-  batchNormGradStatsKernel<T>
-      <<<channelGrid(Sh.C), ThreadsPerBlock, 0, C.Stream>>>(
-          Sh, X, Scale, Call.Inputs[3].as<T>(), Call.Inputs[4].as<T>(),
-          dataOrNull<T>(GY), dataOrNull<T>(GRunMean), dataOrNull<T>(GRunVar),
-          dataOrNull<T>(G[1]), dataOrNull<T>(G[2]), dataOrNull<T>(G[3]),
-          dataOrNull<T>(G[4]), Training, Eps, Momentum, Stats.get());
-  checkLaunch(Call, "batch norm gradient statistics kernel");
-  int64_t Count = Sh.N * Sh.C * Sh.S;
-  if (!G[0].present() || Count == 0)
-    return;
-  batchNormGradInputKernel<T>
-      <<<blocksFor(Count), ThreadsPerBlock, 0, C.Stream>>>(
-          Sh, Count, X, Scale, dataOrNull<T>(GY), dataOrNull<T>(GRunMean),
-          dataOrNull<T>(GRunVar), Stats.get(), Training, Momentum,
-          G[0].as<T>());
-  checkLaunch(Call, "batch norm input gradient kernel");
 }
 
 //===-- LayerNorm ---------------------------------------------------------===//
@@ -593,9 +351,7 @@ void layerNormBackward(Context &C, const OpCall &Call, const Views &OutGrads,
 void forwardNormalization(Context &C, const OpCall &Call) {
   switch (Call.Kind) {
   case OpKind::BatchNorm:
-    return dispatchFloat(Call, inputAt(Call, 0, "X").Type, "X", [&](auto T) {
-      batchNormForward<decltype(T)>(C, Call);
-    });
+    return forwardBatchNorm(C, Call);
   case OpKind::LayerNorm:
     return dispatchFloat(Call, inputAt(Call, 0, "X").Type, "X", [&](auto T) {
       layerNormForward<decltype(T)>(C, Call);
@@ -615,9 +371,7 @@ void backwardNormalization(Context &C, const OpCall &Call,
                            const Views &OutputGrads, const Views &InputGrads) {
   switch (Call.Kind) {
   case OpKind::BatchNorm:
-    return dispatchFloat(Call, inputAt(Call, 0, "X").Type, "X", [&](auto T) {
-      batchNormBackward<decltype(T)>(C, Call, OutputGrads, InputGrads);
-    });
+    return backwardBatchNorm(C, Call, OutputGrads, InputGrads);
   case OpKind::LayerNorm:
     return dispatchFloat(Call, inputAt(Call, 0, "X").Type, "X", [&](auto T) {
       layerNormBackward<decltype(T)>(C, Call, OutputGrads, InputGrads);

@@ -39,6 +39,8 @@ struct Case {
   std::vector<HostTensor> Inputs;   // absent optional operands: Rank -1 views
   std::vector<HostTensor> Outputs;  // shapes and types
   std::vector<unsigned> GradInputs; // inputs whose gradients are compared
+  /// OpCall::GlobalOffset, GlobalDims: empty unless the call is a partition.
+  std::vector<int64_t> GlobalOffset = {}, GlobalDims = {};
 };
 
 /// Copies host tensors to device buffers of B and back.
@@ -69,7 +71,8 @@ std::pair<std::vector<HostTensor>, std::vector<HostTensor>> runOn(Backend &B,
     if (G.Type == DType::Float32)
       randomize(G, Rng);
   DeviceTensors In(B, C.Inputs), Out(B, C.Outputs), OutGrads(B, OutGradsHost);
-  OpCall Call{C.Kind, C.Attrs, C.Name, In.Views, Out.Views, 1};
+  OpCall Call{C.Kind,    C.Attrs, C.Name,         In.Views,
+              Out.Views, 1,       C.GlobalOffset, C.GlobalDims};
   B.forward(Call);
   std::vector<HostTensor> GradHost;
   for (HostTensor &T : C.Inputs)
@@ -327,6 +330,24 @@ std::vector<Case> cases() {
                    {Random({100})},
                    {f32({100})},
                    {0}});
+    // One partition of a [6, 40] tensor: the mask is drawn at global
+    // indices on both backends.
+    All.push_back({"dropout_partition",
+                   OpKind::Dropout,
+                   DropoutAttrs(0.3, 1, 42),
+                   {Random({3, 33})},
+                   {f32({3, 33}), HostTensor(DType::Bool, {3, 33})},
+                   {0},
+                   {2, 5},
+                   {6, 40}});
+    All.push_back({"dropout_partition_no_mask",
+                   OpKind::Dropout,
+                   DropoutAttrs(0.5, 1, 1234),
+                   {Random({3, 33})},
+                   {f32({3, 33})},
+                   {0},
+                   {2, 5},
+                   {6, 40}});
     All.push_back({"dropout_inference",
                    OpKind::Dropout,
                    DropoutAttrs(0.5, 0, 3),
@@ -671,6 +692,92 @@ TEST(CudaBackend, KernelsMatchTheCpuBackend) {
         EXPECT_NEAR(GpuGrad[I].at(E), CpuGrad[I].at(E),
                     1e-4 * std::max(1.0, std::fabs(CpuGrad[I].at(E))))
             << "gradient of input " << I << " element " << E;
+  }
+}
+
+/// BatchNorm split in two along N, run in the phases of Backend.h with the
+/// Stats and Sums summed on the host: outputs, dX, the partitions' dscale
+/// and dbias, and the phases' Stats and Sums, against the CPU backend.
+std::vector<HostTensor> runPhasesOn(Backend &B, bool Training) {
+  std::mt19937 Rng(11);
+  auto Random = [&](std::vector<int64_t> Dims, double Low = -1,
+                    double High = 1) {
+    HostTensor T = f32(std::move(Dims));
+    randomize(T, Rng, Low, High);
+    return T;
+  };
+  OpAttrs A;
+  A.set("training", int64_t(Training));
+  A.set("momentum", 0.9);
+  A.set("epsilon", 1e-5);
+  const int64_t C = 3, Count = 4 * 5;
+  std::vector<HostTensor> Common = {
+      Random({C}, 0.5, 1.5), Random({C}), Random({C}),
+      Random({C}, 0.5, 1.5), Random({C}), Random({C})};
+  DeviceTensors Shared(B, Common); // scale, bias, mean, var, d running stats
+  std::vector<HostTensor> Host;    // per part: X, dY, Y, run mean, run var,
+                                   // dX, dscale, dbias, Stats, Sums
+  for (int Part = 0; Part < 2; ++Part)
+    for (HostTensor T : {Random({2, C, 5}), Random({2, C, 5}), f32({2, C, 5}),
+                         f32({C}), f32({C}), f32({2, C, 5}), f32({C}), f32({C}),
+                         f32({2, C}), f32({2, C})})
+      Host.push_back(T);
+  DeviceTensors Dev(B, Host);
+  auto V = [&](int Part, int K) { return Dev.Views[Part * 10 + K]; };
+  auto callOf = [&](int Part) {
+    return OpCall{OpKind::BatchNorm,
+                  A,
+                  "bn",
+                  {V(Part, 0), Shared.Views[0], Shared.Views[1],
+                   Shared.Views[2], Shared.Views[3]},
+                  {V(Part, 2), V(Part, 3), V(Part, 4)},
+                  1};
+  };
+  // The all-reduce: Stats (K 8) or Sums (K 9) of both parts into both.
+  auto allReduce = [&](int K) {
+    B.synchronize();
+    Dev.download(B, Host);
+    for (int64_t I = 0; I < 2 * C; ++I) {
+      float Sum = Host[K].data<float>()[I] + Host[10 + K].data<float>()[I];
+      Host[K].data<float>()[I] = Host[10 + K].data<float>()[I] = Sum;
+    }
+    for (int Part = 0; Part < 2; ++Part)
+      B.copyFromHost(V(Part, K).Data, Host[Part * 10 + K].Bytes.data(),
+                     Host[K].Bytes.size());
+  };
+  for (int Part = 0; Part < 2; ++Part)
+    B.batchNormPartialStats(callOf(Part), V(Part, 8));
+  allReduce(8);
+  for (int Part = 0; Part < 2; ++Part)
+    B.batchNormForwardWithStats(callOf(Part), V(Part, 8), Count);
+  for (int Part = 0; Part < 2; ++Part)
+    B.batchNormBackwardPartialSums(callOf(Part), V(Part, 1), V(Part, 8), Count,
+                                   V(Part, 9));
+  allReduce(9);
+  for (int Part = 0; Part < 2; ++Part)
+    B.batchNormBackwardWithSums(
+        callOf(Part), {V(Part, 1), Shared.Views[4], Shared.Views[5]},
+        {V(Part, 5), V(Part, 6), V(Part, 7)}, V(Part, 8), V(Part, 9), Count);
+  B.synchronize();
+  Dev.download(B, Host);
+  return Host;
+}
+
+TEST(CudaBackend, ShardedBatchNormPhasesMatchTheCpuBackend) {
+  std::string Why = cudaAvailability();
+  if (!Why.empty())
+    GTEST_SKIP() << Why << " (the CUDA kernels built and linked)";
+  auto Gpu = createCudaBackend(0);
+  auto Cpu = createCpuBackend(1);
+  for (bool Training : {true, false}) {
+    SCOPED_TRACE(Training ? "training" : "inference");
+    std::vector<HostTensor> CpuOut = runPhasesOn(*Cpu, Training);
+    std::vector<HostTensor> GpuOut = runPhasesOn(*Gpu, Training);
+    for (size_t K = 0; K < CpuOut.size(); ++K)
+      for (int64_t E = 0; E < CpuOut[K].size(); ++E)
+        EXPECT_NEAR(GpuOut[K].at(E), CpuOut[K].at(E),
+                    1e-4 * std::max(1.0, std::fabs(CpuOut[K].at(E))))
+            << "tensor " << K << " element " << E;
   }
 }
 
