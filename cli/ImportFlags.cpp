@@ -17,13 +17,15 @@ static cl::opt<int64_t>
           cl::value_desc("N"), cl::init(0), cl::cat(ImportCategory),
           cl::sub(inspectCommand()), cl::sub(runCommand()),
           cl::sub(trainCommand()), cl::sub(simulateCommand()),
-          cl::sub(searchCommand()), cl::sub(calibrateCommand()));
+          cl::sub(searchCommand()), cl::sub(calibrateCommand()),
+          cl::sub(compileCommand()));
 static cl::list<std::string>
     Dims("dim", cl::desc("Size of a named symbolic dim"),
          cl::value_desc("NAME=V"), cl::cat(ImportCategory),
          cl::sub(inspectCommand()), cl::sub(runCommand()),
          cl::sub(trainCommand()), cl::sub(simulateCommand()),
-         cl::sub(searchCommand()), cl::sub(calibrateCommand()));
+         cl::sub(searchCommand()), cl::sub(calibrateCommand()),
+         cl::sub(compileCommand()));
 static cl::list<std::string>
     Trainable("trainable",
               cl::desc("Train this weight even if the rules "
@@ -31,23 +33,29 @@ static cl::list<std::string>
               cl::value_desc("NAME"), cl::cat(ImportCategory),
               cl::sub(inspectCommand()), cl::sub(runCommand()),
               cl::sub(trainCommand()), cl::sub(simulateCommand()),
-              cl::sub(searchCommand()), cl::sub(calibrateCommand()));
+              cl::sub(searchCommand()), cl::sub(calibrateCommand()),
+              cl::sub(compileCommand()));
 static cl::list<std::string>
     Frozen("frozen", cl::desc("Keep this weight fixed (a constant)"),
            cl::value_desc("NAME"), cl::cat(ImportCategory),
            cl::sub(inspectCommand()), cl::sub(runCommand()),
            cl::sub(trainCommand()), cl::sub(simulateCommand()),
-           cl::sub(searchCommand()), cl::sub(calibrateCommand()));
-static cl::opt<bool> UnrollRnn(
-    "unroll-rnn", cl::desc("Unroll LSTM/GRU layers into one cell op per step"),
-    cl::cat(ImportCategory), cl::sub(inspectCommand()), cl::sub(runCommand()),
-    cl::sub(trainCommand()), cl::sub(simulateCommand()),
-    cl::sub(searchCommand()), cl::sub(calibrateCommand()));
-static cl::opt<bool> NoFuse(
-    "no-fuse", cl::desc("Keep decomposed LayerNorm / GELU chains as they are"),
-    cl::cat(ImportCategory), cl::sub(inspectCommand()), cl::sub(runCommand()),
-    cl::sub(trainCommand()), cl::sub(simulateCommand()),
-    cl::sub(searchCommand()), cl::sub(calibrateCommand()));
+           cl::sub(searchCommand()), cl::sub(calibrateCommand()),
+           cl::sub(compileCommand()));
+static cl::opt<bool>
+    UnrollRnn("unroll-rnn",
+              cl::desc("Unroll LSTM/GRU layers into one cell op per step"),
+              cl::cat(ImportCategory), cl::sub(inspectCommand()),
+              cl::sub(runCommand()), cl::sub(trainCommand()),
+              cl::sub(simulateCommand()), cl::sub(searchCommand()),
+              cl::sub(calibrateCommand()), cl::sub(compileCommand()));
+static cl::opt<bool>
+    NoFuse("no-fuse",
+           cl::desc("Keep decomposed LayerNorm / GELU chains as they are"),
+           cl::cat(ImportCategory), cl::sub(inspectCommand()),
+           cl::sub(runCommand()), cl::sub(trainCommand()),
+           cl::sub(simulateCommand()), cl::sub(searchCommand()),
+           cl::sub(calibrateCommand()), cl::sub(compileCommand()));
 
 llvm::Error usageError(const llvm::Twine &Message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), Message.str());

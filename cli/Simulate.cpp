@@ -38,30 +38,32 @@ static cl::opt<std::string>
     ClusterFlag("cluster", cl::desc("Cluster preset or cluster file"),
                 cl::value_desc("C"), cl::cat(PlanningCategory),
                 cl::sub(simulateCommand()), cl::sub(searchCommand()),
-                cl::sub(calibrateCommand()));
+                cl::sub(compileCommand()), cl::sub(calibrateCommand()));
 static cl::opt<unsigned>
     Gpus("gpus", cl::desc("Use the cluster's first N devices"),
          cl::value_desc("N"), cl::init(0), cl::cat(PlanningCategory),
          cl::sub(simulateCommand()), cl::sub(searchCommand()),
-         cl::sub(calibrateCommand()));
+         cl::sub(compileCommand()), cl::sub(calibrateCommand()));
 static cl::opt<std::string>
     OptimizerFlag("optimizer",
                   cl::desc("Optimizer whose update and state are simulated: "
                            "sgd, momentum (default) or adam"),
                   cl::init("momentum"), cl::cat(PlanningCategory),
-                  cl::sub(simulateCommand()), cl::sub(searchCommand()));
+                  cl::sub(simulateCommand()), cl::sub(searchCommand()),
+                  cl::sub(compileCommand()));
 static cl::opt<std::string>
     LossFlag("loss", cl::desc("cross-entropy (default), mse, or model"),
              cl::init("cross-entropy"), cl::cat(PlanningCategory),
              cl::sub(simulateCommand()), cl::sub(searchCommand()),
-             cl::sub(calibrateCommand()));
+             cl::sub(compileCommand()), cl::sub(calibrateCommand()));
 static cl::list<std::string>
     ProfileFlag("profile",
                 cl::desc("Measured op times (onnx2soap calibrate) to use "
                          "instead of the analytic cost model where they have "
                          "an entry; repeatable, one per device type"),
                 cl::value_desc("FILE"), cl::cat(PlanningCategory),
-                cl::sub(simulateCommand()), cl::sub(searchCommand()));
+                cl::sub(simulateCommand()), cl::sub(searchCommand()),
+                cl::sub(compileCommand()));
 static cl::opt<std::string>
     TraceFile("trace",
               cl::desc("Write the simulated timeline as Chrome trace events "
@@ -82,6 +84,7 @@ static cl::opt<std::string> StrategyFlag(
     cl::value_desc("S"), cl::sub(simulateCommand()));
 
 bool gpusGiven() { return Gpus.getNumOccurrences() > 0; }
+std::string planningOptimizerName() { return OptimizerFlag.getValue(); }
 bool traceGiven() { return !TraceFile.empty(); }
 bool jsonOutput() { return Json; }
 

@@ -23,6 +23,7 @@ namespace onnx2soap::cli {
 /// static initialization.
 llvm::cl::SubCommand &calibrateCommand();
 llvm::cl::SubCommand &clustersCommand();
+llvm::cl::SubCommand &compileCommand();
 llvm::cl::SubCommand &inspectCommand();
 llvm::cl::SubCommand &opsCommand();
 llvm::cl::SubCommand &runCommand();
@@ -32,6 +33,7 @@ llvm::cl::SubCommand &trainCommand();
 
 llvm::Error runCalibrate();
 llvm::Error runClusters();
+llvm::Error runCompile();
 llvm::Error runInspect();
 llvm::Error runOps();
 /// The exit code: 0 when every output is within tolerance.
@@ -66,6 +68,8 @@ llvm::Expected<std::unique_ptr<simulator::CostModel>>
 loadCostModel(const simulator::Machine &M);
 /// Whether --gpus or --trace was given (search --sweep-gpus refuses them).
 bool gpusGiven();
+/// The --optimizer planning flag as given (sgd, momentum, adam, adamw).
+std::string planningOptimizerName();
 bool traceGiven();
 /// Writes the file at Path through a temporary file in its folder renamed
 /// into place, so that no half-written file is ever left; Flag names the

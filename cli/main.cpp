@@ -100,6 +100,8 @@ int main(int argc, char **argv) {
     Result = cli::runOps();
   else if (cli::clustersCommand())
     Result = cli::runClusters();
+  else if (cli::compileCommand())
+    Result = cli::runCompile();
   else if (cli::trainCommand())
     Result = cli::runTrain();
   else if (cli::simulateCommand())

@@ -55,7 +55,8 @@ ConfigSpace::ConfigSpace(const ir::Graph &G, unsigned NumDevices,
         for (unsigned D = 0; D < Dims.size(); ++D)
           C.Degrees.push_back(Choices[D][Pick[D]]);
         C.Reduction = Choices.back()[Pick.back()];
-        Shapes[O.Id].push_back(C);
+        if (Parts == 1 || !Options.Accept || Options.Accept(O.Id, C))
+          Shapes[O.Id].push_back(C);
       }
       size_t D = Choices.size();
       while (D > 0 && ++Pick[D - 1] == Choices[D - 1].size())

@@ -20,6 +20,7 @@
 #include "ir/OpKind.h"
 #include "simulator/Strategy.h"
 #include "soap_search/Random.h"
+#include <functional>
 #include <vector>
 
 namespace onnx2soap::soap_search {
@@ -39,10 +40,14 @@ struct ConfigSpaceOptions {
   bool FixDataMovement = false;
   /// An unsplit op goes only on devices 0 .. WholeOpDevices - 1 (0: any).
   unsigned WholeOpDevices = 0;
+  /// Keeps only the degree choices (placement-free configs) it accepts;
+  /// the unsplit shape always stays. `compile` passes what generated
+  /// programs can run (codegen::checkRunnable).
+  std::function<bool(ir::OpId, const simulator::ParallelConfig &)> Accept;
 
   bool restricts() const {
     return SampleAndParameterOnly || AllOrNothing || ContiguousOnly ||
-           FixDataMovement || WholeOpDevices;
+           FixDataMovement || WholeOpDevices || Accept;
   }
 };
 

@@ -59,8 +59,8 @@ void copyBox(Backend &B, const TensorView &To, const TensorView &From,
     if (To.Dims[D] != From.Dims[D])
       fail("box copy", "source and destination differ in extent");
   if (std::string(B.name()) != "cpu")
-    fail("box copy", std::string("not implemented on the ") + B.name() +
-                         " backend yet");
+    fail("box copy",
+         std::string("not implemented on the ") + B.name() + " backend yet");
   if (To.numElements() == 0)
     return;
   size_t Size = dtypeSize(To.Type);

@@ -48,16 +48,16 @@ struct TensorInfo {
 
 /// What a buffer holds, which says how a step begins for it.
 enum class BufferKind : uint8_t {
-  Activation,      ///< a partition's output, written by its forward call
-  Gathered,        ///< an input region gathered from producers by copies
-  Accumulated,     ///< an input region summed from partial producers
-  Gradient,        ///< a gradient, accumulated by backward calls
-  Input,           ///< a region of a graph input, loaded each step
-  Parameter,       ///< this rank's box of a trainable parameter
-  OptimizerState,  ///< a slot of the optimizer for a parameter box
-  State,           ///< this rank's box of non-learned state
-  Constant,        ///< this rank's box of a constant
-  Statistics,      ///< BatchNorm's per-channel sums ([2, C], f32)
+  Activation,     ///< a partition's output, written by its forward call
+  Gathered,       ///< an input region gathered from producers by copies
+  Accumulated,    ///< an input region summed from partial producers
+  Gradient,       ///< a gradient, accumulated by backward calls
+  Input,          ///< a region of a graph input, loaded each step
+  Parameter,      ///< this rank's box of a trainable parameter
+  OptimizerState, ///< a slot of the optimizer for a parameter box
+  State,          ///< this rank's box of non-learned state
+  Constant,       ///< this rank's box of a constant
+  Statistics,     ///< BatchNorm's per-channel sums ([2, C], f32)
 };
 
 /// One buffer on one rank: a region of tensor Tensor (an index into the
@@ -168,10 +168,10 @@ enum class StepKind : uint8_t {
 
 struct StepInfo {
   StepKind Kind;
-  int32_t Call;   ///< Forward, StatsForward, Backward, StatsBackward
-  int32_t Peer;   ///< Send, Recv
-  int32_t Group;  ///< StatsForward, StatsBackward, AllReduce
-  DType Type;     ///< element type of the message / all-reduce
+  int32_t Call;  ///< Forward, StatsForward, Backward, StatsBackward
+  int32_t Peer;  ///< Send, Recv
+  int32_t Group; ///< StatsForward, StatsBackward, AllReduce
+  DType Type;    ///< element type of the message / all-reduce
   int64_t Elements;
   int32_t FirstCopy;
   int32_t NumCopies;

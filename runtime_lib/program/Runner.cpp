@@ -1,4 +1,5 @@
-//===- runtime_lib/program/Runner.cpp - Walking a plan ---------------------===//
+//===- runtime_lib/program/Runner.cpp - Walking a plan
+//---------------------===//
 //
 // A step: zero the gradient and accumulation buffers, load this rank's
 // regions of the batch, walk the rank's steps in plan order, then move new
@@ -47,8 +48,7 @@ struct Runner::Impl {
   /// Host copies of the global batch, by tensor index.
   std::vector<HostTensor> Batch;
 
-  Impl(const Plan &P, Backend &B, Comm &C)
-      : P(P), B(B), C(C), Rank(C.rank()) {}
+  Impl(const Plan &P, Backend &B, Comm &C) : P(P), B(B), C(C), Rank(C.rank()) {}
 
   TensorView view(int32_t Buffer) const {
     if (Buffer < 0)
@@ -83,8 +83,8 @@ struct Runner::Impl {
   void runCopies(int32_t First, int32_t Count, DType MessageType) {
     for (int32_t I = First; I < First + Count; ++I) {
       const CopyInfo &Copy = P.Copies[I];
-      DType Type = Copy.From >= 0 ? P.Buffers[Copy.From].Type
-                                  : P.Buffers[Copy.To].Type;
+      DType Type =
+          Copy.From >= 0 ? P.Buffers[Copy.From].Type : P.Buffers[Copy.To].Type;
       (void)MessageType;
       copyBox(B, boxView(Copy.To, Copy.ToOrigin, Copy, Type),
               boxView(Copy.From, Copy.FromOrigin, Copy, Type), Copy.Add);
@@ -109,8 +109,8 @@ struct Runner::Impl {
 
   void gradients(const CallInfo &Info, std::vector<TensorView> &OutGrads,
                  std::vector<TensorView> &InGrads) const {
-    const int32_t *Operands = P.Operands.Data + Info.FirstOperand +
-                              Info.NumInputs + Info.NumOutputs;
+    const int32_t *Operands =
+        P.Operands.Data + Info.FirstOperand + Info.NumInputs + Info.NumOutputs;
     for (int32_t I = 0; I < Info.NumOutputs; ++I)
       OutGrads.push_back(view(Operands[I]));
     for (int32_t I = 0; I < Info.NumInputs; ++I)
@@ -154,8 +154,7 @@ struct Runner::Impl {
     TensorView Stats = view(Info.Statistics);
     C.allReduceSum(S.Group, Stats.Data, Stats.numElements(), Stats.Type,
                    S.Label);
-    B.batchNormForwardWithStats(call(Info, Step), Stats,
-                                Info.StatisticsCount);
+    B.batchNormForwardWithStats(call(Info, Step), Stats, Info.StatisticsCount);
   }
 
   void backward(const StepInfo &S, int64_t Step) {
@@ -182,8 +181,7 @@ struct Runner::Impl {
   void statsBackward(const StepInfo &S, int64_t Step) {
     const CallInfo &Info = P.Calls[S.Call];
     TensorView Sums = view(Info.GradientSums);
-    C.allReduceSum(S.Group, Sums.Data, Sums.numElements(), Sums.Type,
-                   S.Label);
+    C.allReduceSum(S.Group, Sums.Data, Sums.numElements(), Sums.Type, S.Label);
     std::vector<TensorView> OutGrads, InGrads;
     gradients(Info, OutGrads, InGrads);
     B.batchNormBackwardWithSums(call(Info, Step), OutGrads, InGrads,
@@ -252,16 +250,14 @@ Runner::Runner(const Plan &P, Backend &B, Comm &C,
         Attrs.set(Attr.Name, Attr.Float);
         break;
       case AttrType::Ints:
-        Attrs.set(Attr.Name,
-                  std::vector<int64_t>(P.IntValues.Data + Attr.Int,
-                                       P.IntValues.Data + Attr.Int +
-                                           Attr.Length));
+        Attrs.set(Attr.Name, std::vector<int64_t>(P.IntValues.Data + Attr.Int,
+                                                  P.IntValues.Data + Attr.Int +
+                                                      Attr.Length));
         break;
       case AttrType::Floats:
-        Attrs.set(Attr.Name,
-                  std::vector<double>(P.FloatValues.Data + Attr.Int,
-                                      P.FloatValues.Data + Attr.Int +
-                                          Attr.Length));
+        Attrs.set(Attr.Name, std::vector<double>(P.FloatValues.Data + Attr.Int,
+                                                 P.FloatValues.Data + Attr.Int +
+                                                     Attr.Length));
         break;
       case AttrType::String:
         Attrs.set(Attr.Name, std::string(Attr.Text));
@@ -285,9 +281,8 @@ Runner::Runner(const Plan &P, Backend &B, Comm &C,
   // The largest message or packed all-reduce of this rank.
   const Range &Steps = P.RankSteps[Rank];
   for (int32_t S = Steps.First; S < Steps.First + Steps.Count; ++S)
-    I->MessageBytes =
-        std::max(I->MessageBytes,
-                 size_t(P.Steps[S].Elements) * dtypeSize(P.Steps[S].Type));
+    I->MessageBytes = std::max(I->MessageBytes, size_t(P.Steps[S].Elements) *
+                                                    dtypeSize(P.Steps[S].Type));
   I->Message = DeviceBuffer(B, std::max<size_t>(I->MessageBytes, 64));
 
   // Initial values of parameters, state and constants.
@@ -407,10 +402,9 @@ double Runner::step() {
   return I->C.sumOverRanks(Loss);
 }
 
-std::vector<std::pair<std::string, std::vector<char>>>
-Runner::persistentState() {
+std::vector<NamedBlob> Runner::persistentState() {
   const Plan &P = I->P;
-  std::vector<std::pair<std::string, std::vector<char>>> Result;
+  std::vector<NamedBlob> Result;
   for (int32_t Id = 0; Id < P.Buffers.Size; ++Id) {
     const BufferInfo &Info = P.Buffers[Id];
     if (Info.Rank != I->Rank ||
@@ -424,11 +418,11 @@ Runner::persistentState() {
   return Result;
 }
 
-void Runner::restore(
-    int64_t StepsDone,
-    const std::vector<std::pair<std::string, std::vector<char>>> &State) {
+void Runner::restore(int64_t StepsDone, const std::vector<NamedBlob> &State) {
   const Plan &P = I->P;
-  for (const auto &[Name, Bytes] : State) {
+  for (const NamedBlob &Blob : State) {
+    const std::string &Name = Blob.Name;
+    const std::vector<char> &Bytes = Blob.Bytes;
     int32_t Id = -1;
     if (Name.rfind("buffer-", 0) == 0)
       Id = std::atoi(Name.c_str() + 7);

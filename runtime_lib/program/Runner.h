@@ -9,6 +9,7 @@
 #ifndef ONNX2SOAP_RUNTIME_PROGRAM_RUNNER_H
 #define ONNX2SOAP_RUNTIME_PROGRAM_RUNNER_H
 
+#include "Checkpoint.h"
 #include "Comm.h"
 #include "Plan.h"
 #include "TensorFile.h"
@@ -27,7 +28,8 @@ public:
 
   /// Sets the global batch: one tensor per plan DataInputs entry, and the
   /// labels (when the plan has them). Shapes and types must match.
-  void setBatch(const std::vector<HostTensor> &Inputs, const HostTensor *Labels);
+  void setBatch(const std::vector<HostTensor> &Inputs,
+                const HostTensor *Labels);
 
   /// One training step; returns the loss of its forward pass, summed over
   /// the ranks that hold parts of it (the same value on every rank).
@@ -36,10 +38,8 @@ public:
 
   /// This rank's persistent state (parameters, optimizer slots, running
   /// statistics) as named blobs, for checkpoints; restore() takes them back.
-  std::vector<std::pair<std::string, std::vector<char>>> persistentState();
-  void restore(int64_t StepsDone,
-               const std::vector<std::pair<std::string, std::vector<char>>>
-                   &State);
+  std::vector<NamedBlob> persistentState();
+  void restore(int64_t StepsDone, const std::vector<NamedBlob> &State);
 
   /// The whole value of every parameter and state tensor, gathered to rank
   /// 0 (other ranks get an empty list). Every rank must call it.

@@ -1,0 +1,193 @@
+//===- cli/Compile.cpp - `onnx2soap compile` ------------------------------===//
+//
+// Plans (a strategy file, a built-in strategy, or a search restricted to
+// what generated programs can run), then writes the generated training
+// project: the plan, the weight shards and the runtime sources
+// (docs/generated-program.md).
+//
+//===----------------------------------------------------------------------===//
+#include "cli/Subcommands.h"
+#include "codegen/Project.h"
+#include "soap_search/Builtins.h"
+#include "soap_search/Mcmc.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+namespace onnx2soap::cli {
+
+namespace cl = llvm::cl;
+
+cl::SubCommand &compileCommand() {
+  static cl::SubCommand Command(
+      "compile", "Write the generated training program for a model, a "
+                 "cluster and a strategy");
+  return Command;
+}
+
+static cl::opt<std::string> Model(cl::Positional, cl::Required,
+                                  cl::desc("<model.onnx>"),
+                                  cl::sub(compileCommand()));
+static cl::opt<std::string> Output("o", cl::desc("The project folder"),
+                                   cl::value_desc("DIR"),
+                                   cl::sub(compileCommand()));
+static cl::opt<std::string> StrategyFlag(
+    "strategy",
+    cl::desc("Strategy file, or data-parallel, model-parallel or expert "
+             "(default: search for one)"),
+    cl::value_desc("S"), cl::sub(compileCommand()));
+static cl::opt<std::string> Init("init",
+                                 cl::desc("Initial weights: onnx (the "
+                                          "model's, default) or random"),
+                                 cl::init("onnx"), cl::sub(compileCommand()));
+static cl::opt<double> Budget("budget",
+                              cl::desc("Search time in seconds when no "
+                                       "--strategy is given (default 10)"),
+                              cl::init(10), cl::sub(compileCommand()));
+static cl::opt<uint64_t> Iterations("iterations",
+                                    cl::desc("Search steps per chain instead "
+                                             "of a time budget"),
+                                    cl::init(0), cl::sub(compileCommand()));
+static cl::opt<uint64_t> Seed("seed",
+                              cl::desc("Seed of the search and of --init "
+                                       "random (default 0)"),
+                              cl::init(0), cl::sub(compileCommand()));
+static cl::opt<double> Lr("lr", cl::desc("Learning rate (default 0.01)"),
+                          cl::init(0.01), cl::sub(compileCommand()));
+static cl::opt<double> Momentum("momentum",
+                                cl::desc("SGD momentum (default 0; 0.9 with "
+                                         "--optimizer momentum)"),
+                                cl::init(-1), cl::sub(compileCommand()));
+static cl::opt<double> WeightDecay("weight-decay",
+                                   cl::desc("Weight decay (default 0; 0.01 "
+                                            "for adamw)"),
+                                   cl::init(-1), cl::sub(compileCommand()));
+
+/// The optimizer the planning flag names, with the compile flags' values.
+static llvm::Expected<rt::OptimizerConfig>
+optimizerConfig(const std::string &Name) {
+  rt::OptimizerConfig C;
+  if (Name == "sgd" || Name == "momentum")
+    C.Kind = rt::OptimizerKind::Sgd;
+  else if (Name == "adam")
+    C.Kind = rt::OptimizerKind::Adam;
+  else if (Name == "adamw")
+    C.Kind = rt::OptimizerKind::AdamW;
+  else
+    return usageError("--optimizer " + Name +
+                      ": expected sgd, momentum, adam or adamw");
+  if (!(Lr > 0))
+    return usageError("--lr must be positive");
+  C.LearningRate = Lr;
+  C.Momentum = Momentum >= 0        ? Momentum.getValue()
+               : Name == "momentum" ? 0.9
+                                    : 0.0;
+  C.WeightDecay = WeightDecay >= 0                     ? WeightDecay.getValue()
+                  : C.Kind == rt::OptimizerKind::AdamW ? 0.01
+                                                       : 0.0;
+  return C;
+}
+
+llvm::Error runCompile() {
+  if (Output.empty())
+    return usageError("-o DIR is required: the folder for the generated "
+                      "project");
+  if (Init != "onnx" && Init != "random")
+    return usageError("--init " + Init + ": expected onnx or random");
+  if (Budget.getNumOccurrences() && Iterations.getNumOccurrences())
+    return usageError("--budget and --iterations exclude each other");
+  if (!(Budget > 0))
+    return usageError("--budget must be a positive number of seconds");
+  auto Loaded = loadPlanning(Model);
+  if (!Loaded)
+    return Loaded.takeError();
+  const Planning &P = **Loaded;
+  const ir::TrainingGraph &T = P.Training;
+  const ir::Graph &G = T.G;
+  auto Optimizer = optimizerConfig(planningOptimizerName());
+  if (!Optimizer)
+    return Optimizer.takeError();
+  auto CostModel = loadCostModel(P.M);
+  if (!CostModel)
+    return CostModel.takeError();
+  const simulator::CostModel &Cost = **CostModel;
+
+  simulator::Strategy S;
+  std::string StrategyName;
+  if (StrategyFlag.empty()) {
+    soap_search::SearchOptions Options;
+    Options.BudgetSeconds = Budget;
+    Options.Iterations = Iterations;
+    Options.Seed = Seed;
+    Options.Space.Accept = [&](ir::OpId Op,
+                               const simulator::ParallelConfig &C) {
+      llvm::Error E = codegen::checkRunnable(T, G.op(Op), C);
+      bool Runnable = !E;
+      llvm::consumeError(std::move(E));
+      return Runnable;
+    };
+    soap_search::SearchResult R =
+        soap_search::search(T, P.M, Cost, P.Sim, Options);
+    S = R.Best.S;
+    StrategyName = "searched";
+  } else if (auto Kind = soap_search::parseBuiltin(StrategyFlag)) {
+    S = soap_search::builtin(*Kind, G, P.M, Cost);
+    StrategyName = StrategyFlag;
+  } else {
+    if (!llvm::sys::fs::exists(StrategyFlag))
+      return usageError(llvm::formatv(
+          "--strategy {0}: no such file, and not a built-in strategy "
+          "(data-parallel, model-parallel, expert)",
+          StrategyFlag.getValue()));
+    auto Read = soap_search::readStrategy(StrategyFlag, G, P.Target);
+    if (!Read)
+      return Read.takeError();
+    S = std::move(*Read);
+    StrategyName = StrategyFlag;
+  }
+
+  codegen::PlanOptions Options;
+  Options.Optimizer = *Optimizer;
+  Options.Sim = P.Sim;
+  Options.Init =
+      Init == "random" ? codegen::InitKind::Random : codegen::InitKind::Onnx;
+  Options.Seed = Seed;
+  auto Plan = codegen::buildProgramPlan(T, S, P.M, Cost, Options);
+  if (!Plan)
+    return usageError("cannot generate a program for strategy " + StrategyName +
+                      ": " + llvm::toString(Plan.takeError()));
+
+  auto ModelBytes = llvm::MemoryBuffer::getFile(Model);
+  if (!ModelBytes)
+    return usageError(Model + ": " + ModelBytes.getError().message());
+  simulator::Simulator Sim(T, P.M, Cost, P.Sim);
+  Sim.simulate(S);
+  simulator::SimReport Report = Sim.report();
+  soap_search::StrategyPrediction Predicted{Report.Time, Report.PeakMemory,
+                                            Report.Fits, P.OptimizerName};
+  codegen::ProjectInputs In{
+      *Plan,
+      P.M,
+      P.Target,
+      (*ModelBytes)->getBuffer().str(),
+      soap_search::writeStrategy(G, S, P.Target, Predicted),
+      planningOptimizerName(),
+      ir::lossKindName(T.Loss).str(),
+      ONNX2SOAP_VERSION};
+  auto Files = codegen::projectFiles(In);
+  if (!Files)
+    return usageError(llvm::toString(Files.takeError()));
+  if (llvm::Error E = codegen::writeProject(Output, *Files))
+    return usageError(llvm::toString(std::move(E)));
+
+  llvm::outs() << llvm::formatv(
+      "wrote {0}: {1} ranks on {2}, strategy {3}, predicted {4} per step\n"
+      "build: cmake -S {0} -B {0}/build && cmake --build {0}/build\n"
+      "run:   mpirun -np {1} {0}/build/train --inputs INPUT.pb --labels "
+      "LABELS.pb\n",
+      Output.getValue(), Plan->NumRanks, P.M.Name, StrategyName,
+      formatSeconds(Plan->PredictedTime));
+  return llvm::Error::success();
+}
+
+} // namespace onnx2soap::cli

@@ -1,0 +1,1035 @@
+//===- codegen/ProgramPlan.cpp - Deriving a generated program's plan ------===//
+//
+// Three passes over the training graph under the strategy, then one over
+// the simulated schedule:
+//   1. every non-activation tensor a rank reads (parameters, state,
+//      constants) gets one box per rank: the bounding box of the regions its
+//      partitions there read, with gradient and optimizer-state boxes for
+//      trainable parameters;
+//   2. every partition gets its output (and output-gradient) buffers;
+//   3. every partition input is bound: straight to a producer's buffer when
+//      one local producer partition wrote exactly the needed region, else to
+//      a gathered (or, behind a Reduction split, summed) buffer filled by
+//      local copies and received messages;
+//   4. the simulator's tasks, in their simulated order, become each rank's
+//      steps: a transfer becomes a Send on one rank and a Recv on the other,
+//      an all-reduce one step on each member.
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/ProgramPlan.h"
+#include "ir/BatchDims.h"
+#include "runtime_lib/program/Comm.h"
+#include "simulator/Simulator.h"
+#include "llvm/Support/FormatVariadic.h"
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <queue>
+#include <random>
+
+namespace onnx2soap::codegen {
+
+using rt::program::BufferKind;
+using rt::program::CopyInfo;
+using rt::program::StepInfo;
+using rt::program::StepKind;
+using simulator::DeviceId;
+using simulator::ParallelConfig;
+using simulator::Task;
+using simulator::TaskId;
+using simulator::TaskKind;
+
+static llvm::Error fail(const llvm::Twine &Message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), Message.str());
+}
+
+static rt::DType toRuntime(ir::DType Type) {
+  return static_cast<rt::DType>(static_cast<uint8_t>(Type));
+}
+
+static bool isTrainingBatchNorm(const ir::Op &O) {
+  return O.Kind == ir::OpKind::BatchNorm && O.Attrs.getInt("training", 0);
+}
+
+static bool sameRegion(llvm::ArrayRef<ir::Interval> A,
+                       llvm::ArrayRef<ir::Interval> B) {
+  return A.size() == B.size() && std::equal(A.begin(), A.end(), B.begin());
+}
+
+/// Partitions of a BatchNorm sharing a channel range must sum statistics.
+static bool needsGlobalStatistics(const ir::Op &O, const ParallelConfig &C) {
+  return isTrainingBatchNorm(O) && C.numPartitions() / C.Degrees[1] > 1;
+}
+
+/// Inputs added once to a contraction's result (a bias): with a Reduction
+/// split only the first slice's partition reads them.
+static bool isAdditiveBias(const ir::Op &O, unsigned Slot) {
+  return Slot == 2 &&
+         (O.Kind == ir::OpKind::Gemm || O.Kind == ir::OpKind::Conv);
+}
+
+llvm::Error checkRunnable(const ir::TrainingGraph &T, const ir::Op &O,
+                          const ParallelConfig &C) {
+  const ir::Graph &G = T.G;
+  auto Refuse = [&](const llvm::Twine &Why) {
+    return fail(llvm::formatv("op '{0}' ({1}) under config {2}: {3}", O.Name,
+                              ir::opKindName(O.Kind), C.str(), Why.str()));
+  };
+  unsigned Parts = C.numPartitions();
+  if (Parts == 1)
+    return llvm::Error::success();
+  if (C.Reduction > 1 && O.Kind == ir::OpKind::SoftmaxCrossEntropyLoss &&
+      (O.Attrs.getInt("has_ignore_index", 0) ||
+       (O.Inputs.size() > 2 && O.Inputs[2] != ir::NoTensor)))
+    return Refuse("a Reduction split of a loss with class weights or "
+                  "ignore_index (its mean divides by a data-dependent "
+                  "count) is not supported by generated programs yet");
+  if (C.Reduction > 1 && O.Kind != ir::OpKind::SoftmaxCrossEntropyLoss &&
+      O.Kind != ir::OpKind::MatMul && O.Kind != ir::OpKind::Gemm &&
+      O.Kind != ir::OpKind::Conv)
+    return Refuse("Reduction splits run in generated programs only for "
+                  "MatMul, Gemm, Conv and the cross-entropy loss");
+  bool Recurrent = O.Kind == ir::OpKind::LSTM || O.Kind == ir::OpKind::GRU;
+  const ir::Tensor &Out0 = G.tensor(O.Outputs[0]);
+  for (unsigned D = 0; D < C.Degrees.size(); ++D) {
+    if (C.Degrees[D] == 1)
+      continue;
+    if (Recurrent && static_cast<int>(D) != Out0.BatchDim)
+      return Refuse("recurrent layers split only over the batch in "
+                    "generated programs");
+    if (O.Kind == ir::OpKind::Slice || O.Kind == ir::OpKind::Pad ||
+        O.Kind == ir::OpKind::Gather || O.Kind == ir::OpKind::Split)
+      if (static_cast<int>(D) != Out0.BatchDim)
+        return Refuse("this op kind splits only over the batch in generated "
+                      "programs (its attributes hold absolute positions)");
+  }
+  // Every partition's local shapes must be what the op computes on its
+  // local inputs: this catches splits whose attributes hold absolute
+  // positions (convolution padding, concatenation axes, target shapes).
+  const ir::OpKindInfo &Info = ir::opKindInfo(O.Kind);
+  for (unsigned P = 0; P < Parts; ++P) {
+    ir::Region Out = simulator::outputRegion(G, O, C, P);
+    ir::Interval Reduction = simulator::reductionSlice(G, O, C, P);
+    // Local types of the inputs (reserved: Types points into it).
+    std::vector<ir::TensorType> Local;
+    Local.reserve(O.Inputs.size());
+    llvm::SmallVector<const ir::TensorType *, 4> Types;
+    for (unsigned I = 0; I < O.Inputs.size(); ++I) {
+      if (O.Inputs[I] == ir::NoTensor ||
+          (C.Reduction > 1 && isAdditiveBias(O, I) &&
+           C.reductionIndex(P) != 0)) {
+        Types.push_back(nullptr);
+        continue;
+      }
+      ir::Region R = Info.InputRegion(G, O, I, Out, Reduction);
+      ir::TensorType Type = G.tensor(O.Inputs[I]).Type;
+      for (unsigned D = 0; D < Type.rank(); ++D)
+        Type.Dims[D] = R[D].size();
+      Local.push_back(Type);
+      Types.push_back(&Local.back());
+    }
+    // Absent trailing inputs are dropped, as the importer does.
+    while (!Types.empty() && !Types.back())
+      Types.pop_back();
+    ir::Attributes Attrs = O.Attrs;
+    if (O.Kind == ir::OpKind::Reshape) {
+      ir::IntList Shape;
+      for (const ir::Interval &I : Out)
+        Shape.push_back(I.size());
+      Attrs.set("shape", Shape);
+    }
+    auto Inferred = Info.InferTypes(Attrs, Types);
+    if (!Inferred) {
+      return Refuse(llvm::formatv("partition {0} cannot run on its own "
+                                  "inputs ({1})",
+                                  P, llvm::toString(Inferred.takeError())));
+    }
+    for (unsigned I = 0; I < O.Outputs.size() && I < Inferred->size(); ++I) {
+      ir::Region Want = ir::outputRegionOf(G, O, I, Out, Reduction);
+      const ir::Shape &Got = (*Inferred)[I].Dims;
+      bool Same = Got.size() == Want.size();
+      for (unsigned D = 0; Same && D < Got.size(); ++D)
+        Same = Got[D] == Want[D].size();
+      if (!Same)
+        return Refuse(llvm::formatv(
+            "partition {0} would compute {1} for output {2} region {3}; "
+            "this split needs per-partition attributes that generated "
+            "programs do not support yet",
+            P, ir::formatShape(Got), I, ir::formatRegion(Want)));
+    }
+  }
+  return llvm::Error::success();
+}
+
+namespace {
+
+/// The box one rank holds of a parameter, state or constant tensor.
+struct Box {
+  ir::Region Region;
+  int32_t Buffer = -1;
+  int32_t Gradient = -1;
+  int32_t State[3] = {-1, -1, -1};
+};
+
+/// How a partition reads one input.
+struct Binding {
+  ir::Region Needed;
+  int32_t Buffer = -1;
+  int32_t Gradient = -1;
+  /// Gathered from producers: the buffer is this partition's own.
+  bool Staged = false;
+  bool Summed = false;
+};
+
+class Builder {
+public:
+  Builder(const ir::TrainingGraph &T, const simulator::Strategy &S,
+          const simulator::Machine &M, const PlanOptions &Options,
+          ProgramPlan &Out)
+      : T(T), G(T.G), S(S), M(M), Options(Options), Out(Out) {}
+
+  llvm::Error run(const simulator::Simulator &Sim);
+
+private:
+  int32_t tensorIndex(ir::TensorId Id, rt::program::TensorRole Role);
+  int32_t addBuffer(DeviceId Rank, BufferKind Kind, ir::TensorId Tensor,
+                    llvm::ArrayRef<ir::Interval> Region, ir::DType Type);
+  CopyInfo copy(int32_t From, llvm::ArrayRef<ir::Interval> FromRegion,
+                int32_t To, llvm::ArrayRef<ir::Interval> ToRegion,
+                llvm::ArrayRef<ir::Interval> Box, bool Add,
+                int64_t Offset = 0) const;
+  llvm::Error makeBoxes();
+  void makeOutputs();
+  llvm::Error bindInputs();
+  void makeCalls();
+  llvm::Error makeSteps(const simulator::TaskGraph &TG);
+  llvm::Error makeWeights();
+
+  ir::Region written(ir::OpId Op, unsigned Output, unsigned P) const {
+    const ir::Op &O = G.op(Op);
+    const ParallelConfig &C = S[Op];
+    return ir::outputRegionOf(G, O, Output, simulator::outputRegion(G, O, C, P),
+                              simulator::reductionSlice(G, O, C, P));
+  }
+  ir::Region needed(ir::OpId Op, unsigned Slot, unsigned P) const {
+    const ir::Op &O = G.op(Op);
+    const ParallelConfig &C = S[Op];
+    if (C.Reduction > 1 && isAdditiveBias(O, Slot) && C.reductionIndex(P))
+      return {};
+    return ir::opKindInfo(O.Kind).InputRegion(
+        G, O, Slot, simulator::outputRegion(G, O, C, P),
+        simulator::reductionSlice(G, O, C, P));
+  }
+  bool absentRegion(llvm::ArrayRef<ir::Interval> R, ir::TensorId Id) const {
+    return R.size() != G.tensor(Id).Type.rank() || ir::regionVolume(R) == 0;
+  }
+  int32_t group(llvm::ArrayRef<DeviceId> Devices);
+  void addStep(DeviceId Rank, StepInfo Step) { PerRank[Rank].push_back(Step); }
+  int32_t addCopies(llvm::ArrayRef<CopyInfo> Copies) {
+    int32_t First = Out.Copies.size();
+    Out.Copies.insert(Out.Copies.end(), Copies.begin(), Copies.end());
+    return First;
+  }
+
+  const ir::TrainingGraph &T;
+  const ir::Graph &G;
+  const simulator::Strategy &S;
+  const simulator::Machine &M;
+  const PlanOptions &Options;
+  ProgramPlan &Out;
+
+  std::map<ir::TensorId, int32_t> TensorIndex;
+  std::vector<ir::TensorId> TensorOfIndex;
+  std::map<std::pair<ir::TensorId, DeviceId>, Box> Boxes;
+  /// [op][partition][output]
+  std::vector<std::vector<llvm::SmallVector<int32_t, 3>>> Outputs, OutGrads;
+  /// [op][partition][slot]
+  std::vector<std::vector<llvm::SmallVector<Binding, 3>>> Inputs;
+  std::vector<std::vector<int32_t>> CallOf;
+  /// [call]: copies before a forward / after a backward (local edges).
+  std::vector<std::vector<CopyInfo>> Prologue, Epilogue;
+  std::vector<std::vector<CopyInfo>> StateCopies; // by rank
+  std::vector<std::vector<StepInfo>> PerRank;
+  std::map<std::vector<DeviceId>, int32_t> GroupIndex;
+};
+
+int32_t Builder::tensorIndex(ir::TensorId Id, rt::program::TensorRole Role) {
+  auto [It, New] = TensorIndex.insert({Id, int32_t(Out.Tensors.size())});
+  if (!New)
+    return It->second;
+  TensorOfIndex.push_back(Id);
+  const ir::Tensor &Value = G.tensor(Id);
+  rt::program::TensorInfo Info{};
+  Info.Name = Out.intern(Value.Name);
+  Info.Role = Role;
+  Info.Type = toRuntime(Value.Type.Type);
+  Info.Rank = Value.Type.rank();
+  for (unsigned D = 0; D < Value.Type.rank(); ++D)
+    Info.Dims[D] = Value.Type.Dims[D];
+  Out.Tensors.push_back(Info);
+  return It->second;
+}
+
+int32_t Builder::addBuffer(DeviceId Rank, BufferKind Kind, ir::TensorId Tensor,
+                           llvm::ArrayRef<ir::Interval> Region,
+                           ir::DType Type) {
+  rt::program::BufferInfo Info{};
+  Info.Rank = Rank;
+  Info.Kind = Kind;
+  Info.Type = toRuntime(Type);
+  Info.Tensor = -1;
+  if (Tensor != ir::NoTensor) {
+    auto It = TensorIndex.find(Tensor);
+    if (It != TensorIndex.end())
+      Info.Tensor = It->second;
+  }
+  Info.Dims = Region.size();
+  for (unsigned D = 0; D < Region.size(); ++D) {
+    Info.Extent[D] = Region[D].size();
+    Info.Origin[D] = Region[D].Begin;
+  }
+  Out.Buffers.push_back(Info);
+  return Out.Buffers.size() - 1;
+}
+
+CopyInfo Builder::copy(int32_t From, llvm::ArrayRef<ir::Interval> FromRegion,
+                       int32_t To, llvm::ArrayRef<ir::Interval> ToRegion,
+                       llvm::ArrayRef<ir::Interval> Box, bool Add,
+                       int64_t Offset) const {
+  CopyInfo C{};
+  C.From = From;
+  C.To = To;
+  C.Add = Add;
+  C.Dims = Box.size();
+  C.Offset = Offset;
+  for (unsigned D = 0; D < Box.size(); ++D) {
+    C.Extent[D] = Box[D].size();
+    C.FromOrigin[D] = From >= 0 ? Box[D].Begin - FromRegion[D].Begin : 0;
+    C.ToOrigin[D] = To >= 0 ? Box[D].Begin - ToRegion[D].Begin : 0;
+  }
+  return C;
+}
+
+int32_t Builder::group(llvm::ArrayRef<DeviceId> Devices) {
+  std::vector<DeviceId> Sorted(Devices.begin(), Devices.end());
+  std::sort(Sorted.begin(), Sorted.end());
+  auto [It, New] = GroupIndex.insert({Sorted, int32_t(Out.Groups.size())});
+  if (New) {
+    Out.Groups.push_back(
+        {int32_t(Out.GroupRanks.size()), int32_t(Sorted.size())});
+    for (DeviceId D : Sorted)
+      Out.GroupRanks.push_back(D);
+  }
+  return It->second;
+}
+
+static bool isHeld(const ir::Tensor &Value) {
+  return Value.Role == ir::TensorRole::Parameter ||
+         Value.Role == ir::TensorRole::State ||
+         Value.Role == ir::TensorRole::Constant;
+}
+
+static rt::program::TensorRole heldRole(const ir::Tensor &Value) {
+  switch (Value.Role) {
+  case ir::TensorRole::Parameter:
+    return rt::program::TensorRole::Parameter;
+  case ir::TensorRole::State:
+    return rt::program::TensorRole::State;
+  default:
+    return rt::program::TensorRole::Constant;
+  }
+}
+
+llvm::Error Builder::makeBoxes() {
+  // Bounding boxes first, buffers after, in (tensor, rank) order.
+  for (const ir::Op &O : G.ops()) {
+    const ParallelConfig &C = S[O.Id];
+    for (unsigned Slot = 0; Slot < O.Inputs.size(); ++Slot) {
+      ir::TensorId In = O.Inputs[Slot];
+      if (In == ir::NoTensor || !isHeld(G.tensor(In)))
+        continue;
+      for (unsigned P = 0; P < C.numPartitions(); ++P) {
+        ir::Region R = needed(O.Id, Slot, P);
+        if (absentRegion(R, In))
+          continue;
+        auto [It, New] = Boxes.insert({{In, C.device(P)}, Box()});
+        if (New) {
+          It->second.Region = R;
+          continue;
+        }
+        for (unsigned D = 0; D < R.size(); ++D) {
+          It->second.Region[D].Begin =
+              std::min(It->second.Region[D].Begin, R[D].Begin);
+          It->second.Region[D].End =
+              std::max(It->second.Region[D].End, R[D].End);
+        }
+      }
+    }
+  }
+  int States = rt::optimizerStateCount(Options.Optimizer);
+  for (auto &[Key, Held] : Boxes) {
+    const ir::Tensor &Value = G.tensor(Key.first);
+    int32_t Index = tensorIndex(Key.first, heldRole(Value));
+    (void)Index;
+    BufferKind Kind =
+        Value.Role == ir::TensorRole::Parameter ? BufferKind::Parameter
+        : Value.Role == ir::TensorRole::State   ? BufferKind::State
+                                                : BufferKind::Constant;
+    Held.Buffer =
+        addBuffer(Key.second, Kind, Key.first, Held.Region, Value.Type.Type);
+    bool Trained =
+        std::binary_search(T.Parameters.begin(), T.Parameters.end(), Key.first);
+    if (!Trained)
+      continue;
+    Held.Gradient = addBuffer(Key.second, BufferKind::Gradient, Key.first,
+                              Held.Region, Value.Type.Type);
+    for (int I = 0; I < States; ++I)
+      Held.State[I] = addBuffer(Key.second, BufferKind::OptimizerState,
+                                Key.first, Held.Region, Value.Type.Type);
+  }
+  return llvm::Error::success();
+}
+
+void Builder::makeOutputs() {
+  Outputs.resize(G.numOps());
+  OutGrads.resize(G.numOps());
+  for (const ir::Op &O : G.ops()) {
+    const ParallelConfig &C = S[O.Id];
+    Outputs[O.Id].resize(C.numPartitions());
+    OutGrads[O.Id].resize(C.numPartitions());
+    bool HasBackward = T.BackwardInputs[O.Id] != 0;
+    for (unsigned P = 0; P < C.numPartitions(); ++P)
+      for (unsigned I = 0; I < O.Outputs.size(); ++I) {
+        ir::TensorId Id = O.Outputs[I];
+        ir::Region R = written(O.Id, I, P);
+        if (Id == T.LossTensor)
+          tensorIndex(Id, rt::program::TensorRole::Loss);
+        ir::DType Type = G.tensor(Id).Type.Type;
+        Outputs[O.Id][P].push_back(
+            addBuffer(C.device(P), BufferKind::Activation, Id, R, Type));
+        OutGrads[O.Id][P].push_back(
+            HasBackward && T.NeedsGrad[Id]
+                ? addBuffer(C.device(P), BufferKind::Gradient, Id, R, Type)
+                : -1);
+      }
+  }
+}
+
+static unsigned outputIndex(const ir::Op &O, ir::TensorId Tensor) {
+  for (unsigned I = 0; I < O.Outputs.size(); ++I)
+    if (O.Outputs[I] == Tensor)
+      return I;
+  llvm_unreachable("tensor is not an output of its producer");
+}
+
+llvm::Error Builder::bindInputs() {
+  Inputs.resize(G.numOps());
+  CallOf.resize(G.numOps());
+  for (const ir::Op &O : G.ops()) {
+    const ParallelConfig &C = S[O.Id];
+    Inputs[O.Id].resize(C.numPartitions());
+    for (unsigned P = 0; P < C.numPartitions(); ++P) {
+      CallOf[O.Id].push_back(Prologue.size());
+      Prologue.emplace_back();
+      Epilogue.emplace_back();
+    }
+  }
+  for (const ir::Op &O : G.ops()) {
+    const ParallelConfig &C = S[O.Id];
+    for (unsigned P = 0; P < C.numPartitions(); ++P) {
+      DeviceId Rank = C.device(P);
+      int32_t Call = CallOf[O.Id][P];
+      for (unsigned Slot = 0; Slot < O.Inputs.size(); ++Slot) {
+        Binding B;
+        ir::TensorId In = O.Inputs[Slot];
+        bool WantGrad = T.BackwardInputs[O.Id] >> Slot & 1;
+        if (In == ir::NoTensor) {
+          Inputs[O.Id][P].push_back(B);
+          continue;
+        }
+        const ir::Tensor &Value = G.tensor(In);
+        B.Needed = needed(O.Id, Slot, P);
+        if (absentRegion(B.Needed, In)) {
+          Inputs[O.Id][P].push_back(B);
+          continue;
+        }
+        ir::DType Type = Value.Type.Type;
+        if (isHeld(Value)) {
+          const Box &Held = Boxes.at({In, Rank});
+          if (sameRegion(Held.Region, B.Needed)) {
+            B.Buffer = Held.Buffer;
+            B.Gradient = WantGrad ? Held.Gradient : -1;
+          } else {
+            B.Buffer =
+                addBuffer(Rank, BufferKind::Gathered, In, B.Needed, Type);
+            Prologue[Call].push_back(copy(Held.Buffer, Held.Region, B.Buffer,
+                                          B.Needed, B.Needed, false));
+            if (WantGrad && Held.Gradient >= 0) {
+              B.Gradient =
+                  addBuffer(Rank, BufferKind::Gradient, In, B.Needed, Type);
+              Epilogue[Call].push_back(copy(B.Gradient, B.Needed, Held.Gradient,
+                                            Held.Region, B.Needed, true));
+            }
+          }
+          Inputs[O.Id][P].push_back(B);
+          continue;
+        }
+        if (Value.Role == ir::TensorRole::Input) {
+          int32_t Index = tensorIndex(In, rt::program::TensorRole::Input);
+          (void)Index;
+          B.Buffer = addBuffer(Rank, BufferKind::Input, In, B.Needed, Type);
+          Inputs[O.Id][P].push_back(B);
+          continue;
+        }
+        // An activation: from the producer's partitions.
+        const ir::Op &Producer = G.op(Value.Producer);
+        const ParallelConfig &PC = S[Producer.Id];
+        unsigned Output = outputIndex(Producer, In);
+        bool GradFlows =
+            WantGrad && T.NeedsGrad[In] && T.BackwardInputs[Producer.Id] != 0;
+        llvm::SmallVector<unsigned, 4> Overlapping;
+        for (unsigned Q = 0; Q < PC.numPartitions(); ++Q)
+          if (ir::regionVolume(
+                  ir::intersect(B.Needed, written(Producer.Id, Output, Q))) > 0)
+            Overlapping.push_back(Q);
+        if (Overlapping.size() == 1 && PC.Reduction == 1 &&
+            PC.device(Overlapping[0]) == Rank &&
+            sameRegion(written(Producer.Id, Output, Overlapping[0]),
+                       B.Needed)) {
+          B.Buffer = Outputs[Producer.Id][Overlapping[0]][Output];
+          B.Gradient =
+              GradFlows ? OutGrads[Producer.Id][Overlapping[0]][Output] : -1;
+          Inputs[O.Id][P].push_back(B);
+          continue;
+        }
+        B.Staged = true;
+        B.Summed = PC.Reduction > 1;
+        B.Buffer = addBuffer(
+            Rank, B.Summed ? BufferKind::Accumulated : BufferKind::Gathered, In,
+            B.Needed, Type);
+        if (GradFlows)
+          B.Gradient =
+              addBuffer(Rank, BufferKind::Gradient, In, B.Needed, Type);
+        for (unsigned Q : Overlapping) {
+          if (PC.device(Q) != Rank)
+            continue; // a message (makeSteps)
+          ir::Region From = written(Producer.Id, Output, Q);
+          ir::Region Part = ir::intersect(B.Needed, From);
+          Prologue[Call].push_back(copy(Outputs[Producer.Id][Q][Output], From,
+                                        B.Buffer, B.Needed, Part, B.Summed));
+          if (B.Gradient >= 0 && OutGrads[Producer.Id][Q][Output] >= 0)
+            Epilogue[Call].push_back(copy(B.Gradient, B.Needed,
+                                          OutGrads[Producer.Id][Q][Output],
+                                          From, Part, true));
+        }
+        Inputs[O.Id][P].push_back(B);
+      }
+    }
+  }
+  return llvm::Error::success();
+}
+
+void Builder::makeCalls() {
+  for (const ir::Op &O : G.ops()) {
+    const ParallelConfig &C = S[O.Id];
+    bool HasBackward = T.BackwardInputs[O.Id] != 0;
+    bool Global = needsGlobalStatistics(O, C);
+    const ir::TensorType &OutType = G.tensor(O.Outputs[0]).Type;
+    for (unsigned P = 0; P < C.numPartitions(); ++P) {
+      rt::program::CallInfo Call{};
+      Call.Op = O.Id;
+      Call.Partition = P;
+      Call.FirstOperand = Out.Operands.size();
+      Call.NumInputs = O.Inputs.size();
+      Call.NumOutputs = O.Outputs.size();
+      Call.HasBackward = HasBackward;
+      Call.Flags = Global ? rt::program::CallFlags::GlobalStatistics
+                          : rt::program::CallFlags::None;
+      Call.Scale = 1.0;
+      Call.SeedsLossGradient = HasBackward && O.Outputs[0] == T.LossTensor;
+      Call.Statistics = Call.GradientSums = -1;
+      if (C.Reduction > 1 && OutType.rank() == 0 &&
+          O.Attrs.getString("reduction", "mean") == "mean") {
+        ir::Interval Slice = simulator::reductionSlice(G, O, C, P);
+        int64_t Extent = ir::parallelDims(G, O).ReductionExtent;
+        Call.Scale = double(Slice.size()) / double(Extent);
+      }
+      ir::Region Region = simulator::outputRegion(G, O, C, P);
+      Call.Sharded = !sameRegion(Region, ir::fullRegion(OutType.Dims));
+      for (unsigned D = 0; D < OutType.rank(); ++D) {
+        Call.GlobalOffset[D] = Region[D].Begin;
+        Call.GlobalDims[D] = OutType.Dims[D];
+      }
+      if (Global) {
+        int64_t Channels = Region[1].size();
+        ir::Region Stats{{0, 2}, {0, Channels}};
+        Call.Statistics = addBuffer(C.device(P), BufferKind::Statistics,
+                                    ir::NoTensor, Stats, ir::DType::Float32);
+        if (HasBackward)
+          Call.GradientSums =
+              addBuffer(C.device(P), BufferKind::Statistics, ir::NoTensor,
+                        Stats, ir::DType::Float32);
+        Call.StatisticsCount = OutType.numElements() / OutType.Dims[1];
+      }
+      for (const Binding &B : Inputs[O.Id][P])
+        Out.Operands.push_back(B.Buffer);
+      for (int32_t Buffer : Outputs[O.Id][P])
+        Out.Operands.push_back(Buffer);
+      if (HasBackward) {
+        for (int32_t Buffer : OutGrads[O.Id][P])
+          Out.Operands.push_back(Buffer);
+        for (const Binding &B : Inputs[O.Id][P])
+          Out.Operands.push_back(B.Gradient);
+      }
+      Out.Calls.push_back(Call);
+    }
+    // New running statistics go to the state boxes after the step.
+    uint32_t StateInputs = ir::opKindInfo(O.Kind).StateInputs;
+    unsigned Output = 1;
+    for (unsigned Slot = 0; Slot < O.Inputs.size() && StateInputs; ++Slot) {
+      if (!(StateInputs >> Slot & 1))
+        continue;
+      if (Output < O.Outputs.size() && O.Inputs[Slot] != ir::NoTensor)
+        for (unsigned P = 0; P < C.numPartitions(); ++P) {
+          const Box &Held = Boxes.at({O.Inputs[Slot], C.device(P)});
+          ir::Region From = written(O.Id, Output, P);
+          StateCopies[C.device(P)].push_back(copy(Outputs[O.Id][P][Output],
+                                                  From, Held.Buffer,
+                                                  Held.Region, From, false));
+        }
+      ++Output;
+    }
+  }
+}
+
+llvm::Error Builder::makeSteps(const simulator::TaskGraph &TG) {
+  // The global order: a topological order of the task graph that follows
+  // the simulated start times (ties: the structural key).
+  size_t N = TG.size();
+  std::vector<unsigned> Waiting(N, 0);
+  using Entry = std::tuple<double, simulator::TaskKey, TaskId>;
+  auto Later = [](const Entry &A, const Entry &B) {
+    if (std::get<0>(A) != std::get<0>(B))
+      return std::get<0>(A) > std::get<0>(B);
+    if (!(std::get<1>(A) == std::get<1>(B)))
+      return std::get<1>(B) < std::get<1>(A);
+    return std::get<2>(A) > std::get<2>(B);
+  };
+  std::priority_queue<Entry, std::vector<Entry>, decltype(Later)> Ready(Later);
+  for (TaskId Id = 0; Id < N; ++Id) {
+    const Task &Node = TG.task(Id);
+    if (!Node.Alive)
+      continue;
+    Waiting[Id] = Node.Preds.size();
+    if (!Waiting[Id])
+      Ready.push({Node.Start, Node.Key, Id});
+  }
+  int States = rt::optimizerStateCount(Options.Optimizer);
+  while (!Ready.empty()) {
+    TaskId Id = std::get<2>(Ready.top());
+    Ready.pop();
+    const Task &Node = TG.task(Id);
+    for (TaskId Next : Node.Succs)
+      if (--Waiting[Next] == 0)
+        Ready.push({TG.task(Next).Start, TG.task(Next).Key, Next});
+
+    StepInfo Step{};
+    Step.Call = Step.Peer = Step.Group = Step.Buffer = Step.Gradient = -1;
+    Step.State[0] = Step.State[1] = Step.State[2] = -1;
+    Step.Type = rt::DType::Float32;
+    switch (Node.Kind) {
+    case TaskKind::Forward:
+    case TaskKind::Backward: {
+      int32_t Call = CallOf[Node.Op][Node.Partition];
+      bool Global =
+          Out.Calls[Call].Flags == rt::program::CallFlags::GlobalStatistics;
+      Step.Kind = Node.Kind == TaskKind::Forward ? StepKind::Forward
+                                                 : StepKind::Backward;
+      Step.Call = Call;
+      Step.Label = Out.intern(G.op(Node.Op).Name);
+      const auto &Copies =
+          Node.Kind == TaskKind::Forward ? Prologue[Call] : Epilogue[Call];
+      if (!(Global && Node.Kind == TaskKind::Backward)) {
+        Step.FirstCopy = addCopies(Copies);
+        Step.NumCopies = Copies.size();
+      }
+      addStep(Node.Device, Step);
+      break;
+    }
+    case TaskKind::StatsAllReduce: {
+      const ir::Op &O = G.op(Node.Op);
+      const ParallelConfig &C = S[O.Id];
+      bool Forward = Node.Key.Level == 3 * O.Id + 1;
+      Step.Kind = Forward ? StepKind::StatsForward : StepKind::StatsBackward;
+      Step.Group = group(Node.Group);
+      Step.Elements = 2 * simulator::partInterval(G.outputType(O).Dims[1],
+                                                  C.Degrees[1], Node.Key.A)
+                              .size();
+      Step.Label = Out.intern(
+          O.Name + (Forward ? " statistics" : " gradient statistics"));
+      for (unsigned P = 0; P < C.numPartitions(); ++P) {
+        if (C.coordinate(P, 1) != Node.Key.A)
+          continue;
+        StepInfo Member = Step;
+        Member.Call = CallOf[O.Id][P];
+        if (!Forward) {
+          const auto &Copies = Epilogue[Member.Call];
+          Member.FirstCopy = addCopies(Copies);
+          Member.NumCopies = Copies.size();
+        }
+        addStep(C.device(P), Member);
+      }
+      break;
+    }
+    case TaskKind::Transfer:
+    case TaskKind::GradTransfer: {
+      bool Forward = Node.Kind == TaskKind::Transfer;
+      ir::OpId ConsumerId = Node.Op;
+      unsigned Slot = Node.Key.A, C = Node.Key.B, P = Node.Key.C;
+      const ir::Op &Consumer = G.op(ConsumerId);
+      ir::TensorId In = Consumer.Inputs[Slot];
+      const ir::Op &Producer = G.op(G.tensor(In).Producer);
+      unsigned Output = outputIndex(Producer, In);
+      const Binding &B = Inputs[ConsumerId][C][Slot];
+      ir::Region From = written(Producer.Id, Output, P);
+      ir::Region Part = ir::intersect(B.Needed, From);
+      Step.Type = toRuntime(G.tensor(In).Type.Type);
+      Step.Elements = ir::regionVolume(Part);
+      Step.Label = Out.intern((Forward ? "transfer " : "gradient transfer ") +
+                              Producer.Name + (Forward ? " -> " : " <- ") +
+                              Consumer.Name);
+      int32_t ProducerBuffer = Forward ? Outputs[Producer.Id][P][Output]
+                                       : OutGrads[Producer.Id][P][Output];
+      int32_t ConsumerBuffer = Forward ? B.Buffer : B.Gradient;
+      if (ProducerBuffer < 0 || ConsumerBuffer < 0 || !B.Staged)
+        return fail(llvm::formatv("internal: transfer of '{0}' to '{1}' has "
+                                  "no buffers",
+                                  G.tensor(In).Name, Consumer.Name));
+      StepInfo Send = Step, Recv = Step;
+      Send.Kind = StepKind::Send;
+      Recv.Kind = StepKind::Recv;
+      Send.Peer = Node.Peer;
+      Recv.Peer = Node.Device;
+      CopyInfo Pack = Forward
+                          ? copy(ProducerBuffer, From, -1, {}, Part, false)
+                          : copy(ConsumerBuffer, B.Needed, -1, {}, Part, false);
+      CopyInfo Unpack =
+          Forward ? copy(-1, {}, ConsumerBuffer, B.Needed, Part, B.Summed)
+                  : copy(-1, {}, ProducerBuffer, From, Part, true);
+      Send.FirstCopy = addCopies({Pack});
+      Send.NumCopies = 1;
+      Recv.FirstCopy = addCopies({Unpack});
+      Recv.NumCopies = 1;
+      addStep(Node.Device, Send);
+      addStep(Node.Peer, Recv);
+      Out.ExactBytes[Node.Device] += Step.Elements * rt::dtypeSize(Step.Type);
+      break;
+    }
+    case TaskKind::GradAllReduce: {
+      ir::TensorId Param = Node.Tensor;
+      const ir::Tensor &Value = G.tensor(Param);
+      std::vector<std::pair<ir::Region, DeviceId>> Uses;
+      for (const ir::Op &O : G.ops())
+        for (unsigned Slot = 0; Slot < O.Inputs.size(); ++Slot) {
+          if (O.Inputs[Slot] != Param || !(T.BackwardInputs[O.Id] >> Slot & 1))
+            continue;
+          const ParallelConfig &C = S[O.Id];
+          for (unsigned P = 0; P < C.numPartitions(); ++P) {
+            ir::Region R = ir::opKindInfo(O.Kind).InputRegion(
+                G, O, Slot, simulator::outputRegion(G, O, C, P),
+                simulator::reductionSlice(G, O, C, P));
+            Uses.push_back({R, C.device(P)});
+          }
+        }
+      std::vector<simulator::GradientCells> Cells =
+          simulator::gradientCells(Value.Type.Dims, Uses);
+      if (Node.Key.B >= Cells.size())
+        return fail("internal: gradient cells differ from the task graph's");
+      const simulator::GradientCells &Cell = Cells[Node.Key.B];
+      Step.Kind = StepKind::AllReduce;
+      Step.Group = group(Cell.Holders);
+      Step.Type = toRuntime(Value.Type.Type);
+      Step.Elements = Cell.Elements;
+      Step.Label = Out.intern("gradient all-reduce " + Value.Name);
+      int Position = 0;
+      for (DeviceId Rank : Cell.Holders) {
+        const Box &Held = Boxes.at({Param, Rank});
+        std::vector<CopyInfo> Pack, Unpack;
+        int64_t Offset = 0;
+        for (const ir::Region &Part : Cell.Boxes) {
+          Pack.push_back(
+              copy(Held.Gradient, Held.Region, -1, {}, Part, false, Offset));
+          Unpack.push_back(
+              copy(-1, {}, Held.Gradient, Held.Region, Part, false, Offset));
+          Offset += ir::regionVolume(Part);
+        }
+        StepInfo Member = Step;
+        Member.FirstCopy = addCopies(Pack);
+        Member.NumCopies = Pack.size();
+        Member.FirstPostCopy = addCopies(Unpack);
+        Member.NumPostCopies = Unpack.size();
+        addStep(Rank, Member);
+        Out.ExactBytes[Rank] += rt::program::Comm::ringSendBytes(
+            Cell.Elements, ir::dtypeSize(Value.Type.Type), Cell.Holders.size(),
+            Position++);
+      }
+      break;
+    }
+    case TaskKind::Update: {
+      const Box &Held = Boxes.at({Node.Tensor, Node.Device});
+      Step.Kind = StepKind::Update;
+      Step.Buffer = Held.Buffer;
+      Step.Gradient = Held.Gradient;
+      for (int I = 0; I < States; ++I)
+        Step.State[I] = Held.State[I];
+      Step.NumState = States;
+      Step.Label = Out.intern("update " + G.tensor(Node.Tensor).Name);
+      addStep(Node.Device, Step);
+      break;
+    }
+    }
+    if (Node.Kind == TaskKind::StatsAllReduce) {
+      int64_t Elements =
+          2 * simulator::partInterval(G.outputType(G.op(Node.Op)).Dims[1],
+                                      S[Node.Op].Degrees[1], Node.Key.A)
+                  .size();
+      for (size_t I = 0; I < Node.Group.size(); ++I)
+        Out.ExactBytes[Node.Group[I]] += rt::program::Comm::ringSendBytes(
+            Elements, sizeof(float), Node.Group.size(), I);
+    }
+  }
+  for (unsigned Rank = 0; Rank < PerRank.size(); ++Rank) {
+    Out.RankSteps.push_back(
+        {int32_t(Out.Steps.size()), int32_t(PerRank[Rank].size())});
+    Out.Steps.insert(Out.Steps.end(), PerRank[Rank].begin(),
+                     PerRank[Rank].end());
+  }
+  for (unsigned Rank = 0; Rank < StateCopies.size(); ++Rank) {
+    int32_t First = addCopies(StateCopies[Rank]);
+    Out.RankStateCopies.push_back({First, int32_t(StateCopies[Rank].size())});
+  }
+  return llvm::Error::success();
+}
+
+/// uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) from a seeded generator, with
+/// fan_in the product of the dims after the first (PyTorch's default for
+/// linear and convolution weights; biases use their own length).
+static std::vector<char> randomValues(const ir::Tensor &Value,
+                                      std::mt19937_64 &Generator) {
+  const ir::Shape &Dims = Value.Type.Dims;
+  int64_t FanIn = 1;
+  for (size_t D = 1; D < Dims.size(); ++D)
+    FanIn *= Dims[D];
+  if (Dims.size() == 1)
+    FanIn = Dims[0];
+  double Bound = 1.0 / std::sqrt(double(std::max<int64_t>(FanIn, 1)));
+  int64_t Count = Value.Type.numElements();
+  std::vector<char> Bytes(Value.Type.byteSize());
+  for (int64_t I = 0; I < Count; ++I) {
+    // 53 random bits -> [0, 1), portable across standard libraries.
+    double Unit = double(Generator() >> 11) * (1.0 / 9007199254740992.0);
+    double X = (2 * Unit - 1) * Bound;
+    if (Value.Type.Type == ir::DType::Float64)
+      reinterpret_cast<double *>(Bytes.data())[I] = X;
+    else
+      reinterpret_cast<float *>(Bytes.data())[I] = float(X);
+  }
+  return Bytes;
+}
+
+llvm::Error Builder::makeWeights() {
+  Out.Weights.assign(Out.NumRanks, {});
+  std::map<ir::TensorId, std::vector<char>> Values;
+  std::mt19937_64 Generator(Options.Seed);
+  // Random values are drawn in tensor-id order so they do not depend on
+  // the strategy.
+  for (const ir::Tensor &Value : G.tensors()) {
+    if (!isHeld(Value))
+      continue;
+    bool Random = Options.Init == InitKind::Random &&
+                  Value.Role == ir::TensorRole::Parameter &&
+                  ir::isFloatingPoint(Value.Type.Type);
+    if (Random) {
+      Values[Value.Id] = randomValues(Value, Generator);
+      continue;
+    }
+    auto Bytes = Value.Data.bytes();
+    if (!Bytes) {
+      llvm::consumeError(Bytes.takeError());
+      continue;
+    }
+    Values[Value.Id].assign(Bytes->begin(), Bytes->end());
+  }
+  for (size_t Id = 0; Id < Out.Buffers.size(); ++Id) {
+    const rt::program::BufferInfo &Info = Out.Buffers[Id];
+    if (Info.Kind != BufferKind::Parameter && Info.Kind != BufferKind::State &&
+        Info.Kind != BufferKind::Constant)
+      continue;
+    const rt::program::TensorInfo &Tensor = Out.Tensors[Info.Tensor];
+    ir::TensorId Source = TensorOfIndex[Info.Tensor];
+    auto It = Values.find(Source);
+    const ir::Tensor &Value = G.tensor(Source);
+    if (It == Values.end() ||
+        It->second.size() != size_t(Value.Type.byteSize()))
+      return fail(llvm::formatv(
+          "the weights of '{0}' are needed to generate the program and are "
+          "absent (external data missing?); pass --init random to start "
+          "from random weights",
+          Tensor.Name));
+    // Cut the box out of the whole value, row by row.
+    size_t Size = ir::dtypeSize(Value.Type.Type);
+    int64_t Elements = 1;
+    for (int D = 0; D < Info.Dims; ++D)
+      Elements *= Info.Extent[D];
+    std::vector<char> &Shard = Out.Weights[Info.Rank];
+    size_t Start = Shard.size();
+    Shard.resize(Start + Elements * Size);
+    std::vector<int64_t> Index(Info.Dims, 0);
+    for (int64_t E = 0; E < Elements; ++E) {
+      int64_t Flat = 0;
+      for (int D = 0; D < Info.Dims; ++D)
+        Flat = Flat * Value.Type.Dims[D] + Info.Origin[D] + Index[D];
+      std::memcpy(&Shard[Start + E * Size], &It->second[Flat * Size], Size);
+      for (int D = Info.Dims - 1; D >= 0; --D) {
+        if (++Index[D] < Info.Extent[D])
+          break;
+        Index[D] = 0;
+      }
+    }
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error Builder::run(const simulator::Simulator &Sim) {
+  const simulator::TaskGraph &TG = Sim.graph();
+  Out.NumRanks = M.numDevices();
+  Out.Optimizer = Options.Optimizer;
+  Out.PredictedTime = Sim.time();
+  Out.ExactBytes.assign(Out.NumRanks, 0);
+  simulator::SimReport Report = Sim.report();
+  Out.PredictedBytes.assign(Report.BytesSent.begin(), Report.BytesSent.end());
+  PerRank.resize(Out.NumRanks);
+  StateCopies.resize(Out.NumRanks);
+
+  std::vector<bool> WeightOnly = simulator::weightOnlyOps(G);
+  for (const ir::Op &O : G.ops()) {
+    if (WeightOnly[O.Id])
+      return fail(llvm::formatv(
+          "op '{0}' ({1}) computes from weights only (exporters rebuild "
+          "recurrent weights this way); generated programs do not support "
+          "such subgraphs yet",
+          O.Name, ir::opKindName(O.Kind)));
+    if (llvm::Error E = checkRunnable(T, O, S[O.Id]))
+      return E;
+  }
+  // Data inputs and labels first, so their indices are stable.
+  for (ir::TensorId In : G.inputs()) {
+    int32_t Index = tensorIndex(In, rt::program::TensorRole::Input);
+    if (In == T.Labels)
+      Out.Labels = Index;
+    else
+      Out.DataInputs.push_back(Index);
+  }
+  tensorIndex(T.LossTensor, rt::program::TensorRole::Loss);
+  Out.LossTensor = TensorIndex.at(T.LossTensor);
+
+  // Ops and attributes.
+  for (const ir::Op &O : G.ops()) {
+    rt::program::OpInfo Info{};
+    Info.Kind = static_cast<rt::OpKind>(static_cast<uint8_t>(O.Kind));
+    Info.Name = Out.intern(O.Name);
+    Info.FirstAttr = Out.Attrs.size();
+    for (const auto &[Name, Value] : O.Attrs.entries()) {
+      rt::program::AttrInfo A{};
+      A.Name = Out.intern(Name);
+      if (auto *I = std::get_if<int64_t>(&Value)) {
+        A.Type = rt::program::AttrType::Int;
+        A.Int = *I;
+      } else if (auto *F = std::get_if<double>(&Value)) {
+        A.Type = rt::program::AttrType::Float;
+        A.Float = *F;
+      } else if (auto *L = std::get_if<ir::IntList>(&Value)) {
+        A.Type = rt::program::AttrType::Ints;
+        A.Int = Out.IntValues.size();
+        A.Length = L->size();
+        Out.IntValues.insert(Out.IntValues.end(), L->begin(), L->end());
+      } else if (auto *L = std::get_if<ir::FloatList>(&Value)) {
+        A.Type = rt::program::AttrType::Floats;
+        A.Int = Out.FloatValues.size();
+        A.Length = L->size();
+        Out.FloatValues.insert(Out.FloatValues.end(), L->begin(), L->end());
+      } else {
+        A.Type = rt::program::AttrType::String;
+        A.Text = Out.intern(std::get<std::string>(Value));
+      }
+      Out.Attrs.push_back(A);
+    }
+    Info.NumAttrs = Out.Attrs.size() - Info.FirstAttr;
+    Out.Ops.push_back(Info);
+  }
+
+  if (llvm::Error E = makeBoxes())
+    return E;
+  makeOutputs();
+  if (llvm::Error E = bindInputs())
+    return E;
+  makeCalls();
+  if (llvm::Error E = makeSteps(TG))
+    return E;
+  return makeWeights();
+}
+
+} // namespace
+
+rt::program::Plan ProgramPlan::view(const char *Generator,
+                                    const char *ModelName,
+                                    uint64_t Hash) const {
+  auto Of = [](const auto &Vector) {
+    using T = typename std::decay_t<decltype(Vector)>::value_type;
+    return rt::program::Table<T>{Vector.data(), int32_t(Vector.size())};
+  };
+  rt::program::Plan P{};
+  P.Generator = Generator;
+  P.ModelName = ModelName;
+  P.PlanHash = Hash;
+  P.NumRanks = NumRanks;
+  P.Optimizer = Optimizer;
+  P.PredictedBytes = Of(PredictedBytes);
+  P.Tensors = Of(Tensors);
+  P.Ops = Of(Ops);
+  P.Attrs = Of(Attrs);
+  P.IntValues = Of(IntValues);
+  P.FloatValues = Of(FloatValues);
+  P.Buffers = Of(Buffers);
+  P.Calls = Of(Calls);
+  P.Operands = Of(Operands);
+  P.Copies = Of(Copies);
+  P.Steps = Of(Steps);
+  P.Groups = Of(Groups);
+  P.GroupRanks = Of(GroupRanks);
+  P.RankSteps = Of(RankSteps);
+  P.RankStateCopies = Of(RankStateCopies);
+  P.LossTensor = LossTensor;
+  P.DataInputs = Of(DataInputs);
+  P.Labels = Labels;
+  return P;
+}
+
+llvm::Expected<ProgramPlan> buildProgramPlan(const ir::TrainingGraph &T,
+                                             const simulator::Strategy &S,
+                                             const simulator::Machine &M,
+                                             const simulator::CostModel &Cost,
+                                             const PlanOptions &Options) {
+  if (llvm::Error E = simulator::checkStrategy(T.G, S, M.numDevices()))
+    return std::move(E);
+  simulator::Simulator Sim(T, M, Cost, Options.Sim);
+  Sim.simulate(S);
+  ProgramPlan Plan;
+  Builder B(T, S, M, Options, Plan);
+  if (llvm::Error E = B.run(Sim))
+    return std::move(E);
+  return Plan;
+}
+
+} // namespace onnx2soap::codegen

@@ -1,0 +1,226 @@
+//===- runtime_lib/program/Main.cpp - A generated program's main ----------===//
+//
+// Option parsing is by hand (a generated program links no option library);
+// docs/generated-program.md lists the options.
+//
+//===----------------------------------------------------------------------===//
+#include "Main.h"
+#include "../Error.h"
+#include "AtomicFile.h"
+#include "Checkpoint.h"
+#include "OnnxWeights.h"
+#include "Runner.h"
+#include "TensorFile.h"
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+namespace onnx2soap::rt::program {
+
+namespace {
+
+struct Options {
+  int64_t Steps = 5;
+  std::vector<std::string> Inputs;
+  std::string Labels;
+  std::string Weights;
+  std::string Checkpoint;
+  int64_t CheckpointEvery = 0;
+  bool Resume = false;
+  std::string SaveOnnx;
+  std::string Model;
+  int Threads = 0;
+  double Timeout = 300;
+  bool Quiet = false;
+};
+
+const char *Usage =
+    "usage: train [--steps N] --inputs FILE.pb [--inputs ...] [--labels "
+    "FILE.pb]\n"
+    "             [--checkpoint DIR [--checkpoint-every N] [--resume]]\n"
+    "             [--save-onnx OUT.onnx] [--weights DIR] [--model FILE]\n"
+    "             [--threads N] [--timeout SEC] [--quiet]\n"
+    "Run one MPI rank per device: mpirun -np <ranks> ./train ...\n";
+
+/// The folder holding the executable (for the default weights folder).
+std::string executableDir() {
+  char Path[4096];
+  ssize_t Length = readlink("/proc/self/exe", Path, sizeof Path - 1);
+  if (Length <= 0)
+    return ".";
+  Path[Length] = 0;
+  std::string Text(Path);
+  size_t Slash = Text.rfind('/');
+  return Slash == std::string::npos ? "." : Text.substr(0, Slash);
+}
+
+int64_t parseCount(const std::string &Flag, const char *Text) {
+  char *End = nullptr;
+  long long Value = std::strtoll(Text, &End, 10);
+  if (!*Text || *End || Value < 0)
+    fail(Flag,
+         std::string("expected a non-negative integer, got '") + Text + "'");
+  return Value;
+}
+
+Options parseOptions(int Argc, char **Argv) {
+  Options O;
+  std::string Dir = executableDir();
+  O.Weights = Dir + "/../weights";
+  O.Model = Dir + "/../model.onnx";
+  for (int I = 1; I < Argc; ++I) {
+    std::string Flag = Argv[I];
+    auto Value = [&]() -> const char * {
+      if (I + 1 >= Argc)
+        fail(Flag, "needs a value");
+      return Argv[++I];
+    };
+    if (Flag == "--steps")
+      O.Steps = parseCount(Flag, Value());
+    else if (Flag == "--inputs")
+      O.Inputs.push_back(Value());
+    else if (Flag == "--labels")
+      O.Labels = Value();
+    else if (Flag == "--weights")
+      O.Weights = Value();
+    else if (Flag == "--model")
+      O.Model = Value();
+    else if (Flag == "--checkpoint")
+      O.Checkpoint = Value();
+    else if (Flag == "--checkpoint-every")
+      O.CheckpointEvery = parseCount(Flag, Value());
+    else if (Flag == "--resume")
+      O.Resume = true;
+    else if (Flag == "--save-onnx")
+      O.SaveOnnx = Value();
+    else if (Flag == "--threads")
+      O.Threads = int(parseCount(Flag, Value()));
+    else if (Flag == "--timeout")
+      O.Timeout = double(parseCount(Flag, Value()));
+    else if (Flag == "--quiet")
+      O.Quiet = true;
+    else if (Flag == "--help" || Flag == "-h") {
+      std::fputs(Usage, stdout);
+      std::exit(0);
+    } else
+      fail(Flag, "unknown option (train --help lists them)");
+  }
+  if (O.Inputs.empty())
+    fail("train", "--inputs FILE.pb is required (one per model input: the "
+                  "global batch)");
+  if (O.Resume && O.Checkpoint.empty())
+    fail("--resume", "needs --checkpoint DIR");
+  return O;
+}
+
+int localRank() {
+  for (const char *Name :
+       {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"})
+    if (const char *Value = std::getenv(Name))
+      return std::atoi(Value);
+  return 0;
+}
+
+void saveCheckpoint(Runner &R, Comm &C, const Plan &P, const std::string &Dir) {
+  writeRankCheckpoint(Dir, R.stepsDone(), P.PlanHash, C.rank(),
+                      R.persistentState());
+  C.barrier();
+  if (C.rank() == 0)
+    commitCheckpoint(Dir, R.stepsDone(), 2);
+  C.barrier();
+}
+
+int run(const Plan &P, const Platform &Platform, int Argc, char **Argv) {
+  // Options are checked before MPI starts so a typo costs no launch.
+  Options O = parseOptions(Argc, Argv);
+  std::unique_ptr<Backend> B = Platform.CreateBackend(localRank(), O.Threads);
+  CommOptions CO;
+  CO.TimeoutSeconds = O.Timeout;
+  std::unique_ptr<Comm> C = Platform.CreateComm(&Argc, &Argv, CO, *B);
+  int Rank = C->rank();
+  Runner R(P, *B, *C, O.Weights);
+
+  std::vector<HostTensor> Inputs;
+  for (const std::string &Path : O.Inputs)
+    Inputs.push_back(readTensorFile(Path));
+  HostTensor Labels;
+  if (!O.Labels.empty())
+    Labels = readTensorFile(O.Labels);
+  R.setBatch(Inputs, O.Labels.empty() ? nullptr : &Labels);
+
+  if (O.Resume) {
+    LoadedCheckpoint Loaded =
+        readRankCheckpoint(O.Checkpoint, P.PlanHash, Rank);
+    R.restore(Loaded.Step, Loaded.Blobs);
+    if (Rank == 0 && !O.Quiet)
+      std::printf("resumed from step %lld\n", (long long)Loaded.Step);
+  }
+
+  int64_t FirstStep = R.stepsDone();
+  while (R.stepsDone() < O.Steps) {
+    C->barrier();
+    auto Start = std::chrono::steady_clock::now();
+    double Loss = R.step();
+    double Seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - Start)
+            .count();
+    Seconds = C->maxOverRanks(Seconds);
+    if (Rank == 0) {
+      std::printf("step %lld loss %.9g time %.6f s\n", (long long)R.stepsDone(),
+                  Loss, Seconds);
+      std::fflush(stdout);
+    }
+    if (!O.Checkpoint.empty() && O.CheckpointEvery > 0 &&
+        R.stepsDone() % O.CheckpointEvery == 0)
+      saveCheckpoint(R, *C, P, O.Checkpoint);
+  }
+  if (!O.Checkpoint.empty() &&
+      (O.CheckpointEvery == 0 || R.stepsDone() % O.CheckpointEvery != 0))
+    saveCheckpoint(R, *C, P, O.Checkpoint);
+
+  // Bytes each rank sent per step against the planner's prediction, all
+  // printed by rank 0 (ranks' output streams interleave arbitrarily).
+  int64_t StepsRun = R.stepsDone() - FirstStep;
+  for (int Other = 0; Other < C->size(); ++Other) {
+    double Sent = C->sumOverRanks(Other == Rank ? double(C->bytesSent()) : 0);
+    if (Rank == 0 && !O.Quiet && StepsRun > 0)
+      std::printf("rank %d sent %.17g bytes per step (planner: %.17g)\n", Other,
+                  Sent / double(StepsRun),
+                  Other < P.PredictedBytes.Size ? P.PredictedBytes[Other]
+                                                : 0.0);
+  }
+  std::fflush(stdout);
+
+  if (!O.SaveOnnx.empty()) {
+    std::vector<HostTensor> Weights = R.gatherWeights();
+    if (Rank == 0) {
+      std::vector<char> Model = readWholeFile(O.Model);
+      std::string Updated =
+          replaceInitializers(std::string(Model.begin(), Model.end()), Weights);
+      writeFileAtomically(O.SaveOnnx, Updated.data(), Updated.size());
+      if (!O.Quiet)
+        std::printf("saved %s\n", O.SaveOnnx.c_str());
+    }
+    C->barrier();
+  }
+  return 0;
+}
+
+} // namespace
+
+int trainMain(const Plan &P, const Platform &Platform, int Argc, char **Argv) {
+  try {
+    return run(P, Platform, Argc, Argv);
+  } catch (const RuntimeError &Failure) {
+    std::fprintf(stderr, "train: error: %s\n", Failure.what());
+    std::fflush(stderr);
+    // Other ranks may be waiting on this one: end them all.
+    std::_Exit(2);
+  }
+}
+
+} // namespace onnx2soap::rt::program

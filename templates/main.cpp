@@ -1,0 +1,38 @@
+// The entry point of this generated training program (onnx2soap @VERSION@):
+// it picks the backend and the communication library, then hands over to
+// runtime_lib/program/Main.cpp, which parses the options and walks the plan
+// in plan.cpp. See README.md for building and launching.
+#include "runtime_lib/program/Main.h"
+#include "plan.h"
+
+#if TRAIN_BACKEND_CUDA
+#include "runtime_lib/cuda/CudaBackend.h"
+#include "runtime_lib/program/nccl/NcclComm.h"
+#endif
+
+using namespace onnx2soap::rt;
+
+int main(int argc, char **argv) {
+  program::Platform Platform;
+#if TRAIN_BACKEND_CUDA
+  // One rank per GPU: the rank's index on its node picks the device.
+  Platform.CreateBackend = [](int LocalRank, int) {
+    return createCudaBackend(LocalRank);
+  };
+  Platform.CreateComm = [](int *Argc, char ***Argv,
+                           const program::CommOptions &Options, Backend &B) {
+    // The legacy default stream orders NCCL after the backend's kernels.
+    (void)B;
+    return program::createNcclComm(Argc, Argv, Options, nullptr);
+  };
+#else
+  Platform.CreateBackend = [](int, int Threads) {
+    return createCpuBackend(Threads);
+  };
+  Platform.CreateComm = [](int *Argc, char ***Argv,
+                           const program::CommOptions &Options, Backend &) {
+    return program::createMpiComm(Argc, Argv, Options);
+  };
+#endif
+  return program::trainMain(trainingPlan(), Platform, argc, argv);
+}
