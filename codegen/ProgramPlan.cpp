@@ -27,6 +27,7 @@
 #include <map>
 #include <queue>
 #include <random>
+#include <set>
 
 namespace onnx2soap::codegen {
 
@@ -162,6 +163,12 @@ llvm::Error checkRunnable(const ir::TrainingGraph &T, const ir::Op &O,
   return llvm::Error::success();
 }
 
+static bool isHeld(const ir::Tensor &Value) {
+  return Value.Role == ir::TensorRole::Parameter ||
+         Value.Role == ir::TensorRole::State ||
+         Value.Role == ir::TensorRole::Constant;
+}
+
 namespace {
 
 /// The box one rank holds of a parameter, state or constant tensor.
@@ -252,6 +259,23 @@ private:
   std::vector<std::vector<CopyInfo>> StateCopies; // by rank
   std::vector<std::vector<StepInfo>> PerRank;
   std::map<std::vector<DeviceId>, int32_t> GroupIndex;
+
+  /// Weight-only ops (simulator::weightOnlyOps): every rank that reads
+  /// their results computes them whole from whole weights, forward before
+  /// its first step and backward after its last; their calls by rank.
+  std::vector<bool> WeightOnly;
+  std::vector<std::map<DeviceId, int32_t>> WeightOnlyCalls;
+  /// Trainable parameters read only through weight-only ops: updated after
+  /// the weight-only backward (the simulator has no tasks for them).
+  std::set<ir::TensorId> ThroughWeightOnly;
+  bool isDerived(ir::TensorId Id) const {
+    const ir::Tensor &Value = G.tensor(Id);
+    return Value.Role == ir::TensorRole::Activation &&
+           WeightOnly[Value.Producer];
+  }
+  bool isBoxed(ir::TensorId Id) const {
+    return isHeld(G.tensor(Id)) || isDerived(Id);
+  }
 };
 
 int32_t Builder::tensorIndex(ir::TensorId Id, rt::program::TensorRole Role) {
@@ -324,11 +348,6 @@ int32_t Builder::group(llvm::ArrayRef<DeviceId> Devices) {
   return It->second;
 }
 
-static bool isHeld(const ir::Tensor &Value) {
-  return Value.Role == ir::TensorRole::Parameter ||
-         Value.Role == ir::TensorRole::State ||
-         Value.Role == ir::TensorRole::Constant;
-}
 
 static rt::program::TensorRole heldRole(const ir::Tensor &Value) {
   switch (Value.Role) {
@@ -342,44 +361,88 @@ static rt::program::TensorRole heldRole(const ir::Tensor &Value) {
 }
 
 llvm::Error Builder::makeBoxes() {
-  // Bounding boxes first, buffers after, in (tensor, rank) order.
+  // Bounding boxes of what each rank's partitions read, buffers after, in
+  // (tensor, rank) order. Weight-only results and the weights they come
+  // from are held whole.
+  auto Grow = [&](ir::TensorId Id, DeviceId Rank, const ir::Region &R) {
+    auto [It, New] = Boxes.insert({{Id, Rank}, Box()});
+    if (New) {
+      It->second.Region = R;
+      return;
+    }
+    for (unsigned D = 0; D < R.size(); ++D) {
+      It->second.Region[D].Begin =
+          std::min(It->second.Region[D].Begin, R[D].Begin);
+      It->second.Region[D].End = std::max(It->second.Region[D].End, R[D].End);
+    }
+  };
+  std::set<ir::TensorId> ReadByCompute;
   for (const ir::Op &O : G.ops()) {
+    if (WeightOnly[O.Id])
+      continue;
     const ParallelConfig &C = S[O.Id];
     for (unsigned Slot = 0; Slot < O.Inputs.size(); ++Slot) {
       ir::TensorId In = O.Inputs[Slot];
-      if (In == ir::NoTensor || !isHeld(G.tensor(In)))
+      if (In == ir::NoTensor || !isBoxed(In))
         continue;
+      ReadByCompute.insert(In);
       for (unsigned P = 0; P < C.numPartitions(); ++P) {
         ir::Region R = needed(O.Id, Slot, P);
         if (absentRegion(R, In))
           continue;
-        auto [It, New] = Boxes.insert({{In, C.device(P)}, Box()});
-        if (New) {
-          It->second.Region = R;
+        Grow(In, C.device(P),
+             isDerived(In) ? ir::fullRegion(G.tensor(In).Type.Dims) : R);
+      }
+    }
+  }
+  // Weight-only ops run on every rank holding one of their results, in
+  // reverse order so a producer sees all its consumers' ranks.
+  WeightOnlyCalls.assign(G.numOps(), {});
+  for (size_t Index = G.numOps(); Index-- > 0;) {
+    const ir::Op &O = G.op(static_cast<ir::OpId>(Index));
+    if (!WeightOnly[O.Id])
+      continue;
+    std::set<DeviceId> Ranks;
+    for (ir::TensorId Out : O.Outputs)
+      for (auto It = Boxes.lower_bound({Out, 0});
+           It != Boxes.end() && It->first.first == Out; ++It)
+        Ranks.insert(It->first.second);
+    for (DeviceId Rank : Ranks) {
+      WeightOnlyCalls[O.Id][Rank] = -1;
+      for (ir::TensorId Out : O.Outputs)
+        Grow(Out, Rank, ir::fullRegion(G.tensor(Out).Type.Dims));
+      for (ir::TensorId In : O.Inputs) {
+        if (In == ir::NoTensor || !isBoxed(In))
           continue;
-        }
-        for (unsigned D = 0; D < R.size(); ++D) {
-          It->second.Region[D].Begin =
-              std::min(It->second.Region[D].Begin, R[D].Begin);
-          It->second.Region[D].End =
-              std::max(It->second.Region[D].End, R[D].End);
-        }
+        if (isHeld(G.tensor(In)) && ReadByCompute.count(In))
+          return fail(llvm::formatv(
+              "weight '{0}' is read both directly and through weight-only "
+              "op '{1}'; generated programs do not support that yet",
+              G.tensor(In).Name, O.Name));
+        if (G.tensor(In).Role == ir::TensorRole::Parameter)
+          ThroughWeightOnly.insert(In);
+        Grow(In, Rank, ir::fullRegion(G.tensor(In).Type.Dims));
       }
     }
   }
   int States = rt::optimizerStateCount(Options.Optimizer);
   for (auto &[Key, Held] : Boxes) {
     const ir::Tensor &Value = G.tensor(Key.first);
-    int32_t Index = tensorIndex(Key.first, heldRole(Value));
-    (void)Index;
+    bool Derived = isDerived(Key.first);
+    if (!Derived)
+      tensorIndex(Key.first, heldRole(Value));
     BufferKind Kind =
-        Value.Role == ir::TensorRole::Parameter ? BufferKind::Parameter
-        : Value.Role == ir::TensorRole::State   ? BufferKind::State
-                                                : BufferKind::Constant;
+        Derived                                   ? BufferKind::Activation
+        : Value.Role == ir::TensorRole::Parameter ? BufferKind::Parameter
+        : Value.Role == ir::TensorRole::State     ? BufferKind::State
+                                                  : BufferKind::Constant;
     Held.Buffer =
         addBuffer(Key.second, Kind, Key.first, Held.Region, Value.Type.Type);
     bool Trained =
         std::binary_search(T.Parameters.begin(), T.Parameters.end(), Key.first);
+    if (Derived && T.NeedsGrad[Key.first])
+      Held.Gradient = addBuffer(Key.second, BufferKind::Gradient, Key.first,
+                                Held.Region, Value.Type.Type);
     if (!Trained)
       continue;
     Held.Gradient = addBuffer(Key.second, BufferKind::Gradient, Key.first,
@@ -399,6 +462,8 @@ void Builder::makeOutputs() {
     Outputs[O.Id].resize(C.numPartitions());
     OutGrads[O.Id].resize(C.numPartitions());
     bool HasBackward = T.BackwardInputs[O.Id] != 0;
+    if (WeightOnly[O.Id])
+      continue; // their results are boxes
     for (unsigned P = 0; P < C.numPartitions(); ++P)
       for (unsigned I = 0; I < O.Outputs.size(); ++I) {
         ir::TensorId Id = O.Outputs[I];
@@ -427,6 +492,8 @@ llvm::Error Builder::bindInputs() {
   Inputs.resize(G.numOps());
   CallOf.resize(G.numOps());
   for (const ir::Op &O : G.ops()) {
+    if (WeightOnly[O.Id])
+      continue;
     const ParallelConfig &C = S[O.Id];
     Inputs[O.Id].resize(C.numPartitions());
     for (unsigned P = 0; P < C.numPartitions(); ++P) {
@@ -436,6 +503,8 @@ llvm::Error Builder::bindInputs() {
     }
   }
   for (const ir::Op &O : G.ops()) {
+    if (WeightOnly[O.Id])
+      continue;
     const ParallelConfig &C = S[O.Id];
     for (unsigned P = 0; P < C.numPartitions(); ++P) {
       DeviceId Rank = C.device(P);
@@ -455,7 +524,7 @@ llvm::Error Builder::bindInputs() {
           continue;
         }
         ir::DType Type = Value.Type.Type;
-        if (isHeld(Value)) {
+        if (isBoxed(In)) {
           const Box &Held = Boxes.at({In, Rank});
           if (sameRegion(Held.Region, B.Needed)) {
             B.Buffer = Held.Buffer;
@@ -532,6 +601,8 @@ llvm::Error Builder::bindInputs() {
 
 void Builder::makeCalls() {
   for (const ir::Op &O : G.ops()) {
+    if (WeightOnly[O.Id])
+      continue;
     const ParallelConfig &C = S[O.Id];
     bool HasBackward = T.BackwardInputs[O.Id] != 0;
     bool Global = needsGlobalStatistics(O, C);
@@ -599,6 +670,45 @@ void Builder::makeCalls() {
                                                   Held.Region, From, false));
         }
       ++Output;
+    }
+  }
+  // Weight-only ops: one whole call per rank that needs them.
+  for (const ir::Op &O : G.ops()) {
+    if (!WeightOnly[O.Id])
+      continue;
+    bool HasBackward = T.BackwardInputs[O.Id] != 0;
+    for (auto &[Rank, CallIndex] : WeightOnlyCalls[O.Id]) {
+      rt::program::CallInfo Call{};
+      Call.Op = O.Id;
+      Call.Partition = 0;
+      Call.FirstOperand = Out.Operands.size();
+      Call.NumInputs = O.Inputs.size();
+      Call.NumOutputs = O.Outputs.size();
+      Call.HasBackward = HasBackward;
+      Call.Flags = rt::program::CallFlags::None;
+      Call.Scale = 1.0;
+      Call.Statistics = Call.GradientSums = -1;
+      auto BoxOf = [&, Rank = Rank](ir::TensorId Id) -> const Box * {
+        if (Id == ir::NoTensor)
+          return nullptr;
+        auto It = Boxes.find({Id, Rank});
+        return It == Boxes.end() ? nullptr : &It->second;
+      };
+      for (ir::TensorId In : O.Inputs)
+        Out.Operands.push_back(BoxOf(In) ? BoxOf(In)->Buffer : -1);
+      for (ir::TensorId Output : O.Outputs)
+        Out.Operands.push_back(BoxOf(Output)->Buffer);
+      if (HasBackward) {
+        for (ir::TensorId Output : O.Outputs)
+          Out.Operands.push_back(BoxOf(Output)->Gradient);
+        for (unsigned Slot = 0; Slot < O.Inputs.size(); ++Slot)
+          Out.Operands.push_back((T.BackwardInputs[O.Id] >> Slot & 1) &&
+                                         BoxOf(O.Inputs[Slot])
+                                     ? BoxOf(O.Inputs[Slot])->Gradient
+                                     : -1);
+      }
+      CallIndex = Out.Calls.size();
+      Out.Calls.push_back(Call);
     }
   }
 }
@@ -732,7 +842,8 @@ llvm::Error Builder::makeSteps(const simulator::TaskGraph &TG) {
       std::vector<std::pair<ir::Region, DeviceId>> Uses;
       for (const ir::Op &O : G.ops())
         for (unsigned Slot = 0; Slot < O.Inputs.size(); ++Slot) {
-          if (O.Inputs[Slot] != Param || !(T.BackwardInputs[O.Id] >> Slot & 1))
+          if (WeightOnly[O.Id] || O.Inputs[Slot] != Param ||
+              !(T.BackwardInputs[O.Id] >> Slot & 1))
             continue;
           const ParallelConfig &C = S[O.Id];
           for (unsigned P = 0; P < C.numPartitions(); ++P) {
@@ -777,6 +888,10 @@ llvm::Error Builder::makeSteps(const simulator::TaskGraph &TG) {
       break;
     }
     case TaskKind::Update: {
+      // A weight-only result's update is its weights' update, after the
+      // weight-only backward (below).
+      if (isDerived(Node.Tensor))
+        break;
       const Box &Held = Boxes.at({Node.Tensor, Node.Device});
       Step.Kind = StepKind::Update;
       Step.Buffer = Held.Buffer;
@@ -798,6 +913,54 @@ llvm::Error Builder::makeSteps(const simulator::TaskGraph &TG) {
         Out.ExactBytes[Node.Group[I]] += rt::program::Comm::ringSendBytes(
             Elements, sizeof(float), Node.Group.size(), I);
     }
+  }
+  // Weight-only ops: forward before everything, backward after everything,
+  // then the updates of the weights only they read.
+  for (unsigned Rank = 0; Rank < PerRank.size(); ++Rank) {
+    std::vector<StepInfo> Before, After;
+    auto Make = [&](StepKind Kind, int32_t Call, const ir::Op &O) {
+      StepInfo Step{};
+      Step.Kind = Kind;
+      Step.Call = Call;
+      Step.Peer = Step.Group = Step.Buffer = Step.Gradient = -1;
+      Step.State[0] = Step.State[1] = Step.State[2] = -1;
+      Step.Type = rt::DType::Float32;
+      Step.Label = Out.intern(O.Name);
+      return Step;
+    };
+    for (const ir::Op &O : G.ops()) {
+      if (!WeightOnly[O.Id] || !WeightOnlyCalls[O.Id].count(Rank))
+        continue;
+      Before.push_back(
+          Make(StepKind::Forward, WeightOnlyCalls[O.Id].at(Rank), O));
+    }
+    for (size_t Index = G.numOps(); Index-- > 0;) {
+      const ir::Op &O = G.op(static_cast<ir::OpId>(Index));
+      if (!WeightOnly[O.Id] || !WeightOnlyCalls[O.Id].count(Rank) ||
+          !T.BackwardInputs[O.Id])
+        continue;
+      After.push_back(
+          Make(StepKind::Backward, WeightOnlyCalls[O.Id].at(Rank), O));
+    }
+    for (ir::TensorId Param : ThroughWeightOnly) {
+      auto It = Boxes.find({Param, Rank});
+      if (It == Boxes.end() || It->second.Gradient < 0)
+        continue;
+      StepInfo Step{};
+      Step.Kind = StepKind::Update;
+      Step.Call = Step.Peer = Step.Group = -1;
+      Step.Type = rt::DType::Float32;
+      Step.Buffer = It->second.Buffer;
+      Step.Gradient = It->second.Gradient;
+      Step.State[0] = Step.State[1] = Step.State[2] = -1;
+      for (int I = 0; I < States; ++I)
+        Step.State[I] = It->second.State[I];
+      Step.NumState = States;
+      Step.Label = Out.intern("update " + G.tensor(Param).Name);
+      After.push_back(Step);
+    }
+    PerRank[Rank].insert(PerRank[Rank].begin(), Before.begin(), Before.end());
+    PerRank[Rank].insert(PerRank[Rank].end(), After.begin(), After.end());
   }
   for (unsigned Rank = 0; Rank < PerRank.size(); ++Rank) {
     Out.RankSteps.push_back(
@@ -912,17 +1075,11 @@ llvm::Error Builder::run(const simulator::Simulator &Sim) {
   PerRank.resize(Out.NumRanks);
   StateCopies.resize(Out.NumRanks);
 
-  std::vector<bool> WeightOnly = simulator::weightOnlyOps(G);
-  for (const ir::Op &O : G.ops()) {
-    if (WeightOnly[O.Id])
-      return fail(llvm::formatv(
-          "op '{0}' ({1}) computes from weights only (exporters rebuild "
-          "recurrent weights this way); generated programs do not support "
-          "such subgraphs yet",
-          O.Name, ir::opKindName(O.Kind)));
-    if (llvm::Error E = checkRunnable(T, O, S[O.Id]))
-      return E;
-  }
+  WeightOnly = simulator::weightOnlyOps(G);
+  for (const ir::Op &O : G.ops())
+    if (!WeightOnly[O.Id])
+      if (llvm::Error E = checkRunnable(T, O, S[O.Id]))
+        return E;
   // Data inputs and labels first, so their indices are stable.
   for (ir::TensorId In : G.inputs()) {
     int32_t Index = tensorIndex(In, rt::program::TensorRole::Input);
