@@ -63,7 +63,10 @@ public:
   /// The iteration time of the current strategy.
   double time() const;
   const Strategy &strategy() const { return Graph.strategy(); }
-  const TaskGraph &graph() const { return Graph; }
+  /// The task graph, its tasks' Ready, Start and End those of the last
+  /// simulation (copied in from the scheduler's own arrays on first access
+  /// after a change).
+  const TaskGraph &graph() const;
   /// The largest device's memory (kept up to date by delta simulation).
   double peakMemory() const;
   /// How many bytes the fullest device is over its capacity (or over
@@ -86,19 +89,95 @@ public:
   std::vector<TimelineEntry> timeline() const;
 
 private:
-  /// Algorithm 1 over the tasks marked in Pending (Dirty lists them), after
-  /// the tasks already in the resource orders.
-  void schedule(const std::vector<TaskId> &Dirty);
+  /// What scheduling reads and writes of one task, in one cache line: the
+  /// Task records (about 230 bytes, edges in three SmallVectors) cost a
+  /// few cache misses each, and a re-simulated suffix visits most tasks.
+  /// Nodes mirror the graph's tasks (refreshed after each change for the
+  /// tasks it created, removed or rewired); their edges lie in EdgePool.
+  struct alignas(64) Node {
+    double Ready = 0;
+    double End = 0;
+    double Duration = 0;
+    TaskKey Key;
+    /// Preds, Succs, Resources, then per resource the task that ran on it
+    /// just before this one (NoTask if none), in EdgePool.
+    uint32_t EdgeBegin = 0;
+    uint32_t NumPreds = 0;
+    uint32_t NumSuccs = 0;
+    /// Predecessors still to be scheduled (scratch of schedule()).
+    uint32_t Waiting = 0;
+    uint16_t NumResources = 0;
+    /// Being (re)scheduled.
+    bool Pending = false;
+    bool Alive = false;
+  };
+  static_assert(sizeof(Node) == 64, "a node is one cache line");
+  /// A scheduled task, with its ready time, so that finding the suffix to
+  /// cut reads no node.
+  struct Slot {
+    double Ready;
+    TaskId Id;
+  };
 
-  TaskGraph Graph;
-  /// Per resource, its tasks in the order it runs them (by ready time, then
-  /// key).
-  std::vector<std::vector<TaskId>> Orders;
+  llvm::ArrayRef<uint32_t> preds(const Node &N) const {
+    return {EdgePool.data() + N.EdgeBegin, N.NumPreds};
+  }
+  llvm::ArrayRef<uint32_t> succs(const Node &N) const {
+    return {EdgePool.data() + N.EdgeBegin + N.NumPreds, N.NumSuccs};
+  }
+  llvm::ArrayRef<uint32_t> resources(const Node &N) const {
+    return {EdgePool.data() + N.EdgeBegin + N.NumPreds + N.NumSuccs,
+            N.NumResources};
+  }
+  llvm::MutableArrayRef<uint32_t> previous(Node &N) {
+    return {EdgePool.data() + N.EdgeBegin + N.NumPreds + N.NumSuccs +
+                N.NumResources,
+            N.NumResources};
+  }
+  /// Copies task Id's duration, key, liveness and edges into its node.
+  void syncNode(TaskId Id);
+  /// Rebuilds every node's edges, in task order, when most of EdgePool is
+  /// left over from replaced lists.
+  void compactEdges();
+  /// Algorithm 1 over the tasks marked Pending (Dirty lists them), after
+  /// the tasks already in the resource orders.
+  void schedule();
+
+  /// Mutable only so that graph() can bring the tasks' timing up to date.
+  mutable TaskGraph Graph;
+  mutable bool TimesStale = false;
+  std::vector<Node> Nodes;
+  /// Per task: its start time (read only by timeline() and graph()).
+  std::vector<double> Starts;
+  std::vector<uint32_t> EdgePool;
+  /// Entries of EdgePool no node points to any more.
+  size_t DeadEdges = 0;
+  /// Every scheduled task in the order Algorithm 1 scheduled it (by ready
+  /// time, then key): each resource runs its tasks in this order. Rather
+  /// than a list per resource (writes scattered over hundreds of lists),
+  /// each task records its predecessor on each of its resources, and
+  /// cutting a suffix walks it back to restore each resource's last task.
+  std::vector<Slot> Sequence;
+  /// Per resource: its last task so far (NoTask when none) and that task's
+  /// end (-infinity when none).
+  std::vector<TaskId> TailTasks;
+  std::vector<double> Tails;
   MemoryBreakdown Memory;
-  /// Scratch: per task, whether it is being (re)scheduled, and how many of
-  /// its predecessors are still to come.
-  std::vector<uint8_t> Pending;
-  std::vector<uint32_t> Waiting;
+  /// Scratch of change() and schedule().
+  std::vector<TaskId> Dirty, Rewired;
+  /// A task ready to be scheduled; the heap yields the smallest (ready
+  /// time, key) first.
+  struct QueueEntry {
+    double Ready;
+    TaskKey Key;
+    TaskId Id;
+    bool operator>(const QueueEntry &O) const {
+      if (Ready != O.Ready)
+        return Ready > O.Ready;
+      return O.Key < Key;
+    }
+  };
+  std::vector<QueueEntry> Heap;
 };
 
 } // namespace onnx2soap::simulator

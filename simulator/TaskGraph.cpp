@@ -103,6 +103,8 @@ void TaskGraph::addEdge(TaskId From, TaskId To) {
   Succs.push_back(To);
   Tasks[To].Preds.push_back(From);
   Gained.push_back(To);
+  Rewired.push_back(From);
+  Rewired.push_back(To);
 }
 
 void TaskGraph::removeTask(TaskId Id, std::vector<TaskId> &Touched) {
@@ -113,11 +115,13 @@ void TaskGraph::removeTask(TaskId Id, std::vector<TaskId> &Touched) {
   for (TaskId P : Dead.Preds) {
     auto &Succs = Tasks[P].Succs;
     Succs.erase(std::remove(Succs.begin(), Succs.end(), Id), Succs.end());
+    Rewired.push_back(P);
   }
   for (TaskId N : Dead.Succs) {
     auto &Preds = Tasks[N].Preds;
     Preds.erase(std::remove(Preds.begin(), Preds.end(), Id), Preds.end());
     Touched.push_back(N);
+    Rewired.push_back(N);
   }
   Removed.push_back(Id);
 }
@@ -517,6 +521,7 @@ void TaskGraph::build(const Strategy &New) {
     buildParameter(Param);
   Created.clear();
   Gained.clear();
+  Rewired.clear();
 }
 
 std::vector<TaskId> TaskGraph::changeConfig(ir::OpId Id,
@@ -534,6 +539,7 @@ TaskGraph::changeConfigs(llvm::ArrayRef<ir::OpId> Ids,
   Removed.clear();
   Created.clear();
   Gained.clear();
+  Rewired.clear();
   std::vector<TaskId> Touched;
   auto RemoveAll = [&](std::vector<TaskId> &Tasks) {
     for (TaskId Task : Tasks)

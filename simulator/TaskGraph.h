@@ -155,6 +155,10 @@ public:
   llvm::ArrayRef<TaskId> removed() const { return Removed; }
   /// Tasks added by the last changeConfig (not yet in any resource order).
   llvm::ArrayRef<TaskId> created() const { return Created; }
+  /// Tasks whose Preds or Succs the last changeConfig changed (with
+  /// repeats; may include removed and created tasks): what a copy of the
+  /// edges must refresh.
+  llvm::ArrayRef<TaskId> rewired() const { return Rewired; }
 
 private:
   struct OpTasks {
@@ -226,6 +230,7 @@ private:
   /// build or change.
   std::vector<TaskId> Created;
   std::vector<TaskId> Gained;
+  std::vector<TaskId> Rewired;
 };
 
 /// Per op: whether it reads only parameters, constants, state and outputs
