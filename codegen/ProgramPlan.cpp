@@ -219,11 +219,21 @@ private:
     return ir::outputRegionOf(G, O, Output, simulator::outputRegion(G, O, C, P),
                               simulator::reductionSlice(G, O, C, P));
   }
+  /// The region of input Slot partition P reads: the kind's rule, except
+  /// that a bias is read by the first Reduction slice only.
   ir::Region needed(ir::OpId Op, unsigned Slot, unsigned P) const {
     const ir::Op &O = G.op(Op);
     const ParallelConfig &C = S[Op];
     if (C.Reduction > 1 && isAdditiveBias(O, Slot) && C.reductionIndex(P))
       return {};
+    return ruleRegion(Op, Slot, P);
+  }
+  /// The kind's rule alone: what the planner counts the partition as using
+  /// (every Reduction slice's partition takes part in its bias's gradient
+  /// all-reduce, adding zeros).
+  ir::Region ruleRegion(ir::OpId Op, unsigned Slot, unsigned P) const {
+    const ir::Op &O = G.op(Op);
+    const ParallelConfig &C = S[Op];
     return ir::opKindInfo(O.Kind).InputRegion(
         G, O, Slot, simulator::outputRegion(G, O, C, P),
         simulator::reductionSlice(G, O, C, P));
@@ -348,7 +358,6 @@ int32_t Builder::group(llvm::ArrayRef<DeviceId> Devices) {
   return It->second;
 }
 
-
 static rt::program::TensorRole heldRole(const ir::Tensor &Value) {
   switch (Value.Role) {
   case ir::TensorRole::Parameter:
@@ -387,7 +396,7 @@ llvm::Error Builder::makeBoxes() {
         continue;
       ReadByCompute.insert(In);
       for (unsigned P = 0; P < C.numPartitions(); ++P) {
-        ir::Region R = needed(O.Id, Slot, P);
+        ir::Region R = ruleRegion(O.Id, Slot, P);
         if (absentRegion(R, In))
           continue;
         Grow(In, C.device(P),
