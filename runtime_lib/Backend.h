@@ -70,6 +70,14 @@ public:
   virtual void fillZero(void *Device, size_t Bytes) = 0;
   /// Copies between two buffers of this backend.
   virtual void copyOnDevice(void *To, const void *From, size_t Bytes) = 0;
+  /// Moves a box between two buffers of this backend: To = From (any
+  /// element type, copied by bytes) or, when Add, To += From (f32 and f64
+  /// only). The views have the same type, rank and dims, and any
+  /// non-negative strides (a destination dim of extent above one must not
+  /// have stride 0); they must not overlap. An empty box is a no-op. Fails
+  /// with RuntimeError("box copy: ...") otherwise.
+  virtual void copyBox(const TensorView &To, const TensorView &From,
+                       bool Add) = 0;
 
   /// Computes Call.Outputs from Call.Inputs.
   virtual void forward(const OpCall &Call) = 0;

@@ -80,6 +80,10 @@ public:
   void copyOnDevice(void *To, const void *From, size_t Bytes) override {
     std::memmove(To, From, Bytes);
   }
+  void copyBox(const TensorView &To, const TensorView &From,
+               bool Add) override {
+    cpu::copyBox(To, From, Add);
+  }
   void fillZero(void *Device, size_t Bytes) override {
     // A training step zeroes every gradient buffer, activations included
     // (tens of megabytes for a CNN): worth all threads' memory bandwidth.

@@ -105,6 +105,8 @@ void backwardLoss(Context &C, const OpCall &Call, const Views &OutputGrads,
 void updateParameter(Context &C, const OptimizerConfig &Config, int64_t Step,
                      const TensorView &Parameter, const TensorView &Gradient,
                      const Views &State);
+/// Backend::copyBox (BoxCopy.cpp).
+void copyBox(const TensorView &To, const TensorView &From, bool Add);
 
 /// Fails unless V is dense row-major.
 void requireContiguous(const OpCall &Call, const TensorView &V,

@@ -102,6 +102,10 @@ public:
         cudaMemcpyAsync(To, From, Bytes, cudaMemcpyDeviceToDevice, Ctx.Stream),
         "cudaMemcpy on the device");
   }
+  void copyBox(const TensorView &To, const TensorView &From,
+               bool Add) override {
+    cuda::copyBox(Ctx, To, From, Add);
+  }
   void fillZero(void *Device, size_t Bytes) override {
     check(cudaMemsetAsync(Device, 0, Bytes, Ctx.Stream), "cudaMemsetAsync");
   }

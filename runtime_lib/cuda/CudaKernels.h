@@ -71,6 +71,9 @@ void backwardLoss(Context &C, const OpCall &Call, const Views &OutputGrads,
 void updateParameter(Context &C, const OptimizerConfig &Config, int64_t Step,
                      const TensorView &Parameter, const TensorView &Gradient,
                      const Views &State);
+/// Backend::copyBox (BoxCopy.cu).
+void copyBox(Context &C, const TensorView &To, const TensorView &From,
+             bool Add);
 
 /// Throws RuntimeError naming the op: "op 'conv1' (Conv): <What>".
 [[noreturn]] void failOp(const OpCall &Call, const std::string &What);

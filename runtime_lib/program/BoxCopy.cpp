@@ -1,27 +1,16 @@
 //===- runtime_lib/program/BoxCopy.cpp - Copying boxes of tensors ---------===//
 //
-// Boxes are walked with their innermost dim as a contiguous run when both
-// sides are dense there (the usual case: regions cut along outer dims), so a
-// copy is a memcpy per run.
+// Device boxes are the backend's copyBox (a kernel on the GPU). Host boxes
+// are walked with their innermost dim as a contiguous run (both sides are
+// dense there), so a copy is a memcpy per run.
 //
 //===----------------------------------------------------------------------===//
 #include "BoxCopy.h"
-#include "../Error.h"
 #include <cstring>
-#include <string>
 
 namespace onnx2soap::rt::program {
 
 namespace {
-template <typename T>
-void addRun(char *To, const char *From, int64_t Count, int64_t ToStride,
-            int64_t FromStride) {
-  T *Out = reinterpret_cast<T *>(To);
-  const T *In = reinterpret_cast<const T *>(From);
-  for (int64_t I = 0; I < Count; ++I)
-    Out[I * ToStride] += In[I * FromStride];
-}
-
 /// Calls Run(ToOffset, FromOffset) (in elements) for every index of the
 /// dims before the last, row-major.
 template <typename Fn>
@@ -53,41 +42,7 @@ void forEachRow(const TensorView &To, const TensorView &From, Fn Run) {
 
 void copyBox(Backend &B, const TensorView &To, const TensorView &From,
              bool Add) {
-  if (To.Type != From.Type || To.Rank != From.Rank)
-    fail("box copy", "source and destination differ in type or rank");
-  for (int D = 0; D < To.Rank; ++D)
-    if (To.Dims[D] != From.Dims[D])
-      fail("box copy", "source and destination differ in extent");
-  if (std::string(B.name()) != "cpu")
-    fail("box copy",
-         std::string("not implemented on the ") + B.name() + " backend yet");
-  if (To.numElements() == 0)
-    return;
-  size_t Size = dtypeSize(To.Type);
-  int64_t Inner = To.Rank ? To.Dims[To.Rank - 1] : 1;
-  int64_t ToStep = To.Rank ? To.Strides[To.Rank - 1] : 1;
-  int64_t FromStep = From.Rank ? From.Strides[From.Rank - 1] : 1;
-  char *ToBase = static_cast<char *>(To.Data);
-  const char *FromBase = static_cast<const char *>(From.Data);
-  forEachRow(To, From, [&](int64_t ToOffset, int64_t FromOffset) {
-    char *Out = ToBase + ToOffset * Size;
-    const char *In = FromBase + FromOffset * Size;
-    if (Add) {
-      if (To.Type == DType::Float32)
-        addRun<float>(Out, In, Inner, ToStep, FromStep);
-      else if (To.Type == DType::Float64)
-        addRun<double>(Out, In, Inner, ToStep, FromStep);
-      else
-        fail("box copy", std::string("cannot add ") + dtypeName(To.Type));
-      return;
-    }
-    if (ToStep == 1 && FromStep == 1) {
-      std::memcpy(Out, In, Inner * Size);
-      return;
-    }
-    for (int64_t I = 0; I < Inner; ++I)
-      std::memcpy(Out + I * ToStep * Size, In + I * FromStep * Size, Size);
-  });
+  B.copyBox(To, From, Add);
 }
 
 static void hostBox(char *Box, char *Whole,
