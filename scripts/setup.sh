@@ -14,6 +14,7 @@ packages=(
   libopenmpi-dev openmpi-bin
   libgtest-dev libgmock-dev libbenchmark-dev
   libonnx-testdata
+  python3
 )
 if [[ "${1:-}" == "--export" ]]; then
   packages+=(python3-torch python3-torchvision python3-onnx)

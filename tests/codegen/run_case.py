@@ -1,0 +1,636 @@
+#!/usr/bin/env python3
+"""End-to-end tests of `onnx2soap compile`: one ctest per row of cases.json.
+
+Each case compiles a training fixture (tests/fixtures/<name>) into a project,
+builds it against the runtime the main build already compiled
+(ONNX2SOAP_RUNTIME_EXPORT), runs it under mpirun and checks what it printed:
+losses against PyTorch's (losses.json) and against a 1-rank run of the same
+model, and every rank's bytes sent per step against the planner's figure.
+Other kinds check reproducible output, checkpoint/resume, --save-onnx, a rank
+that dies, and compile-time errors. docs/generated-program.md ("How it is
+tested") describes the cases. Standard library only.
+
+usage: run_case.py --case NAME --onnx2soap BIN --runtime-export FILE
+                   --mpirun MPIRUN --work DIR [--list]
+"""
+import argparse
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE_DIR = os.path.dirname(os.path.dirname(HERE))
+FIXTURES = os.path.join(SOURCE_DIR, "tests", "fixtures")
+CUDA_COMPILER = "/usr/local/cuda/bin/nvcc"
+
+# compile flags of the optimizer settings losses.json names.
+OPTIMIZERS = {
+    "sgd": ["--optimizer", "sgd", "--lr", "0.1"],
+    "sgd_momentum": ["--optimizer", "sgd", "--lr", "0.1", "--momentum", "0.9",
+                     "--weight-decay", "0.0001"],
+}
+LOSS_RTOL = 1e-4
+STEPS = 5
+
+
+class Failure(Exception):
+    """A check that did not hold; the message says which and with what."""
+
+
+def log(*parts):
+    print(*parts, flush=True)
+
+
+def run(cmd, timeout=600, check=True, env=None, cwd=None):
+    """Runs cmd, echoing it; returns (rc, stdout, stderr)."""
+    log("$ " + " ".join(cmd))
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, timeout=timeout, env=env, cwd=cwd)
+    if check and proc.returncode != 0:
+        raise Failure("exit %d from %s\nstdout:\n%s\nstderr:\n%s" %
+                      (proc.returncode, " ".join(cmd), proc.stdout,
+                       proc.stderr))
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def mpi_env():
+    env = dict(os.environ)
+    env["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
+    env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
+    # Ranks share the 2-core machine: no OpenMP spinning.
+    env["OMP_NUM_THREADS"] = "1"
+    return env
+
+
+def fixture_info(name):
+    with open(os.path.join(FIXTURES, "manifest.json")) as f:
+        manifest = json.load(f)
+    for entry in manifest["fixtures"]:
+        if entry["name"] == name:
+            return entry
+    raise Failure("fixture %s is not in tests/fixtures/manifest.json" % name)
+
+
+def fixture_path(name, file):
+    return os.path.join(FIXTURES, name, file)
+
+
+def torch_losses(fixture, optimizer):
+    with open(fixture_path(fixture, "losses.json")) as f:
+        return json.load(f)[optimizer]["losses"]
+
+
+class Env:
+    """Paths given on the command line, and the case's own folder."""
+
+    def __init__(self, args, case):
+        self.onnx2soap = args.onnx2soap
+        self.runtime_export = args.runtime_export
+        self.mpirun = args.mpirun
+        self.work = args.work
+        self.case = case
+        self.dir = os.path.join(args.work, case["name"])
+
+    def path(self, *parts):
+        return os.path.join(self.dir, *parts)
+
+
+#===-- Strategies ------------------------------------------------------===#
+
+def base_strategy(env, fixture, ranks, out):
+    """A strategy file for the fixture on cpu:<ranks> whose op keys the
+    hand-made strategies rewrite (a one-step search: any valid file)."""
+    info = fixture_info(fixture)
+    run([env.onnx2soap, "search", fixture_path(fixture, "model.onnx"),
+         "--batch", str(info["inputs"][0]["shape"][0]), "--cluster",
+         "cpu:%d" % ranks, "--iterations", "1", "-o", out])
+    with open(out) as f:
+        return json.load(f)
+
+
+def write_hand_made(env, fixture, ranks, spec, out):
+    """Writes spec ({"base": "single" | "batch", "ops": {name: fields}}) as a
+    strategy file. single: every op whole on rank 0; batch: every op cut in
+    <ranks> parts along its dim 0 (the batch in the fixtures), a scalar
+    (the loss) by its contraction. "ops" then overrides fields per op."""
+    strategy = base_strategy(env, fixture, ranks, out)
+    for name, config in strategy["ops"].items():
+        rank = len(config["degrees"])
+        config.update(degrees=[1] * rank, reduction=1, first_device=0,
+                      device_stride=1)
+        if spec["base"] == "batch":
+            if rank:
+                config["degrees"][0] = ranks
+            else:
+                config["reduction"] = ranks
+        elif spec["base"] != "single":
+            raise Failure("unknown strategy base %r" % spec["base"])
+    for name, fields in spec.get("ops", {}).items():
+        if name not in strategy["ops"]:
+            raise Failure("strategy override names op %r, which the model "
+                          "does not have (ops: %s)" %
+                          (name, ", ".join(sorted(strategy["ops"]))))
+        strategy["ops"][name].update(fields)
+    with open(out, "w") as f:
+        json.dump(strategy, f, indent=2, sort_keys=True)
+        f.write("\n")
+    return out
+
+
+def strategy_flags(env, fixture, ranks, strategy, file):
+    """compile flags for a case's strategy: a built-in name, "search", or a
+    hand-made spec (written to file)."""
+    if strategy == "search":
+        return ["--iterations", "50", "--seed", "1"]
+    if isinstance(strategy, str):
+        return ["--strategy", strategy]
+    return ["--strategy", write_hand_made(env, fixture, ranks, strategy, file)]
+
+
+#===-- Compile, build, run ------------------------------------------------===#
+
+def compile_project(env, fixture, ranks, strategy, optimizer, out,
+                    strategy_file=None, cluster=None, extra=()):
+    info = fixture_info(fixture)
+    if strategy_file is None:
+        strategy_file = out + ".strategy.json"
+    flags = strategy_flags(env, fixture, ranks, strategy, strategy_file)
+    cmd = [env.onnx2soap, "compile", fixture_path(fixture, "model.onnx"),
+           "--batch", str(info["inputs"][0]["shape"][0]),
+           "--cluster", cluster or "cpu:%d" % ranks] + list(extra) + \
+        flags + OPTIMIZERS[optimizer] + ["-o", out]
+    run(cmd)
+
+
+def build_project(env, project, jobs=1, cuda=False, timeout=600):
+    build = os.path.join(project, "build")
+    cmd = ["cmake", "-S", project, "-B", build, "-G", "Ninja"]
+    if cuda:
+        cmd.append("-DCMAKE_CUDA_COMPILER=" + CUDA_COMPILER)
+    else:
+        cmd.append("-DONNX2SOAP_RUNTIME_EXPORT=" + env.runtime_export)
+    run(cmd, timeout=timeout)
+    run(["ninja", "-C", build, "-j%d" % jobs], timeout=timeout)
+    return os.path.join(build, "train")
+
+
+def fixture_data_flags(fixture):
+    return ["--inputs", fixture_path(fixture, "input_0.pb"),
+            "--labels", fixture_path(fixture, "labels.pb")]
+
+
+def train(env, program, fixture, ranks, steps=STEPS, extra=(), timeout=300):
+    """Runs the program; returns ({step: loss text}, [(sent, planner)], out)."""
+    cmd = [env.mpirun, "--oversubscribe", "-np", str(ranks), program] + \
+        fixture_data_flags(fixture) + \
+        ["--steps", str(steps), "--threads", "1"] + list(extra)
+    _, out, err = run(cmd, timeout=timeout, env=mpi_env())
+    log(out.rstrip())
+    losses = {}
+    sent = {}
+    for line in out.splitlines():
+        m = re.match(r"step (\d+) loss (\S+) time \S+ s$", line)
+        if m:
+            losses[int(m.group(1))] = m.group(2)
+        m = re.match(r"rank (\d+) sent (\S+) bytes per step "
+                     r"\(planner: (\S+)\)$", line)
+        if m:
+            sent[int(m.group(1))] = (float(m.group(2)), float(m.group(3)))
+    return losses, [sent.get(r) for r in range(ranks)], out
+
+
+def check_losses(losses, expected, what, rtol=LOSS_RTOL, steps=STEPS):
+    errors = []
+    for step in range(1, steps + 1):
+        if step not in losses:
+            errors.append("step %d: no loss printed" % step)
+            continue
+        got, want = float(losses[step]), expected[step - 1]
+        if not abs(got - want) <= rtol * abs(want):
+            errors.append("step %d: loss %s, %s %.9g (rel diff %.3g)" %
+                          (step, losses[step], what, want,
+                           abs(got - want) / abs(want)))
+    return errors
+
+
+def check_bytes(sent):
+    errors = []
+    for rank, figures in enumerate(sent):
+        if figures is None:
+            errors.append("rank %d: no bytes line" % rank)
+        elif figures[0] != figures[1]:
+            errors.append("rank %d sent %.17g bytes per step, planner %.17g" %
+                          (rank, figures[0], figures[1]))
+    return errors
+
+
+@contextlib.contextmanager
+def locked(path):
+    with open(path, "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def one_rank_losses(env, fixture, optimizer):
+    """The 1-rank run's losses, computed once per fixture and optimizer and
+    shared by the cases (ctest -j runs them concurrently: a file lock)."""
+    ref = os.path.join(env.work, "ref-%s-%s" % (fixture, optimizer))
+    result = ref + ".json"
+    os.makedirs(env.work, exist_ok=True)
+    with locked(ref + ".lock"):
+        if os.path.exists(result):
+            with open(result) as f:
+                return {int(k): v for k, v in json.load(f).items()}
+        shutil.rmtree(ref, ignore_errors=True)
+        compile_project(env, fixture, 1, "data-parallel", optimizer, ref)
+        program = build_project(env, ref)
+        losses, _, _ = train(env, program, fixture, 1)
+        errors = check_losses(losses, torch_losses(fixture, optimizer),
+                              "PyTorch")
+        if errors:
+            raise Failure("the 1-rank reference run of %s (%s) does not "
+                          "match PyTorch:\n  %s" %
+                          (fixture, optimizer, "\n  ".join(errors)))
+        with open(result + ".tmp", "w") as f:
+            json.dump(losses, f)
+        os.replace(result + ".tmp", result)
+        return losses
+
+
+#===-- Case kinds ------------------------------------------------------===#
+
+def case_train(env, case):
+    """Compile, build, run 5 steps: losses vs PyTorch and the 1-rank run,
+    bytes vs the planner."""
+    fixture, ranks, opt = case["fixture"], case["ranks"], case["optimizer"]
+    project = env.path("project")
+    compile_project(env, fixture, ranks, case["strategy"], opt, project)
+    with open(os.path.join(project, "strategy.json")) as f:
+        ops = json.load(f)["ops"]
+    log("strategy used:\n" + "\n".join(
+        "  %s: %s" % (name, json.dumps(config, sort_keys=True))
+        for name, config in sorted(ops.items())))
+    program = build_project(env, project)
+    losses, sent, _ = train(env, program, fixture, ranks)
+    errors = check_losses(losses, torch_losses(fixture, opt), "PyTorch")
+    one_rank = one_rank_losses(env, fixture, opt)
+    errors += check_losses(losses, [float(one_rank[step]) for step in
+                                    sorted(one_rank)], "1 rank")
+    errors += check_bytes(sent)
+    if errors:
+        raise Failure("\n".join(errors))
+
+
+def tree(root):
+    """{relative path: sha256} of every file under root but build/."""
+    files = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames
+                             if not (dirpath == root and d == "build"))
+        for name in filenames:
+            full = os.path.join(dirpath, name)
+            with open(full, "rb") as f:
+                files[os.path.relpath(full, root)] = \
+                    hashlib.sha256(f.read()).hexdigest()
+    return files
+
+
+def compare_trees(a, b):
+    ta, tb = tree(a), tree(b)
+    errors = ["only in %s: %s" % (a, p) for p in sorted(set(ta) - set(tb))]
+    errors += ["only in %s: %s" % (b, p) for p in sorted(set(tb) - set(ta))]
+    errors += ["differs: %s" % p for p in sorted(set(ta) & set(tb))
+               if ta[p] != tb[p]]
+    return len(ta), errors
+
+
+def case_repro(env, case):
+    """The same model and strategy compiled into two differently named
+    folders gives byte-identical trees."""
+    fixture, ranks, opt = case["fixture"], case["ranks"], case["optimizer"]
+    first = env.path("a", "project")
+    second = env.path("b", "other-name")
+    os.makedirs(os.path.dirname(first))
+    os.makedirs(os.path.dirname(second))
+    # One strategy file for both compiles (a hand-made one is written once).
+    strategy_file = env.path("strategy.json")
+    for out in (first, second):
+        compile_project(env, fixture, ranks, case["strategy"], opt, out,
+                        strategy_file=strategy_file)
+    count, errors = compare_trees(first, second)
+    log("compared %d files" % count)
+    if errors:
+        raise Failure("\n".join(errors))
+
+
+def case_checkpoint(env, case):
+    """3 steps with --checkpoint, then --resume to 5: steps 4 and 5 print
+    exactly what an uninterrupted run prints."""
+    fixture, ranks, opt = case["fixture"], case["ranks"], case["optimizer"]
+    project = env.path("project")
+    compile_project(env, fixture, ranks, case["strategy"], opt, project)
+    program = build_project(env, project)
+    whole, _, _ = train(env, program, fixture, ranks)
+    ckpt = env.path("checkpoint")
+    first, _, _ = train(env, program, fixture, ranks, steps=3,
+                        extra=["--checkpoint", ckpt])
+    rest, sent, out = train(env, program, fixture, ranks, steps=5,
+                            extra=["--checkpoint", ckpt, "--resume"])
+    errors = []
+    if "resumed from step 3" not in out:
+        errors.append("no 'resumed from step 3' line")
+    for step in (1, 2, 3):
+        if first.get(step) != whole.get(step):
+            errors.append("step %d: %s before the checkpoint, %s "
+                          "uninterrupted" % (step, first.get(step),
+                                             whole.get(step)))
+    for step in (4, 5):
+        if rest.get(step) != whole.get(step):
+            errors.append("step %d: %s after resuming, %s uninterrupted" %
+                          (step, rest.get(step), whole.get(step)))
+    if sorted(rest) != [4, 5]:
+        errors.append("the resumed run printed steps %s, not [4, 5]" %
+                      sorted(rest))
+    errors += check_bytes(sent)
+    if errors:
+        raise Failure("\n".join(errors))
+
+
+def case_save_onnx(env, case):
+    """--save-onnx after 5 steps writes a model that `onnx2soap run` runs and
+    whose loss under `onnx2soap train` (fresh SGD, lr 0.1) is the program's
+    step-6 loss: step 6 starts from the weights after 5 updates."""
+    fixture, ranks, opt = case["fixture"], case["ranks"], case["optimizer"]
+    if opt != "sgd":
+        raise Failure("save_onnx compares with `onnx2soap train`, which "
+                      "starts without momentum: use optimizer sgd")
+    project = env.path("project")
+    compile_project(env, fixture, ranks, case["strategy"], opt, project)
+    program = build_project(env, project)
+    six, _, _ = train(env, program, fixture, ranks, steps=6)
+    saved = env.path("trained.onnx")
+    five, _, out = train(env, program, fixture, ranks,
+                         extra=["--save-onnx", saved])
+    errors = []
+    if "saved " + saved not in out:
+        errors.append("no 'saved %s' line" % saved)
+    data = env.path("data")
+    outputs = env.path("outputs")
+    os.makedirs(data)
+    shutil.copy(fixture_path(fixture, "input_0.pb"),
+                os.path.join(data, "input_0.pb"))
+    run([env.onnx2soap, "run", saved, "--data", data, "--out", outputs,
+         "--threads", "1"])
+    if not os.path.exists(os.path.join(outputs, "output_0.pb")):
+        errors.append("onnx2soap run wrote no output_0.pb")
+    _, text, _ = run([env.onnx2soap, "train", saved] +
+                     fixture_data_flags(fixture) +
+                     ["--steps", "1", "--optimizer", "sgd", "--lr", "0.1",
+                      "--threads", "1"])
+    m = re.search(r"^step 0 loss (\S+)$", text, re.M)
+    if not m:
+        errors.append("onnx2soap train printed no step 0 loss:\n" + text)
+    elif 6 not in six:
+        errors.append("the program printed no step 6")
+    else:
+        got, want = float(m.group(1)), float(six[6])
+        log("onnx2soap train on the saved model: %s; program step 6: %s" %
+            (m.group(1), six[6]))
+        if not abs(got - want) <= 1e-5 * abs(want):
+            errors.append("loss of the saved model %s, the program's step 6 "
+                          "%s (rel diff %.3g)" %
+                          (m.group(1), six[6], abs(got - want) / abs(want)))
+    if errors:
+        raise Failure("\n".join(errors))
+
+
+def case_rank_failure(env, case):
+    """One of two ranks dies or stalls: the job ends non-zero, in bounded
+    time, with an error line."""
+    fixture, opt = case["fixture"], case["optimizer"]
+    project = env.path("project")
+    compile_project(env, fixture, 2, case["strategy"], opt, project)
+    program = build_project(env, project)
+    data = fixture_data_flags(fixture)
+    common = ["--threads", "1", "--timeout", "5"]
+    mode = case["mode"]
+    pid_file = env.path("rank1.pid")
+    if mode == "exit-before-init":
+        # Rank 1 exits 1 before MPI starts.
+        cmd = ["-np", "1", program] + data + common + \
+            [":", "-np", "1", "false"]
+    elif mode == "error-after-init":
+        # Rank 1 starts MPI, then fails to read its batch.
+        cmd = ["-np", "1", program] + data + common + \
+            [":", "-np", "1", program, "--inputs", env.path("missing.pb"),
+             "--labels", fixture_path(fixture, "labels.pb")] + common
+    elif mode == "stall":
+        # Rank 1 is stopped (SIGSTOP) once step 1 is done: rank 0 must give
+        # up after its 5 s timeout.
+        cmd = ["-np", "1", program] + data + common + \
+            ["--steps", "100000000", ":", "-np", "1", "sh", "-c",
+             'echo $$ > "$0"; exec "$@"', pid_file, program] + data + \
+            common + ["--steps", "100000000"]
+    else:
+        raise Failure("unknown rank_failure mode %r" % mode)
+    cmd = [env.mpirun, "--oversubscribe"] + cmd
+    log("$ " + " ".join(cmd))
+    start = time.monotonic()
+    limit = 30
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True,
+                            env=mpi_env(), start_new_session=True)
+    output = []
+    stopped = None
+    try:
+        for line in proc.stdout:
+            output.append(line)
+            if mode == "stall" and stopped is None and \
+                    line.startswith("step 1 "):
+                with open(pid_file) as f:
+                    stopped = int(f.read())
+                os.kill(stopped, signal.SIGSTOP)
+                log("stopped rank 1 (pid %d) after step 1" % stopped)
+            if time.monotonic() - start > limit:
+                break
+        try:
+            proc.wait(timeout=max(1, limit - (time.monotonic() - start)))
+        except subprocess.TimeoutExpired:
+            pass
+    finally:
+        elapsed = time.monotonic() - start
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        if stopped is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(stopped, signal.SIGKILL)
+    text = "".join(output)
+    log(text.rstrip())
+    log("exit %s after %.1f s" % (proc.returncode, elapsed))
+    errors = []
+    if elapsed > limit:
+        errors.append("still running after %d s (killed)" % limit)
+    elif proc.returncode == 0:
+        errors.append("exit 0")
+    if not re.search(case["expect"], text, re.M):
+        errors.append("no line matching %r in the output" % case["expect"])
+    if errors:
+        raise Failure("\n".join(errors))
+
+
+def snapshot(root):
+    return sorted((os.path.relpath(os.path.join(d, n), root),
+                   open(os.path.join(d, n), "rb").read())
+                  for d, _, names in os.walk(root) for n in names)
+
+
+def expect_usage_error(cmd):
+    rc, out, err = run(cmd, check=False)
+    errors = []
+    lines = err.splitlines()
+    if rc != 2:
+        errors.append("exit %d, not 2" % rc)
+    if len(lines) != 1 or not lines[0].startswith("onnx2soap: error: "):
+        errors.append("stderr is not one 'onnx2soap: error: ' line:\n" + err)
+    log("stderr: " + err.rstrip())
+    return errors
+
+
+def case_compile_error(env, case):
+    fixture = case["fixture"]
+    info = fixture_info(fixture)
+    model = [fixture_path(fixture, "model.onnx"), "--batch",
+             str(info["inputs"][0]["shape"][0])]
+    mode = case["mode"]
+    if mode == "cluster-mismatch":
+        # A strategy made for cpu:2 given to compile for cpu:4.
+        strategy = env.path("cpu2.json")
+        base_strategy(env, fixture, 2, strategy)
+        out = env.path("project")
+        errors = expect_usage_error(
+            [env.onnx2soap, "compile"] + model +
+            ["--cluster", "cpu:4", "--strategy", strategy, "-o", out])
+        if os.path.exists(out):
+            errors.append("%s was created" % out)
+    elif mode == "non-empty-folder":
+        # -o names a folder with files but no manifest.json.
+        out = env.path("taken")
+        os.makedirs(os.path.join(out, "sub"))
+        with open(os.path.join(out, "notes.txt"), "w") as f:
+            f.write("not a generated project\n")
+        with open(os.path.join(out, "sub", "data.bin"), "wb") as f:
+            f.write(bytes(range(256)))
+        before = snapshot(out)
+        errors = expect_usage_error(
+            [env.onnx2soap, "compile"] + model +
+            ["--cluster", "cpu:2", "--strategy", "data-parallel", "-o", out])
+        if snapshot(out) != before:
+            errors.append("the folder was changed")
+        leftovers = sorted(set(os.listdir(env.dir)) - {"taken"})
+        if leftovers:
+            errors.append("compile left %s next to the folder" % leftovers)
+    else:
+        raise Failure("unknown compile_error mode %r" % mode)
+    if errors:
+        raise Failure("\n".join(errors))
+
+
+def case_gpu_build(env, case):
+    """The CUDA project for GPUs builds with nvcc (every runtime_lib/cuda/*.cu):
+    built, not run (no GPU on the test machine)."""
+    fixture, opt = case["fixture"], case["optimizer"]
+    project = env.path("project")
+    compile_project(env, fixture, case["ranks"], case["strategy"], opt,
+                    project, cluster=case["cluster"],
+                    extra=["--gpus", str(case["ranks"])])
+    start = time.monotonic()
+    program = build_project(env, project, jobs=2, cuda=True, timeout=1400)
+    log("CUDA project built in %.0f s" % (time.monotonic() - start))
+    if not os.access(program, os.X_OK):
+        raise Failure("no %s after the build" % program)
+
+
+KINDS = {
+    "train": case_train,
+    "repro": case_repro,
+    "checkpoint": case_checkpoint,
+    "save_onnx": case_save_onnx,
+    "rank_failure": case_rank_failure,
+    "compile_error": case_compile_error,
+    "gpu_build": case_gpu_build,
+}
+
+
+def load_cases():
+    with open(os.path.join(HERE, "cases.json")) as f:
+        cases = json.load(f)["cases"]
+    names = [c["name"] for c in cases]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise SystemExit("cases.json: duplicate case names %s" % duplicates)
+    for c in cases:
+        if c["kind"] not in KINDS:
+            raise SystemExit("cases.json: case %s has unknown kind %r" %
+                             (c["name"], c["kind"]))
+    return {c["name"]: c for c in cases}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--case")
+    parser.add_argument("--list", action="store_true")
+    parser.add_argument("--onnx2soap")
+    parser.add_argument("--runtime-export")
+    parser.add_argument("--mpirun", default="mpirun")
+    parser.add_argument("--work")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the case's folder when it passes")
+    args = parser.parse_args()
+    cases = load_cases()
+    if args.list:
+        for name in cases:
+            print(name)
+        return 0
+    case = cases.get(args.case)
+    if case is None:
+        raise SystemExit("no case %r in cases.json" % args.case)
+    for flag in ("onnx2soap", "runtime_export", "work"):
+        if not getattr(args, flag):
+            raise SystemExit("--%s is required" % flag.replace("_", "-"))
+    env = Env(args, case)
+    shutil.rmtree(env.dir, ignore_errors=True)
+    os.makedirs(env.dir)
+    start = time.monotonic()
+    xfail = case.get("xfail")
+    try:
+        KINDS[case["kind"]](env, case)
+    except (Failure, subprocess.TimeoutExpired) as failure:
+        log("FAIL %s: %s" % (case["name"], failure))
+        if xfail:
+            log("expected failure (cases.json): %s" % xfail)
+            return 0
+        return 1
+    log("case %s passed in %.1f s" % (case["name"], time.monotonic() - start))
+    if xfail:
+        log("FAIL: the case is marked as expected to fail (%s) but passed; "
+            "remove its xfail in cases.json" % xfail)
+        return 1
+    if not args.keep:
+        shutil.rmtree(env.dir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
