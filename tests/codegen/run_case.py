@@ -242,16 +242,32 @@ def locked(path):
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+def build_key(env):
+    """Identifies the onnx2soap binary and runtime libraries: a cached
+    reference run is redone when either is rebuilt."""
+    files = [env.onnx2soap, env.runtime_export]
+    libs = os.path.join(os.path.dirname(env.runtime_export), "runtime_lib")
+    if os.path.isdir(libs):
+        files += [os.path.join(libs, n) for n in sorted(os.listdir(libs))
+                  if n.endswith(".a")]
+    stats = [(f, os.stat(f).st_mtime_ns, os.stat(f).st_size) for f in files]
+    return hashlib.sha256(repr(stats).encode()).hexdigest()
+
+
 def one_rank_losses(env, fixture, optimizer):
-    """The 1-rank run's losses, computed once per fixture and optimizer and
-    shared by the cases (ctest -j runs them concurrently: a file lock)."""
+    """The 1-rank run's losses, computed once per fixture and optimizer (and
+    build) and shared by the cases (ctest -j runs them concurrently: a file
+    lock)."""
     ref = os.path.join(env.work, "ref-%s-%s" % (fixture, optimizer))
     result = ref + ".json"
+    key = build_key(env)
     os.makedirs(env.work, exist_ok=True)
     with locked(ref + ".lock"):
         if os.path.exists(result):
             with open(result) as f:
-                return {int(k): v for k, v in json.load(f).items()}
+                cached = json.load(f)
+            if cached.get("key") == key:
+                return {int(k): v for k, v in cached["losses"].items()}
         shutil.rmtree(ref, ignore_errors=True)
         compile_project(env, fixture, 1, "data-parallel", optimizer, ref)
         program = build_project(env, ref)
@@ -263,7 +279,7 @@ def one_rank_losses(env, fixture, optimizer):
                           "match PyTorch:\n  %s" %
                           (fixture, optimizer, "\n  ".join(errors)))
         with open(result + ".tmp", "w") as f:
-            json.dump(losses, f)
+            json.dump({"key": key, "losses": losses}, f)
         os.replace(result + ".tmp", result)
         return losses
 
