@@ -25,6 +25,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <queue>
 #include <random>
 #include <set>
@@ -318,6 +319,7 @@ int32_t Builder::addBuffer(DeviceId Rank, BufferKind Kind, ir::TensorId Tensor,
     if (It != TensorIndex.end())
       Info.Tensor = It->second;
   }
+  Info.WeightOffset = -1;
   Info.Dims = Region.size();
   for (unsigned D = 0; D < Region.size(); ++D) {
     Info.Extent[D] = Region[D].size();
@@ -1010,20 +1012,58 @@ static std::vector<char> randomValues(const ir::Tensor &Value,
   return Bytes;
 }
 
+/// The value PyTorch's modules start a normalization's tensors at: scale
+/// and running variance 1, shift and running mean 0.
+static std::optional<double> normalizationDefault(const ir::Graph &G,
+                                                  ir::TensorId Id) {
+  for (const ir::Op &O : G.ops())
+    for (unsigned Slot = 0; Slot < O.Inputs.size(); ++Slot) {
+      if (O.Inputs[Slot] != Id)
+        continue;
+      if (O.Kind == ir::OpKind::BatchNorm && Slot >= 1)
+        return Slot == 1 || Slot == 4 ? 1.0 : 0.0;
+      if (O.Kind == ir::OpKind::LayerNorm && Slot >= 1)
+        return Slot == 1 ? 1.0 : 0.0;
+    }
+  return std::nullopt;
+}
+
+static std::vector<char> filled(const ir::Tensor &Value, double X) {
+  std::vector<char> Bytes(Value.Type.byteSize());
+  for (int64_t I = 0; I < Value.Type.numElements(); ++I) {
+    if (Value.Type.Type == ir::DType::Float64)
+      reinterpret_cast<double *>(Bytes.data())[I] = X;
+    else
+      reinterpret_cast<float *>(Bytes.data())[I] = float(X);
+  }
+  return Bytes;
+}
+
 llvm::Error Builder::makeWeights() {
-  Out.Weights.assign(Out.NumRanks, {});
+  Out.Weights.clear();
   std::map<ir::TensorId, std::vector<char>> Values;
+  // (tensor, origin, extent) -> offset: replicas share one copy.
+  std::map<std::tuple<int32_t, std::vector<int64_t>, std::vector<int64_t>>,
+           int64_t>
+      Shared;
   std::mt19937_64 Generator(Options.Seed);
   // Random values are drawn in tensor-id order so they do not depend on
   // the strategy.
   for (const ir::Tensor &Value : G.tensors()) {
     if (!isHeld(Value))
       continue;
-    bool Random = Options.Init == InitKind::Random &&
-                  Value.Role == ir::TensorRole::Parameter &&
-                  ir::isFloatingPoint(Value.Type.Type);
-    if (Random) {
-      Values[Value.Id] = randomValues(Value, Generator);
+    bool Float = Value.Type.Type == ir::DType::Float32 ||
+                 Value.Type.Type == ir::DType::Float64;
+    if (Options.Init == InitKind::Random && Float &&
+        Value.Role != ir::TensorRole::Constant) {
+      // Normalizations start at 1 / 0, other vectors (biases) at 0,
+      // matrices and kernels uniform in +-1/sqrt(fan_in).
+      if (std::optional<double> X = normalizationDefault(G, Value.Id))
+        Values[Value.Id] = filled(Value, *X);
+      else if (Value.Type.rank() <= 1 || Value.Role == ir::TensorRole::State)
+        Values[Value.Id] = filled(Value, 0.0);
+      else
+        Values[Value.Id] = randomValues(Value, Generator);
       continue;
     }
     auto Bytes = Value.Data.bytes();
@@ -1049,12 +1089,20 @@ llvm::Error Builder::makeWeights() {
           "absent (external data missing?); pass --init random to start "
           "from random weights",
           Tensor.Name));
-    // Cut the box out of the whole value, row by row.
+    // Cut the box out of the whole value, once per distinct box.
+    rt::program::BufferInfo &Target = Out.Buffers[Id];
+    auto Key = std::make_tuple(
+        Info.Tensor, std::vector<int64_t>(Info.Origin, Info.Origin + Info.Dims),
+        std::vector<int64_t>(Info.Extent, Info.Extent + Info.Dims));
+    auto [Entry, New] = Shared.insert({Key, int64_t(Out.Weights.size())});
+    Target.WeightOffset = Entry->second;
+    if (!New)
+      continue;
     size_t Size = ir::dtypeSize(Value.Type.Type);
     int64_t Elements = 1;
     for (int D = 0; D < Info.Dims; ++D)
       Elements *= Info.Extent[D];
-    std::vector<char> &Shard = Out.Weights[Info.Rank];
+    std::vector<char> &Shard = Out.Weights;
     size_t Start = Shard.size();
     Shard.resize(Start + Elements * Size);
     std::vector<int64_t> Index(Info.Dims, 0);

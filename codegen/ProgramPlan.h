@@ -57,9 +57,10 @@ struct ProgramPlan {
   std::vector<int32_t> DataInputs;
   int32_t Labels = -1;
 
-  /// Per rank: the initial bytes of its Parameter, State and Constant
-  /// buffers in buffer order (the weight shard file's body).
-  std::vector<std::vector<char>> Weights;
+  /// The initial values of every distinct box of a parameter, state or
+  /// constant that some rank holds (the body of weights/shards.bin;
+  /// BufferInfo::WeightOffset points into it).
+  std::vector<char> Weights;
 
   /// Storage of the strings the tables point to.
   std::deque<std::string> Text;

@@ -272,14 +272,15 @@ static std::string planSource(const ProgramPlan &P, const ProjectInputs &In,
         std::string What =
             B.Tensor >= 0 ? std::string(P.Tensors[B.Tensor].Name) : "";
         return llvm::formatv(
-                   "{{{0}, BufferKind::{1}, DType::{2}, {3}, {4}, {5}, {6}}"
-                   " // {7}{8}{9}",
+                   "{{{0}, BufferKind::{1}, DType::{2}, {3}, {4}, {5}, {6}, "
+                   "{7}} // {8}{9}{10}",
                    B.Rank, bufferKindName(B.Kind), dtypeEnumerator(B.Type),
                    B.Tensor, B.Dims, ints(B.Extent, B.Dims),
-                   ints(B.Origin, B.Dims), Index, What.empty() ? "" : " ", What)
+                   ints(B.Origin, B.Dims), B.WeightOffset, Index,
+                   What.empty() ? "" : " ", What)
             .str();
       },
-      "{0, BufferKind::Activation, DType::Float32, -1, 0, {}, {}}");
+      "{0, BufferKind::Activation, DType::Float32, -1, 0, {}, {}, -1}");
   W.write(
       "CallInfo", "Calls", P.Calls,
       [&](const CallInfo &C, size_t Index) {
@@ -447,20 +448,17 @@ llvm::Expected<ProjectFiles> projectFiles(const ProjectInputs &In) {
   std::string Body = planSource(P, In, "0");
   llvm::SHA256 Hasher;
   Hasher.update(llvm::StringRef(Body));
-  for (const std::vector<char> &Shard : P.Weights)
-    Hasher.update(llvm::StringRef(Shard.data(), Shard.size()));
+  Hasher.update(llvm::StringRef(P.Weights.data(), P.Weights.size()));
   auto Digest = Hasher.final();
   uint64_t Hash = 0;
   for (int I = 0; I < 8; ++I)
     Hash = Hash << 8 | uint8_t(Digest[I]);
   Files["src/plan.cpp"] = planSource(P, In, std::to_string(Hash));
-  for (int32_t Rank = 0; Rank < P.NumRanks; ++Rank) {
-    std::string File = "O2SWGHT1";
-    for (int I = 0; I < 8; ++I)
-      File += char(Hash >> (8 * I) & 0xff);
-    File.append(P.Weights[Rank].begin(), P.Weights[Rank].end());
-    Files["weights/rank-" + std::to_string(Rank) + ".bin"] = std::move(File);
-  }
+  std::string Shards = "O2SWGHT2";
+  for (int I = 0; I < 8; ++I)
+    Shards += char(Hash >> (8 * I) & 0xff);
+  Shards.append(P.Weights.begin(), P.Weights.end());
+  Files["weights/shards.bin"] = std::move(Shards);
 
   std::map<std::string, std::string> Vars{
       {"VERSION", In.Version},

@@ -70,6 +70,9 @@ struct BufferInfo {
   int32_t Dims; ///< number of dims
   int64_t Extent[MaxRank];
   int64_t Origin[MaxRank];
+  /// Parameter, State, Constant: the byte offset of the initial value in
+  /// weights/shards.bin (ranks holding the same box share it); else -1.
+  int64_t WeightOffset;
 };
 
 /// Attribute values of the op table; lists live in the IntValues and

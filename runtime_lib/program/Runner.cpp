@@ -18,14 +18,10 @@
 namespace onnx2soap::rt::program {
 
 namespace {
-std::string rankFileName(const std::string &Dir, int Rank) {
-  return Dir + "/rank-" + std::to_string(Rank) + ".bin";
-}
-
-/// Magic and version of a weight shard file: "O2SWGHT1", the plan hash,
-/// then the bytes of every Parameter, State and Constant buffer of the rank
-/// in buffer order.
-constexpr char WeightsMagic[8] = {'O', '2', 'S', 'W', 'G', 'H', 'T', '1'};
+/// The weight shard file: "O2SWGHT2", the plan hash (8 bytes, little
+/// endian), then every distinct box any rank holds of a parameter, state or
+/// constant; BufferInfo::WeightOffset is relative to the end of the header.
+constexpr char WeightsMagic[8] = {'O', '2', 'S', 'W', 'G', 'H', 'T', '2'};
 
 std::string formatDims(const std::vector<int64_t> &Dims) {
   std::string Text = "[";
@@ -216,6 +212,8 @@ struct Runner::Impl {
     case StepKind::Recv:
       C.recv(S.Peer, Message.data(), Bytes, S.Label);
       runCopies(S.FirstCopy, S.NumCopies, S.Type);
+      // The next message reuses the buffer the copies read.
+      B.synchronize();
       return;
     case StepKind::AllReduce:
       runCopies(S.FirstCopy, S.NumCopies, S.Type);
@@ -286,14 +284,17 @@ Runner::Runner(const Plan &P, Backend &B, Comm &C,
   I->Message = DeviceBuffer(B, std::max<size_t>(I->MessageBytes, 64));
 
   // Initial values of parameters, state and constants.
-  std::string Path = rankFileName(WeightsDir, Rank);
+  std::string Path = WeightsDir + "/shards.bin";
   std::ifstream File(Path, std::ios::binary);
   if (!File)
-    fail(Path, "cannot open this rank's weight file (pass --weights DIR)");
+    fail(Path, "cannot open the weight shards (pass --weights DIR)");
   char Magic[8];
-  uint64_t Hash = 0;
+  unsigned char HashBytes[8] = {};
   File.read(Magic, 8);
-  File.read(reinterpret_cast<char *>(&Hash), 8);
+  File.read(reinterpret_cast<char *>(HashBytes), 8);
+  uint64_t Hash = 0;
+  for (int B = 7; B >= 0; --B)
+    Hash = Hash << 8 | HashBytes[B];
   if (!File || std::memcmp(Magic, WeightsMagic, 8) != 0)
     fail(Path, "not an onnx2soap weight shard file");
   if (Hash != P.PlanHash)
@@ -301,18 +302,15 @@ Runner::Runner(const Plan &P, Backend &B, Comm &C,
   std::vector<char> Bytes;
   for (int32_t Id = 0; Id < P.Buffers.Size; ++Id) {
     const BufferInfo &Info = P.Buffers[Id];
-    if (Info.Rank != Rank ||
-        (Info.Kind != BufferKind::Parameter && Info.Kind != BufferKind::State &&
-         Info.Kind != BufferKind::Constant))
+    if (Info.Rank != Rank || Info.WeightOffset < 0)
       continue;
     Bytes.resize(I->view(Id).byteSize());
+    File.seekg(16 + Info.WeightOffset);
     File.read(Bytes.data(), Bytes.size());
     if (!File)
       fail(Path, "is truncated (buffer " + std::to_string(Id) + ")");
     B.copyFromHost(I->Memory[Id].data(), Bytes.data(), Bytes.size());
   }
-  if (File.peek() != std::char_traits<char>::eof())
-    fail(Path, "has bytes past the last buffer");
 
   std::vector<std::vector<int>> Groups;
   for (const GroupInfo &Group : P.Groups)

@@ -21,8 +21,8 @@ namespace onnx2soap::rt::program {
 
 class Runner {
 public:
-  /// Allocates this rank's buffers and loads its weight shard file (the
-  /// codegen-written `rank-<r>.bin` in WeightsDir).
+  /// Allocates this rank's buffers and loads their initial values from the
+  /// codegen-written `shards.bin` in WeightsDir.
   Runner(const Plan &P, Backend &B, Comm &C, const std::string &WeightsDir);
   ~Runner();
 
