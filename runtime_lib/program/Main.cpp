@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -142,70 +143,80 @@ int run(const Plan &P, const Platform &Platform, int Argc, char **Argv) {
   CO.TimeoutSeconds = O.Timeout;
   std::unique_ptr<Comm> C = Platform.CreateComm(&Argc, &Argv, CO, *B);
   int Rank = C->rank();
-  Runner R(P, *B, *C, O.Weights);
+  // A failure from here on ends this rank at once, without the orderly
+  // MPI shutdown a destructor would attempt (it would wait for peers that
+  // are waiting for this rank); mpirun then ends the others.
+  try {
+    Runner R(P, *B, *C, O.Weights);
 
-  std::vector<HostTensor> Inputs;
-  for (const std::string &Path : O.Inputs)
-    Inputs.push_back(readTensorFile(Path));
-  HostTensor Labels;
-  if (!O.Labels.empty())
-    Labels = readTensorFile(O.Labels);
-  R.setBatch(Inputs, O.Labels.empty() ? nullptr : &Labels);
+    std::vector<HostTensor> Inputs;
+    for (const std::string &Path : O.Inputs)
+      Inputs.push_back(readTensorFile(Path));
+    HostTensor Labels;
+    if (!O.Labels.empty())
+      Labels = readTensorFile(O.Labels);
+    R.setBatch(Inputs, O.Labels.empty() ? nullptr : &Labels);
 
-  if (O.Resume) {
-    LoadedCheckpoint Loaded =
-        readRankCheckpoint(O.Checkpoint, P.PlanHash, Rank);
-    R.restore(Loaded.Step, Loaded.Blobs);
-    if (Rank == 0 && !O.Quiet)
-      std::printf("resumed from step %lld\n", (long long)Loaded.Step);
-  }
-
-  int64_t FirstStep = R.stepsDone();
-  while (R.stepsDone() < O.Steps) {
-    C->barrier();
-    auto Start = std::chrono::steady_clock::now();
-    double Loss = R.step();
-    double Seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - Start)
-            .count();
-    Seconds = C->maxOverRanks(Seconds);
-    if (Rank == 0) {
-      std::printf("step %lld loss %.9g time %.6f s\n", (long long)R.stepsDone(),
-                  Loss, Seconds);
-      std::fflush(stdout);
+    if (O.Resume) {
+      LoadedCheckpoint Loaded =
+          readRankCheckpoint(O.Checkpoint, P.PlanHash, Rank);
+      R.restore(Loaded.Step, Loaded.Blobs);
+      if (Rank == 0 && !O.Quiet)
+        std::printf("resumed from step %lld\n", (long long)Loaded.Step);
     }
-    if (!O.Checkpoint.empty() && O.CheckpointEvery > 0 &&
-        R.stepsDone() % O.CheckpointEvery == 0)
+
+    int64_t FirstStep = R.stepsDone();
+    while (R.stepsDone() < O.Steps) {
+      C->barrier();
+      auto Start = std::chrono::steady_clock::now();
+      double Loss = R.step();
+      double Seconds = std::chrono::duration<double>(
+                           std::chrono::steady_clock::now() - Start)
+                           .count();
+      Seconds = C->maxOverRanks(Seconds);
+      if (Rank == 0) {
+        std::printf("step %lld loss %.9g time %.6f s\n",
+                    (long long)R.stepsDone(), Loss, Seconds);
+        std::fflush(stdout);
+      }
+      if (!O.Checkpoint.empty() && O.CheckpointEvery > 0 &&
+          R.stepsDone() % O.CheckpointEvery == 0)
+        saveCheckpoint(R, *C, P, O.Checkpoint);
+    }
+    if (!O.Checkpoint.empty() &&
+        (O.CheckpointEvery == 0 || R.stepsDone() % O.CheckpointEvery != 0))
       saveCheckpoint(R, *C, P, O.Checkpoint);
-  }
-  if (!O.Checkpoint.empty() &&
-      (O.CheckpointEvery == 0 || R.stepsDone() % O.CheckpointEvery != 0))
-    saveCheckpoint(R, *C, P, O.Checkpoint);
 
-  // Bytes each rank sent per step against the planner's prediction, all
-  // printed by rank 0 (ranks' output streams interleave arbitrarily).
-  int64_t StepsRun = R.stepsDone() - FirstStep;
-  for (int Other = 0; Other < C->size(); ++Other) {
-    double Sent = C->sumOverRanks(Other == Rank ? double(C->bytesSent()) : 0);
-    if (Rank == 0 && !O.Quiet && StepsRun > 0)
-      std::printf("rank %d sent %.17g bytes per step (planner: %.17g)\n", Other,
-                  Sent / double(StepsRun),
-                  Other < P.PredictedBytes.Size ? P.PredictedBytes[Other]
-                                                : 0.0);
-  }
-  std::fflush(stdout);
-
-  if (!O.SaveOnnx.empty()) {
-    std::vector<HostTensor> Weights = R.gatherWeights();
-    if (Rank == 0) {
-      std::vector<char> Model = readWholeFile(O.Model);
-      std::string Updated =
-          replaceInitializers(std::string(Model.begin(), Model.end()), Weights);
-      writeFileAtomically(O.SaveOnnx, Updated.data(), Updated.size());
-      if (!O.Quiet)
-        std::printf("saved %s\n", O.SaveOnnx.c_str());
+    // Bytes each rank sent per step against the planner's prediction, all
+    // printed by rank 0 (ranks' output streams interleave arbitrarily).
+    int64_t StepsRun = R.stepsDone() - FirstStep;
+    for (int Other = 0; Other < C->size(); ++Other) {
+      double Sent = C->sumOverRanks(Other == Rank ? double(C->bytesSent()) : 0);
+      if (Rank == 0 && !O.Quiet && StepsRun > 0)
+        std::printf("rank %d sent %.17g bytes per step (planner: %.17g)\n",
+                    Other, Sent / double(StepsRun),
+                    Other < P.PredictedBytes.Size ? P.PredictedBytes[Other]
+                                                  : 0.0);
     }
-    C->barrier();
+    std::fflush(stdout);
+
+    if (!O.SaveOnnx.empty()) {
+      std::vector<HostTensor> Weights = R.gatherWeights();
+      if (Rank == 0) {
+        std::vector<char> Model = readWholeFile(O.Model);
+        std::string Updated = replaceInitializers(
+            std::string(Model.begin(), Model.end()), Weights);
+        writeFileAtomically(O.SaveOnnx, Updated.data(), Updated.size());
+        if (!O.Quiet)
+          std::printf("saved %s\n", O.SaveOnnx.c_str());
+      }
+      C->barrier();
+    }
+  } catch (const std::exception &Failure) {
+    std::fprintf(stderr, "train: error: rank %d: %s\n", Rank, Failure.what());
+    std::fflush(stderr);
+    std::fflush(stdout);
+    std::_Exit(2);
   }
   return 0;
 }
