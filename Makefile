@@ -1,6 +1,7 @@
 # Front door for people and CI. `make test` installs what is missing, builds
 # everything (including the clang-built fuzzer) and runs every test;
-# `make demo` runs the main job on a bundled model.
+# `make demo` runs the main job on the bundled models, from import to a
+# generated program training on two MPI ranks.
 BUILD ?= build
 FUZZ_BUILD ?= build/fuzz
 CMAKE_FLAGS ?=
@@ -37,7 +38,7 @@ fuzz: fuzz-build
 	  -timeout=10 -rss_limit_mb=2048 $(FUZZ_BUILD)/corpus tests/fuzz/corpus
 
 demo: build
-	@scripts/demo.sh $(BUILD)/bin/onnx2soap
+	@scripts/demo.sh $(BUILD)/bin/onnx2soap $(BUILD)
 
 bench: build
 	@bench/run.sh $(BUILD)

@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# The demo behind `make demo`: the main job on the bundled models. Today
-# that is import, inspection, single-device training on the reference
-# executor and planning (simulation and SOAP search); code generation joins
-# it with its issue (docs/architecture.md, "Status").
+# The demo behind `make demo`: the main job on the bundled models. Import,
+# inspection, single-device training on the reference executor, planning
+# (simulation and SOAP search), then the whole pipeline: a strategy searched
+# for two CPU ranks, the generated training project compiled against this
+# build's runtime and run with mpirun next to PyTorch's losses.
+#
+#   scripts/demo.sh [CLI [BUILD]]   defaults: build/bin/onnx2soap, CLI's ../..
 set -euo pipefail
-cli=${1:-build/bin/onnx2soap}
+cli=$(realpath "${1:-build/bin/onnx2soap}")
+build=$(realpath "${2:-$(dirname "$cli")/..}")
 cd "$(dirname "$0")/.."
 
 echo "== onnx2soap inspect samples/tiny_cnn.onnx --batch 32"
@@ -48,3 +52,41 @@ echo "== SOAP search for it (1,000 MCMC steps per chain, seed 1), strategy in bu
 mkdir -p build/demo
 "$cli" search samples/alexnet.onnx --batch 256 --cluster paper-p100 \
   --iterations 1000 --seed 1 -o build/demo/alexnet-p100.json
+echo
+echo "== the pipeline on two CPU ranks: search, compile, build, train"
+echo "   (SOAP search for tiny_cnn.onnx, batch 8, 200 MCMC steps per chain, seed 1)"
+"$cli" search samples/tiny_cnn.onnx --batch 8 --cluster cpu:2 --iterations 200 --seed 1
+echo
+echo "== onnx2soap compile: the CNN fixture, a strategy searched the same way, SGD lr 0.1"
+project=build/demo/cnn_bn-cpu2
+"$cli" compile "$fixture/model.onnx" --batch 8 --cluster cpu:2 \
+  --iterations 200 --seed 1 --optimizer sgd --lr 0.1 -o "$project"
+echo
+echo "== building it against this build's runtime (only src/plan.cpp and src/main.cpp compile)"
+# The project links the runtime targets of this build tree; make sure they
+# are current (a no-op after `make build`).
+cmake --build "$build" --target onnx2soap_runtime_program onnx2soap_runtime_lib >/dev/null
+cmake -S "$project" -B "$project/build" -G Ninja \
+  -DONNX2SOAP_RUNTIME_EXPORT="$build/onnx2soap-runtime-targets.cmake" >/dev/null
+cmake --build "$project/build" -- -j2 >/dev/null
+echo "built $project/build/train"
+echo
+echo "== mpirun -np 2 $project/build/train --steps 5 (PyTorch's losses beside the program's)"
+if [[ $(id -u) -eq 0 ]]; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
+mpirun --oversubscribe -np 2 "$project/build/train" --inputs "$fixture/input_0.pb" \
+  --labels "$fixture/labels.pb" --steps 5 --threads 1 |
+  python3 -c '
+import json, sys
+expected = json.load(open(sys.argv[1]))["sgd"]["losses"]
+print("%-5s %14s %14s %10s" % ("step", "program", "PyTorch", "rel. diff"))
+for line in sys.stdin:
+    words = line.split()
+    if len(words) >= 4 and words[0] == "step" and words[2] == "loss":
+        step, loss = int(words[1]), float(words[3])
+        torch = expected[step - 1]
+        print("%-5d %14.9g %14.9g %10.1e" % (step, loss, torch, abs(loss - torch) / abs(torch)))
+    else:
+        print(line, end="")
+' "$fixture/losses.json"

@@ -3,7 +3,9 @@
 // Runs the built `onnx2soap` as a subprocess. Bad input must give exit code 2,
 // exactly one line on stderr starting with "onnx2soap: error: ", and nothing
 // on stdout. `inspect --json` on the sample models must report what PyTorch
-// reported when it exported them (samples/expected.json).
+// reported when it exported them (samples/expected.json). `compile` must write
+// a complete project, the same bytes on every run, and leave folders that are
+// not its own alone (building and running projects: tests/codegen/).
 //
 //===----------------------------------------------------------------------===//
 #include "../onnx_import/ModelBuilder.h"
@@ -13,9 +15,11 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Program.h"
+#include "llvm/Support/SHA256.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include <cstdlib>
+#include <map>
 #include <optional>
 #include <random>
 
@@ -806,6 +810,185 @@ TEST_F(CliTest, ProfileAndCalibrateRefuseBadInput) {
                               {"-o", Dir.file("p.json"), "--budget", "0"})),
                   "--budget must be a positive number of seconds");
   EXPECT_FALSE(llvm::sys::fs::exists(Dir.file("p.json")));
+}
+
+//===-- compile ----------------------------------------------------------===//
+
+std::string fixturePath(llvm::StringRef Name, llvm::StringRef File) {
+  return (llvm::Twine(ONNX2SOAP_SOURCE_DIR) + "/tests/fixtures/" + Name + "/" +
+          File)
+      .str();
+}
+
+/// `compile` of the CNN fixture (its weights are in the file) for two CPU
+/// ranks, SGD with lr 0.1, plus More.
+std::vector<std::string> compileArgs(std::vector<std::string> More) {
+  std::vector<std::string> Args{
+      "compile",     fixturePath("cnn_bn", "model.onnx"),
+      "--batch",     "8",
+      "--cluster",   "cpu:2",
+      "--optimizer", "sgd",
+      "--lr",        "0.1"};
+  Args.insert(Args.end(), More.begin(), More.end());
+  return Args;
+}
+
+/// Every file under Root, by path relative to Root, with its bytes.
+std::map<std::string, std::string> readTree(llvm::StringRef Root) {
+  std::map<std::string, std::string> Tree;
+  std::error_code EC;
+  for (llvm::sys::fs::recursive_directory_iterator It(Root, EC), End;
+       !EC && It != End; It.increment(EC)) {
+    if (!llvm::sys::fs::is_regular_file(It->path()))
+      continue;
+    llvm::StringRef Path = It->path();
+    llvm::StringRef Relative = Path.drop_front(Root.size()).ltrim('/');
+    Tree[Relative.str()] = readFile(Path);
+  }
+  EXPECT_FALSE(EC) << Root.str() << ": " << EC.message();
+  return Tree;
+}
+
+std::string sha256Hex(llvm::StringRef Bytes) {
+  auto Digest = llvm::SHA256::hash(llvm::arrayRefFromStringRef(Bytes));
+  return llvm::toHex(Digest, /*LowerCase=*/true);
+}
+
+TEST_F(CliTest, CompileRefusesBadFlags) {
+  expectUserError(run(compileArgs({"--strategy", "data-parallel"})),
+                  "-o DIR is required");
+  std::string Out = Dir.file("project");
+  expectUserError(run(compileArgs({"--strategy", "data-parallel", "--init",
+                                   "zeros", "-o", Out})),
+                  "--init zeros: expected onnx or random");
+  EXPECT_FALSE(llvm::sys::fs::exists(Out));
+}
+
+TEST_F(CliTest, CompileRefusesAStrategyForAnotherCluster) {
+  std::string Strategy = Dir.file("cpu2.json");
+  RunResult Search = run({"search", fixturePath("cnn_bn", "model.onnx"),
+                          "--batch", "8", "--cluster", "cpu:2", "--optimizer",
+                          "sgd", "--iterations", "20", "-o", Strategy});
+  ASSERT_EQ(Search.ExitCode, 0) << Search.Err;
+  std::string Out = Dir.file("project");
+  RunResult R = run({"compile", fixturePath("cnn_bn", "model.onnx"), "--batch",
+                     "8", "--cluster", "cpu:4", "--optimizer", "sgd",
+                     "--strategy", Strategy, "-o", Out});
+  expectUserError(R, Strategy + " was made for cluster 'cpu:2' with 2 devices");
+  EXPECT_THAT(R.Err, ::testing::HasSubstr("not 'cpu:4' with 4 devices"));
+  EXPECT_FALSE(llvm::sys::fs::exists(Out));
+}
+
+TEST_F(CliTest, CompileLeavesAFolderThatIsNotAProjectAlone) {
+  std::string Out = Dir.file("notes");
+  ASSERT_FALSE(llvm::sys::fs::create_directory(Out));
+  ASSERT_TRUE(writeBytes(Out + "/todo.txt", "buy milk\n"));
+  expectUserError(run(compileArgs({"--strategy", "data-parallel", "-o", Out})),
+                  "-o " + Out +
+                      ": the folder is not empty and holds no generated "
+                      "project (manifest.json)");
+  std::map<std::string, std::string> Tree = readTree(Out);
+  EXPECT_EQ(Tree,
+            (std::map<std::string, std::string>{{"todo.txt", "buy milk\n"}}));
+  EXPECT_FALSE(llvm::sys::fs::exists(Out + ".tmp-onnx2soap"));
+}
+
+TEST_F(CliTest, CompileWritesTheProject) {
+  std::string Out = Dir.file("cnn_bn-cpu2");
+  RunResult R = run(compileArgs({"--strategy", "data-parallel", "-o", Out}));
+  ASSERT_EQ(R.ExitCode, 0) << R.Err;
+  EXPECT_EQ(R.Err, "");
+  EXPECT_THAT(R.Out, ::testing::StartsWith("wrote " + Out +
+                                           ": 2 ranks on cpu:2, strategy "
+                                           "data-parallel, predicted "));
+  std::map<std::string, std::string> Tree = readTree(Out);
+  for (const char *File :
+       {"manifest.json", "CMakeLists.txt", "src/plan.cpp", "src/main.cpp",
+        "weights/shards.bin", "strategy.json", "model.onnx", "README.md"})
+    EXPECT_FALSE(Tree[File].empty()) << File;
+  EXPECT_EQ(Tree["model.onnx"], readFile(fixturePath("cnn_bn", "model.onnx")));
+
+  // The manifest lists every other file with its SHA-256.
+  auto Parsed = llvm::json::parse(Tree["manifest.json"]);
+  ASSERT_TRUE(static_cast<bool>(Parsed)) << llvm::toString(Parsed.takeError());
+  const llvm::json::Object *Manifest = Parsed->getAsObject();
+  ASSERT_NE(Manifest, nullptr);
+  EXPECT_EQ(Manifest->getString("format").getValueOr(""), "onnx2soap-project");
+  EXPECT_EQ(Manifest->getString("backend").getValueOr(""), "cpu");
+  EXPECT_EQ(Manifest->getInteger("ranks").getValueOr(0), 2);
+  const llvm::json::Object *Hashes = Manifest->getObject("files");
+  ASSERT_NE(Hashes, nullptr);
+  EXPECT_EQ(Hashes->size() + 1, Tree.size());
+  for (const auto &[Path, Bytes] : Tree) {
+    if (Path == "manifest.json")
+      continue;
+    EXPECT_EQ(Hashes->getString(Path).getValueOr(""), sha256Hex(Bytes)) << Path;
+  }
+
+  // The strategy the project was made with reads back for the same
+  // settings.
+  RunResult Simulated =
+      run({"simulate", fixturePath("cnn_bn", "model.onnx"), "--batch", "8",
+           "--cluster", "cpu:2", "--optimizer", "sgd", "--strategy",
+           Out + "/strategy.json"});
+  EXPECT_EQ(Simulated.ExitCode, 0) << Simulated.Err;
+
+  // A folder holding a project is replaced by the new one.
+  RunResult Again = run(compileArgs({"--strategy", "expert", "-o", Out}));
+  ASSERT_EQ(Again.ExitCode, 0) << Again.Err;
+  EXPECT_THAT(Again.Out, ::testing::HasSubstr("strategy expert"));
+  EXPECT_FALSE(llvm::sys::fs::exists(Out + ".tmp-onnx2soap"));
+  EXPECT_FALSE(llvm::sys::fs::exists(Out + ".old-onnx2soap"));
+}
+
+TEST_F(CliTest, CompileTwiceGivesTheSameBytes) {
+  // A search with --iterations depends only on the seed; the folder's name
+  // must not show up in what is written.
+  std::vector<std::string> Search{"--iterations", "50", "--seed", "1"};
+  auto Into = [&](const std::string &Out) {
+    std::vector<std::string> More = Search;
+    More.insert(More.end(), {"-o", Out});
+    return compileArgs(More);
+  };
+  std::string A = Dir.file("first"), B = Dir.file("second-project");
+  RunResult First = run(Into(A));
+  ASSERT_EQ(First.ExitCode, 0) << First.Err;
+  RunResult Second = run(Into(B));
+  ASSERT_EQ(Second.ExitCode, 0) << Second.Err;
+  std::map<std::string, std::string> TreeA = readTree(A), TreeB = readTree(B);
+  ASSERT_GT(TreeA.size(), 8u);
+  ASSERT_EQ(TreeA.size(), TreeB.size());
+  for (const auto &[Path, Bytes] : TreeA) {
+    auto It = TreeB.find(Path);
+    ASSERT_NE(It, TreeB.end()) << Path << " only in the first tree";
+    EXPECT_TRUE(It->second == Bytes) << Path << " differs";
+  }
+}
+
+TEST_F(CliTest, CompileGraphOnlyModelNeedsRandomInit) {
+  // The weights are external data whose file is absent, as in the samples.
+  onnx::ModelProto Model = makeModel();
+  setExternalData(*findInitializer(*Model.mutable_graph(), "W"), "w.bin", 0,
+                  48);
+  setExternalData(*findInitializer(*Model.mutable_graph(), "b"), "w.bin", 48,
+                  12);
+  std::string Path = writeModelFile(Model);
+  auto Compile = [&](llvm::StringRef Init, const std::string &Out) {
+    return run({"compile", Path, "--batch", "8", "--cluster", "cpu:2",
+                "--strategy", "data-parallel", "--init", Init.str(), "-o",
+                Out});
+  };
+  std::string FromOnnx = Dir.file("onnx-init");
+  expectUserError(Compile("onnx", FromOnnx),
+                  "the weights of 'W' are needed to generate the program and "
+                  "are absent");
+  EXPECT_FALSE(llvm::sys::fs::exists(FromOnnx));
+
+  std::string Random = Dir.file("random-init");
+  RunResult R = Compile("random", Random);
+  ASSERT_EQ(R.ExitCode, 0) << R.Err;
+  EXPECT_FALSE(readFile(Random + "/weights/shards.bin").empty());
+  EXPECT_FALSE(readFile(Random + "/manifest.json").empty());
 }
 
 } // namespace
