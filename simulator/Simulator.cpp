@@ -21,6 +21,13 @@
 namespace onnx2soap::simulator {
 
 static constexpr double NoTail = -std::numeric_limits<double>::infinity();
+static constexpr size_t Ahead = 8;
+
+static void prefetch(const void *Address) {
+#if defined(__GNUC__)
+  __builtin_prefetch(Address);
+#endif
+}
 
 Simulator::Simulator(const ir::TrainingGraph &T, const Machine &M,
                      const CostModel &Cost, SimOptions Options)
@@ -78,7 +85,15 @@ void Simulator::schedule() {
     Heap.push_back({N.Ready, N.Key, Id});
     std::push_heap(Heap.begin(), Heap.end(), Later);
   };
-  for (TaskId Id : Dirty) {
+  // The nodes a suffix visits are scattered over memory: fetch them a few
+  // tasks ahead.
+  for (size_t I = 0; I < Dirty.size(); ++I) {
+    if (I + Ahead < Dirty.size())
+      prefetch(&Nodes[Dirty[I + Ahead]]);
+    if (I + Ahead / 2 < Dirty.size())
+      for (TaskId P : preds(Nodes[Dirty[I + Ahead / 2]]))
+        prefetch(&Nodes[P]);
+    TaskId Id = Dirty[I];
     Node &N = Nodes[Id];
     double Ready = 0;
     uint32_t Waiting = 0;
@@ -98,7 +113,11 @@ void Simulator::schedule() {
     std::pop_heap(Heap.begin(), Heap.end(), Later);
     TaskId Id = Heap.back().Id;
     Heap.pop_back();
+    if (!Heap.empty())
+      prefetch(&Nodes[Heap.front().Id]);
     Node &N = Nodes[Id];
+    for (TaskId Next : succs(N))
+      prefetch(&Nodes[Next]);
     double Start = N.Ready;
     llvm::ArrayRef<uint32_t> Resources = resources(N);
     for (ResourceId R : Resources)
@@ -185,15 +204,29 @@ double Simulator::change(llvm::ArrayRef<ir::OpId> Ops,
   for (TaskId Id : Changed)
     if (!Nodes[Id].Pending)
       Tau0 = std::min(Tau0, Nodes[Id].Ready);
+  // A changed or new task one of whose predecessors is re-simulated (new,
+  // or ready at or after Tau0 >= Tau) is ready no earlier than that one,
+  // which is ready at or after Tau itself (by induction along the edges; a
+  // re-simulated task all of whose predecessors are kept keeps its ready
+  // time). Only a task all of whose predecessors are kept and ready before
+  // Tau0 bounds Tau: it is ready when the last of them ends. (Bounding
+  // every task by its kept predecessors alone gave 0 for the many new
+  // tasks with only new predecessors: every change re-simulated the whole
+  // timeline.)
   double Tau = Tau0;
   for (TaskId Id : Changed) {
     double Bound = 0;
+    bool Follows = false;
     for (TaskId P : preds(Nodes[Id])) {
       const Node &Pred = Nodes[P];
-      if (!Pred.Pending && Pred.Ready < Tau0)
-        Bound = std::max(Bound, Pred.End);
+      if (Pred.Pending || Pred.Ready >= Tau0) {
+        Follows = true;
+        break;
+      }
+      Bound = std::max(Bound, Pred.End);
     }
-    Tau = std::min(Tau, Bound);
+    if (!Follows)
+      Tau = std::min(Tau, Bound);
   }
 
   // Everything ready at or after Tau is a suffix of the schedule, and of each
@@ -203,6 +236,8 @@ double Simulator::change(llvm::ArrayRef<ir::OpId> Ops,
     Memory.add(Graph.task(New), 1);
   size_t Keep = Sequence.size();
   while (Keep > 0 && Sequence[Keep - 1].Ready >= Tau) {
+    if (Keep > Ahead)
+      prefetch(&Nodes[Sequence[Keep - Ahead].Id]);
     TaskId Id = Sequence[--Keep].Id;
     Node &N = Nodes[Id];
     llvm::ArrayRef<uint32_t> Resources = resources(N);
