@@ -99,6 +99,22 @@ static std::string ints(const int64_t *Values, int Count) {
   return Out + "}";
 }
 
+/// "{a, b, c}" from already spelled fields (formatv is too slow for tables
+/// of a million rows).
+static std::string row(std::initializer_list<llvm::StringRef> Fields) {
+  std::string Out = "{";
+  bool First = true;
+  for (llvm::StringRef Field : Fields) {
+    if (!First)
+      Out += ", ";
+    Out += Field;
+    First = false;
+  }
+  return Out + "}";
+}
+
+static std::string str(int64_t Value) { return std::to_string(Value); }
+
 static const char *bufferKindName(BufferKind Kind) {
   switch (Kind) {
   case BufferKind::Activation:
@@ -271,14 +287,12 @@ static std::string planSource(const ProgramPlan &P, const ProjectInputs &In,
       [&](const BufferInfo &B, size_t Index) {
         std::string What =
             B.Tensor >= 0 ? std::string(P.Tensors[B.Tensor].Name) : "";
-        return llvm::formatv(
-                   "{{{0}, BufferKind::{1}, DType::{2}, {3}, {4}, {5}, {6}, "
-                   "{7}} // {8}{9}{10}",
-                   B.Rank, bufferKindName(B.Kind), dtypeEnumerator(B.Type),
-                   B.Tensor, B.Dims, ints(B.Extent, B.Dims),
-                   ints(B.Origin, B.Dims), B.WeightOffset, Index,
-                   What.empty() ? "" : " ", What)
-            .str();
+        return row({str(B.Rank),
+                    std::string("BufferKind::") + bufferKindName(B.Kind),
+                    std::string("DType::") + dtypeEnumerator(B.Type),
+                    str(B.Tensor), str(B.Dims), ints(B.Extent, B.Dims),
+                    ints(B.Origin, B.Dims), str(B.WeightOffset)}) +
+               " // " + str(Index) + (What.empty() ? "" : " ") + What;
       },
       "{0, BufferKind::Activation, DType::Float32, -1, 0, {}, {}, -1}");
   W.write(
@@ -307,11 +321,10 @@ static std::string planSource(const ProgramPlan &P, const ProjectInputs &In,
   W.write(
       "CopyInfo", "Copies", P.Copies,
       [](const CopyInfo &C, size_t Index) {
-        return llvm::formatv(
-                   "{{{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}}", C.From, C.To,
-                   C.Add ? "true" : "false", C.Dims, ints(C.FromOrigin, C.Dims),
-                   ints(C.ToOrigin, C.Dims), ints(C.Extent, C.Dims), C.Offset)
-            .str();
+        return row({str(C.From), str(C.To), C.Add ? "true" : "false",
+                    str(C.Dims), ints(C.FromOrigin, C.Dims),
+                    ints(C.ToOrigin, C.Dims), ints(C.Extent, C.Dims),
+                    str(C.Offset)});
       },
       "{}");
   // Steps, rank by rank.
@@ -323,16 +336,15 @@ static std::string planSource(const ProgramPlan &P, const ProjectInputs &In,
   W.write(
       "StepInfo", "Steps", P.Steps,
       [&](const StepInfo &S, size_t Index) {
-        return llvm::formatv(
-                   "{{StepKind::{0}, {1}, {2}, {3}, DType::{4}, {5}, {6}, {7}, "
-                   "{8}, {9}, {10}, {11}, {{{12}, {13}, {14}}, {15}, {16}} // "
-                   "rank {17}",
-                   stepKindName(S.Kind), S.Call, S.Peer, S.Group,
-                   dtypeEnumerator(S.Type), S.Elements, S.FirstCopy,
-                   S.NumCopies, S.FirstPostCopy, S.NumPostCopies, S.Buffer,
-                   S.Gradient, S.State[0], S.State[1], S.State[2], S.NumState,
-                   quoted(S.Label), RankOfStep[Index])
-            .str();
+        return row({std::string("StepKind::") + stepKindName(S.Kind),
+                    str(S.Call), str(S.Peer), str(S.Group),
+                    std::string("DType::") + dtypeEnumerator(S.Type),
+                    str(S.Elements), str(S.FirstCopy), str(S.NumCopies),
+                    str(S.FirstPostCopy), str(S.NumPostCopies), str(S.Buffer),
+                    str(S.Gradient),
+                    row({str(S.State[0]), str(S.State[1]), str(S.State[2])}),
+                    str(S.NumState), quoted(S.Label)}) +
+               " // rank " + str(RankOfStep[Index]);
       },
       "{}");
   W.write(
@@ -445,10 +457,14 @@ llvm::Expected<ProjectFiles> projectFiles(const ProjectInputs &In) {
   bool Cuda = !Archs.empty();
 
   // Weight shards; the plan hash covers the plan and every shard.
+  // The plan hash identifies the program: the plan's text and where its
+  // weights come from (the weights are a function of the model's bytes,
+  // the boxes in the plan and the init settings), without hashing them.
   std::string Body = planSource(P, In, "0");
   llvm::SHA256 Hasher;
   Hasher.update(llvm::StringRef(Body));
-  Hasher.update(llvm::StringRef(P.Weights.data(), P.Weights.size()));
+  Hasher.update(In.Target.ModelSha256);
+  Hasher.update(In.WeightsSource);
   auto Digest = Hasher.final();
   uint64_t Hash = 0;
   for (int I = 0; I < 8; ++I)
@@ -495,7 +511,8 @@ llvm::Expected<ProjectFiles> projectFiles(const ProjectInputs &In) {
   // The manifest: what went in, and the hash of every other file.
   llvm::json::Object FileHashes;
   for (const auto &[Path, Contents] : Files)
-    FileHashes[Path] = sha256(Contents);
+    FileHashes[Path] =
+        Path == "model.onnx" ? In.Target.ModelSha256 : sha256(Contents);
   llvm::json::Object Manifest{
       {"format", "onnx2soap-project"},
       {"version", 1},

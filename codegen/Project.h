@@ -30,6 +30,9 @@ struct ProjectInputs {
   std::string OptimizerName; ///< "sgd", "adam", ... for the README
   std::string LossName;
   std::string Version; ///< onnx2soap's version
+  /// Where the initial weights come from ("onnx", "random 7"): part of the
+  /// plan hash, which must change when the weights do.
+  std::string WeightsSource;
 };
 
 /// Path (relative, '/'-separated) -> contents, sorted by path.

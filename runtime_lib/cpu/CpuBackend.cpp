@@ -16,19 +16,6 @@
 
 namespace onnx2soap::rt {
 
-Backend::~Backend() = default;
-
-int optimizerStateCount(const OptimizerConfig &Config) {
-  switch (Config.Kind) {
-  case OptimizerKind::Sgd:
-    return Config.Momentum != 0 ? 1 : 0;
-  case OptimizerKind::Adam:
-  case OptimizerKind::AdamW:
-    return 2;
-  }
-  return 0;
-}
-
 namespace cpu {
 
 void failOp(const OpCall &Call, const std::string &What) {
