@@ -175,8 +175,10 @@ def build_project(env, project, jobs=1, cuda=False, timeout=600):
     cmd = ["cmake", "-S", project, "-B", build, "-G", "Ninja"]
     if cuda:
         cmd.append("-DCMAKE_CUDA_COMPILER=" + CUDA_COMPILER)
-    else:
-        cmd.append("-DONNX2SOAP_RUNTIME_EXPORT=" + env.runtime_export)
+    # The runtime (CUDA backend and NCCL included when the onnx2soap build
+    # has them) is the one the onnx2soap build compiled from the same
+    # sources; only main.cpp and plan.cpp are compiled here.
+    cmd.append("-DONNX2SOAP_RUNTIME_EXPORT=" + env.runtime_export)
     run(cmd, timeout=timeout)
     run(["ninja", "-C", build, "-j%d" % jobs], timeout=timeout)
     return os.path.join(build, "train")
@@ -564,8 +566,10 @@ def case_compile_error(env, case):
 
 
 def case_gpu_build(env, case):
-    """The CUDA project for GPUs builds with nvcc (every runtime_lib/cuda/*.cu):
-    built, not run (no GPU on the test machine)."""
+    """The CUDA project for GPUs configures with nvcc and links against the
+    CUDA backend and NCCL communication the onnx2soap build compiled (the
+    project's bundled copy of the same sources is not rebuilt here): built,
+    not run (no GPU on the test machine)."""
     fixture, opt = case["fixture"], case["optimizer"]
     project = env.path("project")
     compile_project(env, fixture, case["ranks"], case["strategy"], opt,
