@@ -32,11 +32,17 @@ FIXTURES = os.path.join(SOURCE_DIR, "tests", "fixtures")
 CUDA_COMPILER = "/usr/local/cuda/bin/nvcc"
 
 # compile flags of the optimizer settings losses.json names.
-OPTIMIZERS = {
-    "sgd": ["--optimizer", "sgd", "--lr", "0.1"],
-    "sgd_momentum": ["--optimizer", "sgd", "--lr", "0.1", "--momentum", "0.9",
-                     "--weight-decay", "0.0001"],
-}
+def optimizer_flags(fixture, optimizer):
+    """compile's flags for the fixture's PyTorch run `optimizer` (losses.json
+    records the learning rate, momentum and weight decay of each)."""
+    with open(fixture_path(fixture, "losses.json")) as f:
+        run = json.load(f)[optimizer]
+    flags = ["--optimizer", "sgd", "--lr", repr(run["lr"])]
+    if run.get("momentum"):
+        flags += ["--momentum", repr(run["momentum"])]
+    if run.get("weight_decay"):
+        flags += ["--weight-decay", repr(run["weight_decay"])]
+    return flags
 LOSS_RTOL = 1e-4
 STEPS = 5
 
@@ -166,7 +172,7 @@ def compile_project(env, fixture, ranks, strategy, optimizer, out,
     cmd = [env.onnx2soap, "compile", fixture_path(fixture, "model.onnx"),
            "--batch", str(info["inputs"][0]["shape"][0]),
            "--cluster", cluster or "cpu:%d" % ranks] + list(extra) + \
-        flags + OPTIMIZERS[optimizer] + ["-o", out]
+        flags + optimizer_flags(fixture, optimizer) + ["-o", out]
     run(cmd)
 
 
