@@ -19,6 +19,7 @@
 #include "codegen/ProgramPlan.h"
 #include "ir/BatchDims.h"
 #include "runtime_lib/program/Comm.h"
+#include "simulator/ProfileCostModel.h"
 #include "simulator/Simulator.h"
 #include "llvm/Support/FormatVariadic.h"
 #include <algorithm>
@@ -638,6 +639,8 @@ void Builder::makeCalls() {
         Call.Scale = double(Slice.size()) / double(Extent);
       }
       ir::Region Region = simulator::outputRegion(G, O, C, P);
+      Call.ProfileKey = Out.intern(simulator::profileKey(
+          {G, O, Region, simulator::reductionSlice(G, O, C, P)}));
       Call.Sharded = !sameRegion(Region, ir::fullRegion(OutType.Dims));
       for (unsigned D = 0; D < OutType.rank(); ++D) {
         Call.GlobalOffset[D] = Region[D].Begin;
@@ -692,6 +695,9 @@ void Builder::makeCalls() {
       rt::program::CallInfo Call{};
       Call.Op = O.Id;
       Call.Partition = 0;
+      Call.ProfileKey = Out.intern(simulator::profileKey(
+          {G, O, ir::fullRegion(G.tensor(O.Outputs[0]).Type.Dims),
+           simulator::reductionSlice(G, O, S[O.Id], 0)}));
       Call.FirstOperand = Out.Operands.size();
       Call.NumInputs = O.Inputs.size();
       Call.NumOutputs = O.Outputs.size();
@@ -1124,6 +1130,7 @@ llvm::Error Builder::makeWeights() {
 llvm::Error Builder::run(const simulator::Simulator &Sim) {
   const simulator::TaskGraph &TG = Sim.graph();
   Out.NumRanks = M.numDevices();
+  Out.DeviceType = M.numDevices() ? M.deviceType(0).Name : "";
   Out.Optimizer = Options.Optimizer;
   Out.PredictedTime = Sim.time();
   Out.ExactBytes.assign(Out.NumRanks, 0);
@@ -1208,6 +1215,7 @@ rt::program::Plan ProgramPlan::view(const char *Generator,
   P.ModelName = ModelName;
   P.PlanHash = Hash;
   P.NumRanks = NumRanks;
+  P.DeviceType = DeviceType.c_str();
   P.Optimizer = Optimizer;
   P.PredictedBytes = Of(PredictedBytes);
   P.Tensors = Of(Tensors);

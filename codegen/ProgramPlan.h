@@ -31,6 +31,7 @@ namespace onnx2soap::codegen {
 /// The tables of rt::program::Plan as vectors, with the text they point to.
 struct ProgramPlan {
   int32_t NumRanks = 0;
+  std::string DeviceType;
   rt::OptimizerConfig Optimizer;
   std::vector<double> PredictedBytes; ///< per rank, per step (simulator)
   /// Per rank, per step: the bytes the program's ring all-reduces and

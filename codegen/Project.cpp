@@ -301,18 +301,18 @@ static std::string planSource(const ProgramPlan &P, const ProjectInputs &In,
         int Rank =
             C.Sharded ? P.Buffers[P.Operands[C.FirstOperand + C.NumInputs]].Dims
                       : 0;
-        return llvm::formatv(
-                   "{{{0}, {1}, {2}, {3}, {4}, {5}, CallFlags::{6}, {7}, {8}, "
-                   "{9}, {10}, {11}, {12}, {13}, {14}} // call {15}: {16}",
-                   C.Op, C.Partition, C.FirstOperand, C.NumInputs, C.NumOutputs,
-                   C.HasBackward ? "true" : "false",
-                   C.Flags == CallFlags::GlobalStatistics ? "GlobalStatistics"
-                                                          : "None",
-                   number(C.Scale), C.SeedsLossGradient ? "true" : "false",
-                   C.Statistics, C.GradientSums, C.StatisticsCount,
-                   C.Sharded ? "true" : "false", ints(C.GlobalOffset, Rank),
-                   ints(C.GlobalDims, Rank), Index, P.Ops[C.Op].Name)
-            .str();
+        return row({str(C.Op), str(C.Partition), str(C.FirstOperand),
+                    str(C.NumInputs), str(C.NumOutputs),
+                    C.HasBackward ? "true" : "false",
+                    C.Flags == CallFlags::GlobalStatistics
+                        ? "CallFlags::GlobalStatistics"
+                        : "CallFlags::None",
+                    number(C.Scale), C.SeedsLossGradient ? "true" : "false",
+                    quoted(C.ProfileKey), str(C.Statistics),
+                    str(C.GradientSums), str(C.StatisticsCount),
+                    C.Sharded ? "true" : "false", ints(C.GlobalOffset, Rank),
+                    ints(C.GlobalDims, Rank)}) +
+               " // call " + str(Index) + ": " + P.Ops[C.Op].Name;
       },
       "{}");
   W.write(
@@ -388,6 +388,7 @@ static std::string planSource(const ProgramPlan &P, const ProjectInputs &In,
   Out += "      " + quoted(In.Target.ModelFile) + ",\n";
   Out += "      " + HashText + "ull, // plan hash\n";
   Out += "      " + std::to_string(P.NumRanks) + ", // ranks\n";
+  Out += "      " + quoted(P.DeviceType) + ", // device type\n";
   Out += llvm::formatv("      {{OptimizerKind::{0}, {1}, {2}, {3}, {4}, {5}, "
                        "{6}, {7}, {8}},\n",
                        Kind, number(O.LearningRate), number(O.Momentum),

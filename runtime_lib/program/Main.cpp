@@ -33,6 +33,7 @@ struct Options {
   int64_t CheckpointEvery = 0;
   bool Resume = false;
   std::string SaveOnnx;
+  std::string ProfileOps;
   std::string Model;
   int Threads = 0;
   double Timeout = 300;
@@ -43,7 +44,8 @@ const char *Usage =
     "usage: train [--steps N] --inputs FILE.pb [--inputs ...] [--labels "
     "FILE.pb]\n"
     "             [--checkpoint DIR [--checkpoint-every N] [--resume]]\n"
-    "             [--save-onnx OUT.onnx] [--weights DIR] [--model FILE]\n"
+    "             [--save-onnx OUT.onnx] [--profile-ops FILE.json]\n"
+    "             [--weights DIR] [--model FILE]\n"
     "             [--threads N] [--timeout SEC] [--quiet]\n"
     "Run one MPI rank per device: mpirun -np <ranks> ./train ...\n";
 
@@ -98,6 +100,8 @@ Options parseOptions(int Argc, char **Argv) {
       O.Resume = true;
     else if (Flag == "--save-onnx")
       O.SaveOnnx = Value();
+    else if (Flag == "--profile-ops")
+      O.ProfileOps = Value();
     else if (Flag == "--threads")
       O.Threads = int(parseCount(Flag, Value()));
     else if (Flag == "--timeout")
@@ -166,6 +170,8 @@ int run(const Plan &P, const Platform &Platform, int Argc, char **Argv) {
     }
 
     int64_t FirstStep = R.stepsDone();
+    if (!O.ProfileOps.empty())
+      R.startProfiling();
     while (R.stepsDone() < O.Steps) {
       C->barrier();
       auto Start = std::chrono::steady_clock::now();
@@ -200,6 +206,14 @@ int run(const Plan &P, const Platform &Platform, int Argc, char **Argv) {
     }
     std::fflush(stdout);
 
+    if (!O.ProfileOps.empty()) {
+      std::string Json = R.profileJson(O.Threads);
+      if (Rank == 0) {
+        writeFileAtomically(O.ProfileOps, Json.data(), Json.size());
+        if (!O.Quiet)
+          std::printf("wrote %s\n", O.ProfileOps.c_str());
+      }
+    }
     if (!O.SaveOnnx.empty()) {
       std::vector<HostTensor> Weights = R.gatherWeights();
       if (Rank == 0) {

@@ -121,6 +121,9 @@ struct CallInfo {
   double Scale;
   /// Output 0 is the loss: backward starts from d(loss)/d(output) = Scale.
   bool SeedsLossGradient;
+  /// The partition's key in the planner's profile format
+  /// (docs/profile-format.md), for --profile-ops.
+  const char *ProfileKey;
   /// GlobalStatistics: the Statistics buffers of forward and backward and
   /// the global number of elements per channel.
   int32_t Statistics;
@@ -205,6 +208,9 @@ struct Plan {
   const char *ModelName;
   uint64_t PlanHash;
   int32_t NumRanks;
+  /// The cluster's device type name ("cpu", "H100-SXM"): a --profile-ops
+  /// file's device_type.
+  const char *DeviceType;
   OptimizerConfig Optimizer;
   /// Per-rank bytes the planner predicts this rank sends per step.
   Table<double> PredictedBytes;

@@ -12,8 +12,10 @@
 #include "../Error.h"
 #include "BoxCopy.h"
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <fstream>
+#include <map>
 
 namespace onnx2soap::rt::program {
 
@@ -43,6 +45,27 @@ struct Runner::Impl {
   size_t MessageBytes = 0;
   /// Host copies of the global batch, by tensor index.
   std::vector<HostTensor> Batch;
+  /// --profile-ops: seconds of each call's forward and backward kernels,
+  /// by call, one sample per step.
+  bool Profiling = false;
+  std::vector<std::vector<double>> ForwardSeconds, BackwardSeconds;
+
+  /// Runs Kernel, timing it when profiling.
+  template <typename Fn>
+  void timed(std::vector<std::vector<double>> &Samples, int32_t Call,
+             Fn Kernel) {
+    if (!Profiling) {
+      Kernel();
+      return;
+    }
+    B.synchronize();
+    auto Start = std::chrono::steady_clock::now();
+    Kernel();
+    B.synchronize();
+    Samples[Call].push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - Start)
+            .count());
+  }
 
   Impl(const Plan &P, Backend &B, Comm &C) : P(P), B(B), C(C), Rank(C.rank()) {}
 
@@ -139,7 +162,7 @@ struct Runner::Impl {
       B.batchNormPartialStats(Call, view(Info.Statistics));
       return;
     }
-    B.forward(Call);
+    timed(ForwardSeconds, S.Call, [&] { B.forward(Call); });
     if (Info.Scale != 1.0)
       scaleScalar(P.Operands[Info.FirstOperand + Info.NumInputs], Info.Scale,
                   false);
@@ -170,7 +193,8 @@ struct Runner::Impl {
                                      view(Info.GradientSums));
       return;
     }
-    B.backward(Call, OutGrads, InGrads);
+    timed(BackwardSeconds, S.Call,
+          [&] { B.backward(Call, OutGrads, InGrads); });
     runCopies(S.FirstCopy, S.NumCopies, S.Type);
   }
 
@@ -430,6 +454,79 @@ void Runner::restore(int64_t StepsDone, const std::vector<NamedBlob> &State) {
     I->B.copyFromHost(I->Memory[Id].data(), Bytes.data(), Bytes.size());
   }
   Step = StepsDone;
+}
+
+void Runner::startProfiling() {
+  I->Profiling = true;
+  I->ForwardSeconds.assign(I->P.Calls.Size, {});
+  I->BackwardSeconds.assign(I->P.Calls.Size, {});
+}
+
+static double median(std::vector<double> Values) {
+  std::sort(Values.begin(), Values.end());
+  size_t N = Values.size();
+  return N % 2 ? Values[N / 2] : (Values[N / 2 - 1] + Values[N / 2]) / 2;
+}
+
+static std::string jsonString(const std::string &Text) {
+  std::string Out = "\"";
+  for (char C : Text) {
+    if (C == '"' || C == '\\')
+      Out += '\\';
+    Out += C;
+  }
+  return Out + "\"";
+}
+
+std::string Runner::profileJson(int Threads) {
+  const Plan &P = I->P;
+  Comm &C = I->C;
+  // Every call's median goes to every rank (one sum per call: each call
+  // runs on one rank), then rank 0 merges calls that share a key.
+  struct Times {
+    std::vector<double> Forward, Backward;
+    int64_t Samples = 0;
+  };
+  std::map<std::string, Times> ByKey;
+  for (int32_t Call = 0; Call < P.Calls.Size; ++Call) {
+    auto Share = [&](const std::vector<double> &Samples) {
+      double Mine = Samples.empty() ? 0 : median(Samples);
+      double Count = C.sumOverRanks(double(Samples.size()));
+      return std::make_pair(C.sumOverRanks(Mine), Count);
+    };
+    auto [Forward, ForwardCount] = Share(I->ForwardSeconds[Call]);
+    auto [Backward, BackwardCount] = Share(I->BackwardSeconds[Call]);
+    if (ForwardCount == 0)
+      continue;
+    Times &T = ByKey[P.Calls[Call].ProfileKey];
+    T.Forward.push_back(Forward);
+    if (BackwardCount > 0)
+      T.Backward.push_back(Backward);
+    T.Samples += int64_t(ForwardCount);
+  }
+  if (I->Rank != 0)
+    return "";
+  std::string Out =
+      "{\n  \"format\": \"onnx2soap-profile\",\n  "
+      "\"version\": 1,\n  \"device_type\": " +
+      jsonString(P.DeviceType) +
+      ",\n  \"measured_with\": {\"backend\": " + jsonString(I->B.name()) +
+      ", \"threads\": " + std::to_string(Threads) +
+      ", \"program\": " + jsonString(P.ModelName) + "},\n  \"entries\": [";
+  bool First = true;
+  char Number[40];
+  for (const auto &[Key, T] : ByKey) {
+    Out += First ? "\n" : ",\n";
+    First = false;
+    std::snprintf(Number, sizeof Number, "%.9g", median(T.Forward));
+    Out += "    {\"key\": " + jsonString(Key) + ", \"forward_s\": " + Number;
+    if (!T.Backward.empty()) {
+      std::snprintf(Number, sizeof Number, "%.9g", median(T.Backward));
+      Out += std::string(", \"backward_s\": ") + Number;
+    }
+    Out += ", \"samples\": " + std::to_string(T.Samples) + "}";
+  }
+  return Out + "\n  ]\n}\n";
 }
 
 std::vector<HostTensor> Runner::gatherWeights() {

@@ -41,6 +41,15 @@ public:
   std::vector<NamedBlob> persistentState();
   void restore(int64_t StepsDone, const std::vector<NamedBlob> &State);
 
+  /// Times every forward and backward call from now on (synchronizing the
+  /// backend around each, so steps get slower).
+  void startProfiling();
+  /// The measured calls in the planner's profile format
+  /// (docs/profile-format.md): the median per partition key over all steps
+  /// and ranks. Every rank must call it; rank 0 gets the text, the others an
+  /// empty string.
+  std::string profileJson(int Threads);
+
   /// The whole value of every parameter and state tensor, gathered to rank
   /// 0 (other ranks get an empty list). Every rank must call it.
   std::vector<HostTensor> gatherWeights();

@@ -571,6 +571,40 @@ def case_compile_error(env, case):
         raise Failure("\n".join(errors))
 
 
+def case_profile_ops(env, case):
+    """--profile-ops writes the planner's profile format: `simulate --profile`
+    takes the file for the same model and strategy, and it holds an entry
+    (with forward and backward times) for every op the program computes."""
+    fixture, ranks, opt = case["fixture"], case["ranks"], case["optimizer"]
+    project = env.path("project")
+    compile_project(env, fixture, ranks, case["strategy"], opt, project)
+    program = build_project(env, project)
+    profile = env.path("profile.json")
+    train(env, program, fixture, ranks, extra=["--profile-ops", profile])
+    with open(profile) as f:
+        data = json.load(f)
+    errors = []
+    if data.get("format") != "onnx2soap-profile" or \
+            data.get("device_type") != "cpu":
+        errors.append("not a cpu profile: %r" % data.get("format"))
+    entries = data.get("entries", [])
+    if not entries or any(e["forward_s"] < 0 for e in entries):
+        errors.append("no or negative entries")
+    if not any("backward_s" in e for e in entries):
+        errors.append("no backward times")
+    info = fixture_info(fixture)
+    _, text, _ = run([env.onnx2soap, "simulate",
+                      fixture_path(fixture, "model.onnx"), "--batch",
+                      str(info["inputs"][0]["shape"][0]), "--cluster",
+                      "cpu:%d" % ranks, "--strategy",
+                      os.path.join(project, "strategy.json"), "--profile",
+                      profile, "--json"])
+    if not json.loads(text).get("time", 0) > 0:
+        errors.append("simulate --profile gave no time")
+    if errors:
+        raise Failure("\n".join(errors))
+
+
 def case_gpu_build(env, case):
     """The CUDA project for GPUs configures with nvcc and links against the
     CUDA backend and NCCL communication the onnx2soap build compiled (the
@@ -593,6 +627,7 @@ KINDS = {
     "repro": case_repro,
     "checkpoint": case_checkpoint,
     "save_onnx": case_save_onnx,
+    "profile_ops": case_profile_ops,
     "rank_failure": case_rank_failure,
     "compile_error": case_compile_error,
     "gpu_build": case_gpu_build,
