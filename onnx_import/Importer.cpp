@@ -215,6 +215,9 @@ public:
       if (Dim.dim_value() < 0)
         return fail(llvm::formatv("input '{0}' has negative dim {1} ({2})",
                                   In.name(), D, Dim.dim_value()));
+      // A fixed leading dim of the --batch size is the batch (exporters
+      // often freeze it), so the planner sees the Sample dim.
+      IsBatch = Batch && D == 0 && Dim.dim_value() == *Batch;
       return Dim.dim_value();
     }
     std::string Name = Dim.has_dim_param() ? Dim.dim_param() : "";
