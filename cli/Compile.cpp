@@ -160,9 +160,7 @@ llvm::Error runCompile() {
   auto ModelBytes = llvm::MemoryBuffer::getFile(Model);
   if (!ModelBytes)
     return usageError(Model + ": " + ModelBytes.getError().message());
-  simulator::Simulator Sim(T, P.M, Cost, P.Sim);
-  Sim.simulate(S);
-  simulator::SimReport Report = Sim.report();
+  const simulator::SimReport &Report = Plan->Prediction;
   soap_search::StrategyPrediction Predicted{Report.Time, Report.PeakMemory,
                                             Report.Fits, P.OptimizerName};
   codegen::ProjectInputs In{
@@ -186,7 +184,7 @@ llvm::Error runCompile() {
       "run:   mpirun -np {1} {0}/build/train --inputs INPUT.pb --labels "
       "LABELS.pb\n",
       Output.getValue(), Plan->NumRanks, P.M.Name, StrategyName,
-      formatSeconds(Plan->PredictedTime));
+      formatSeconds(Plan->Prediction.Time));
   return llvm::Error::success();
 }
 

@@ -18,7 +18,7 @@
 //===----------------------------------------------------------------------===//
 #include "codegen/ProgramPlan.h"
 #include "ir/BatchDims.h"
-#include "runtime_lib/program/Comm.h"
+#include "runtime_lib/HostBox.h"
 #include "simulator/ProfileCostModel.h"
 #include "simulator/Simulator.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -66,9 +66,11 @@ static bool needsGlobalStatistics(const ir::Op &O, const ParallelConfig &C) {
 }
 
 /// Inputs added once to a contraction's result (a bias): with a Reduction
-/// split only the first slice's partition reads them.
-static bool isAdditiveBias(const ir::Op &O, unsigned Slot) {
-  return Slot == 2 &&
+/// split only the first slice's partition reads them, so partition P of
+/// config C does not read input Slot.
+static bool skipsBias(const ir::Op &O, const ParallelConfig &C, unsigned P,
+                      unsigned Slot) {
+  return Slot == 2 && C.Reduction > 1 && C.reductionIndex(P) != 0 &&
          (O.Kind == ir::OpKind::Gemm || O.Kind == ir::OpKind::Conv);
 }
 
@@ -119,9 +121,7 @@ llvm::Error checkRunnable(const ir::TrainingGraph &T, const ir::Op &O,
     Local.reserve(O.Inputs.size());
     llvm::SmallVector<const ir::TensorType *, 4> Types;
     for (unsigned I = 0; I < O.Inputs.size(); ++I) {
-      if (O.Inputs[I] == ir::NoTensor ||
-          (C.Reduction > 1 && isAdditiveBias(O, I) &&
-           C.reductionIndex(P) != 0)) {
+      if (O.Inputs[I] == ir::NoTensor || skipsBias(O, C, P, I)) {
         Types.push_back(nullptr);
         continue;
       }
@@ -163,6 +163,15 @@ llvm::Error checkRunnable(const ir::TrainingGraph &T, const ir::Op &O,
     }
   }
   return llvm::Error::success();
+}
+
+/// A step with no call, peer, group or buffers.
+static StepInfo blankStep() {
+  StepInfo Step{};
+  Step.Call = Step.Peer = Step.Group = Step.Buffer = Step.Gradient = -1;
+  Step.State[0] = Step.State[1] = Step.State[2] = -1;
+  Step.Type = rt::DType::Float32;
+  return Step;
 }
 
 static bool isHeld(const ir::Tensor &Value) {
@@ -226,7 +235,7 @@ private:
   ir::Region needed(ir::OpId Op, unsigned Slot, unsigned P) const {
     const ir::Op &O = G.op(Op);
     const ParallelConfig &C = S[Op];
-    if (C.Reduction > 1 && isAdditiveBias(O, Slot) && C.reductionIndex(P))
+    if (skipsBias(O, C, P, Slot))
       return {};
     return ruleRegion(Op, Slot, P);
   }
@@ -244,6 +253,9 @@ private:
     return R.size() != G.tensor(Id).Type.rank() || ir::regionVolume(R) == 0;
   }
   int32_t group(llvm::ArrayRef<DeviceId> Devices);
+  /// The gradient cells of a parameter as the task graph cuts them (its
+  /// readers' rule regions, weight-only readers aside), computed once.
+  const std::vector<simulator::GradientCells> &cellsOf(ir::TensorId Param);
   void addStep(DeviceId Rank, StepInfo Step) { PerRank[Rank].push_back(Step); }
   int32_t addCopies(llvm::ArrayRef<CopyInfo> Copies) {
     int32_t First = Out.Copies.size();
@@ -271,6 +283,7 @@ private:
   std::vector<std::vector<CopyInfo>> StateCopies; // by rank
   std::vector<std::vector<StepInfo>> PerRank;
   std::map<std::vector<DeviceId>, int32_t> GroupIndex;
+  std::map<ir::TensorId, std::vector<simulator::GradientCells>> Cells;
 
   /// Weight-only ops (simulator::weightOnlyOps): every rank that reads
   /// their results computes them whole from whole weights, forward before
@@ -370,6 +383,24 @@ static rt::program::TensorRole heldRole(const ir::Tensor &Value) {
   default:
     return rt::program::TensorRole::Constant;
   }
+}
+
+const std::vector<simulator::GradientCells> &
+Builder::cellsOf(ir::TensorId Param) {
+  auto [It, New] = Cells.insert({Param, {}});
+  if (!New)
+    return It->second;
+  std::vector<std::pair<ir::Region, DeviceId>> Uses;
+  for (const ir::Op &O : G.ops())
+    for (unsigned Slot = 0; Slot < O.Inputs.size(); ++Slot) {
+      if (WeightOnly[O.Id] || O.Inputs[Slot] != Param ||
+          !(T.BackwardInputs[O.Id] >> Slot & 1))
+        continue;
+      for (unsigned P = 0; P < S[O.Id].numPartitions(); ++P)
+        Uses.push_back({ruleRegion(O.Id, Slot, P), S[O.Id].device(P)});
+    }
+  It->second = simulator::gradientCells(G.tensor(Param).Type.Dims, Uses);
+  return It->second;
 }
 
 llvm::Error Builder::makeBoxes() {
@@ -761,10 +792,7 @@ llvm::Error Builder::makeSteps(const simulator::TaskGraph &TG) {
       if (--Waiting[Next] == 0)
         Ready.push({TG.task(Next).Start, TG.task(Next).Key, Next});
 
-    StepInfo Step{};
-    Step.Call = Step.Peer = Step.Group = Step.Buffer = Step.Gradient = -1;
-    Step.State[0] = Step.State[1] = Step.State[2] = -1;
-    Step.Type = rt::DType::Float32;
+    StepInfo Step = blankStep();
     switch (Node.Kind) {
     case TaskKind::Forward:
     case TaskKind::Backward: {
@@ -850,28 +878,12 @@ llvm::Error Builder::makeSteps(const simulator::TaskGraph &TG) {
       Recv.NumCopies = 1;
       addStep(Node.Device, Send);
       addStep(Node.Peer, Recv);
-      Out.ExactBytes[Node.Device] += Step.Elements * rt::dtypeSize(Step.Type);
       break;
     }
     case TaskKind::GradAllReduce: {
       ir::TensorId Param = Node.Tensor;
       const ir::Tensor &Value = G.tensor(Param);
-      std::vector<std::pair<ir::Region, DeviceId>> Uses;
-      for (const ir::Op &O : G.ops())
-        for (unsigned Slot = 0; Slot < O.Inputs.size(); ++Slot) {
-          if (WeightOnly[O.Id] || O.Inputs[Slot] != Param ||
-              !(T.BackwardInputs[O.Id] >> Slot & 1))
-            continue;
-          const ParallelConfig &C = S[O.Id];
-          for (unsigned P = 0; P < C.numPartitions(); ++P) {
-            ir::Region R = ir::opKindInfo(O.Kind).InputRegion(
-                G, O, Slot, simulator::outputRegion(G, O, C, P),
-                simulator::reductionSlice(G, O, C, P));
-            Uses.push_back({R, C.device(P)});
-          }
-        }
-      std::vector<simulator::GradientCells> Cells =
-          simulator::gradientCells(Value.Type.Dims, Uses);
+      const std::vector<simulator::GradientCells> &Cells = cellsOf(Param);
       if (Node.Key.B >= Cells.size())
         return fail("internal: gradient cells differ from the task graph's");
       const simulator::GradientCells &Cell = Cells[Node.Key.B];
@@ -880,7 +892,6 @@ llvm::Error Builder::makeSteps(const simulator::TaskGraph &TG) {
       Step.Type = toRuntime(Value.Type.Type);
       Step.Elements = Cell.Elements;
       Step.Label = Out.intern("gradient all-reduce " + Value.Name);
-      int Position = 0;
       for (DeviceId Rank : Cell.Holders) {
         const Box &Held = Boxes.at({Param, Rank});
         std::vector<CopyInfo> Pack, Unpack;
@@ -898,9 +909,6 @@ llvm::Error Builder::makeSteps(const simulator::TaskGraph &TG) {
         Member.FirstPostCopy = addCopies(Unpack);
         Member.NumPostCopies = Unpack.size();
         addStep(Rank, Member);
-        Out.ExactBytes[Rank] += rt::program::Comm::ringSendBytes(
-            Cell.Elements, ir::dtypeSize(Value.Type.Type), Cell.Holders.size(),
-            Position++);
       }
       break;
     }
@@ -921,27 +929,15 @@ llvm::Error Builder::makeSteps(const simulator::TaskGraph &TG) {
       break;
     }
     }
-    if (Node.Kind == TaskKind::StatsAllReduce) {
-      int64_t Elements =
-          2 * simulator::partInterval(G.outputType(G.op(Node.Op)).Dims[1],
-                                      S[Node.Op].Degrees[1], Node.Key.A)
-                  .size();
-      for (size_t I = 0; I < Node.Group.size(); ++I)
-        Out.ExactBytes[Node.Group[I]] += rt::program::Comm::ringSendBytes(
-            Elements, sizeof(float), Node.Group.size(), I);
-    }
   }
   // Weight-only ops: forward before everything, backward after everything,
   // then the updates of the weights only they read.
   for (unsigned Rank = 0; Rank < PerRank.size(); ++Rank) {
     std::vector<StepInfo> Before, After;
     auto Make = [&](StepKind Kind, int32_t Call, const ir::Op &O) {
-      StepInfo Step{};
+      StepInfo Step = blankStep();
       Step.Kind = Kind;
       Step.Call = Call;
-      Step.Peer = Step.Group = Step.Buffer = Step.Gradient = -1;
-      Step.State[0] = Step.State[1] = Step.State[2] = -1;
-      Step.Type = rt::DType::Float32;
       Step.Label = Out.intern(O.Name);
       return Step;
     };
@@ -963,13 +959,10 @@ llvm::Error Builder::makeSteps(const simulator::TaskGraph &TG) {
       auto It = Boxes.find({Param, Rank});
       if (It == Boxes.end() || It->second.Gradient < 0)
         continue;
-      StepInfo Step{};
+      StepInfo Step = blankStep();
       Step.Kind = StepKind::Update;
-      Step.Call = Step.Peer = Step.Group = -1;
-      Step.Type = rt::DType::Float32;
       Step.Buffer = It->second.Buffer;
       Step.Gradient = It->second.Gradient;
-      Step.State[0] = Step.State[1] = Step.State[2] = -1;
       for (int I = 0; I < States; ++I)
         Step.State[I] = It->second.State[I];
       Step.NumState = States;
@@ -1108,21 +1101,12 @@ llvm::Error Builder::makeWeights() {
     int64_t Elements = 1;
     for (int D = 0; D < Info.Dims; ++D)
       Elements *= Info.Extent[D];
-    std::vector<char> &Shard = Out.Weights;
-    size_t Start = Shard.size();
-    Shard.resize(Start + Elements * Size);
-    std::vector<int64_t> Index(Info.Dims, 0);
-    for (int64_t E = 0; E < Elements; ++E) {
-      int64_t Flat = 0;
-      for (int D = 0; D < Info.Dims; ++D)
-        Flat = Flat * Value.Type.Dims[D] + Info.Origin[D] + Index[D];
-      std::memcpy(&Shard[Start + E * Size], &It->second[Flat * Size], Size);
-      for (int D = Info.Dims - 1; D >= 0; --D) {
-        if (++Index[D] < Info.Extent[D])
-          break;
-        Index[D] = 0;
-      }
-    }
+    size_t Start = Out.Weights.size();
+    Out.Weights.resize(Start + Elements * Size);
+    rt::copyHostBox(
+        &Out.Weights[Start], It->second.data(),
+        std::vector<int64_t>(Value.Type.Dims.begin(), Value.Type.Dims.end()),
+        Info.Origin, Info.Extent, Info.Dims, Size);
   }
   return llvm::Error::success();
 }
@@ -1132,10 +1116,9 @@ llvm::Error Builder::run(const simulator::Simulator &Sim) {
   Out.NumRanks = M.numDevices();
   Out.DeviceType = M.numDevices() ? M.deviceType(0).Name : "";
   Out.Optimizer = Options.Optimizer;
-  Out.PredictedTime = Sim.time();
-  Out.ExactBytes.assign(Out.NumRanks, 0);
-  simulator::SimReport Report = Sim.report();
-  Out.PredictedBytes.assign(Report.BytesSent.begin(), Report.BytesSent.end());
+  Out.Prediction = Sim.report();
+  Out.PredictedBytes.assign(Out.Prediction.BytesSent.begin(),
+                            Out.Prediction.BytesSent.end());
   PerRank.resize(Out.NumRanks);
   StateCopies.resize(Out.NumRanks);
 

@@ -19,6 +19,7 @@
 #include "runtime_lib/program/Plan.h"
 #include "simulator/CostModel.h"
 #include "simulator/Machine.h"
+#include "simulator/Simulator.h"
 #include "simulator/Strategy.h"
 #include "simulator/TaskGraph.h"
 #include "llvm/Support/Error.h"
@@ -33,12 +34,10 @@ struct ProgramPlan {
   int32_t NumRanks = 0;
   std::string DeviceType;
   rt::OptimizerConfig Optimizer;
-  std::vector<double> PredictedBytes; ///< per rank, per step (simulator)
-  /// Per rank, per step: the bytes the program's ring all-reduces and
-  /// messages send (equal to PredictedBytes up to the ring's rounding of
-  /// chunks to whole elements).
-  std::vector<uint64_t> ExactBytes;
-  double PredictedTime = 0; ///< simulated seconds per iteration
+  /// The simulator's report for the strategy (time, bytes, memory).
+  simulator::SimReport Prediction;
+  /// Bytes each rank sends per step (the report's, as the Plan table).
+  std::vector<double> PredictedBytes;
 
   std::vector<rt::program::TensorInfo> Tensors;
   std::vector<rt::program::OpInfo> Ops;

@@ -486,7 +486,7 @@ llvm::Expected<ProjectFiles> projectFiles(const ProjectInputs &In) {
       {"CUDA_ARCHITECTURES", llvm::join(Archs, ";")},
       {"OPTIMIZER", In.OptimizerName},
       {"LOSS", In.LossName},
-      {"TIME", llvm::formatv("{0:g}", P.PredictedTime).str()},
+      {"TIME", llvm::formatv("{0:g}", P.Prediction.Time).str()},
   };
   for (size_t I = 0; I < NumEmbeddedFiles; ++I) {
     llvm::StringRef Path = EmbeddedFiles[I].Path;
@@ -528,7 +528,7 @@ llvm::Expected<ProjectFiles> projectFiles(const ProjectInputs &In) {
       {"backend", Cuda ? "cuda" : "cpu"},
       {"ranks", int64_t(P.NumRanks)},
       {"plan_hash", llvm::formatv("{0:x16}", Hash).str()},
-      {"predicted_step_seconds", P.PredictedTime},
+      {"predicted_step_seconds", P.Prediction.Time},
       {"files", std::move(FileHashes)},
   };
   std::string Text;

@@ -10,7 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "Runner.h"
 #include "../Error.h"
-#include "BoxCopy.h"
+#include "../HostBox.h"
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -38,8 +38,13 @@ struct Runner::Impl {
   Backend &B;
   Comm &C;
   int Rank;
-  /// By buffer id: this rank's memory, or empty for other ranks' buffers.
+  /// By buffer id: this rank's memory, or empty for other ranks' buffers,
+  /// and the dense view over it (absent for other ranks').
   std::vector<DeviceBuffer> Memory;
+  std::vector<TensorView> Views;
+  /// This rank's buffers that a step starts by zeroing (gradients, sums),
+  /// loading (its regions of the batch), and reads the loss from.
+  std::vector<int32_t> Zeroed, Loaded, LossParts;
   std::vector<OpAttrs> Attrs; // by op
   DeviceBuffer Message;
   size_t MessageBytes = 0;
@@ -70,23 +75,19 @@ struct Runner::Impl {
   Impl(const Plan &P, Backend &B, Comm &C) : P(P), B(B), C(C), Rank(C.rank()) {}
 
   TensorView view(int32_t Buffer) const {
-    if (Buffer < 0)
-      return TensorView::absent();
-    const BufferInfo &Info = P.Buffers[Buffer];
-    return TensorView::contiguous(
-        Info.Type, std::vector<int64_t>(Info.Extent, Info.Extent + Info.Dims),
-        Memory[Buffer].data());
+    return Buffer < 0 ? TensorView::absent() : Views[Buffer];
   }
 
   /// The box of Copy's source or destination: a strided view into a buffer
-  /// or a dense one in the message buffer.
+  /// or a dense one in the message buffer (elements of Type).
   TensorView boxView(int32_t Buffer, const int64_t *Origin,
-                     const CopyInfo &Copy, DType MessageType) const {
-    std::vector<int64_t> Extent(Copy.Extent, Copy.Extent + Copy.Dims);
+                     const CopyInfo &Copy, DType Type) const {
     if (Buffer < 0) {
-      char *Base = static_cast<char *>(Message.data()) +
-                   Copy.Offset * dtypeSize(MessageType);
-      return TensorView::contiguous(MessageType, Extent, Base);
+      char *Base =
+          static_cast<char *>(Message.data()) + Copy.Offset * dtypeSize(Type);
+      return TensorView::contiguous(
+          Type, std::vector<int64_t>(Copy.Extent, Copy.Extent + Copy.Dims),
+          Base);
     }
     TensorView Whole = view(Buffer);
     TensorView Box = Whole;
@@ -99,14 +100,13 @@ struct Runner::Impl {
     return Box;
   }
 
-  void runCopies(int32_t First, int32_t Count, DType MessageType) {
+  void runCopies(int32_t First, int32_t Count) {
     for (int32_t I = First; I < First + Count; ++I) {
       const CopyInfo &Copy = P.Copies[I];
       DType Type =
           Copy.From >= 0 ? P.Buffers[Copy.From].Type : P.Buffers[Copy.To].Type;
-      (void)MessageType;
-      copyBox(B, boxView(Copy.To, Copy.ToOrigin, Copy, Type),
-              boxView(Copy.From, Copy.FromOrigin, Copy, Type), Copy.Add);
+      B.copyBox(boxView(Copy.To, Copy.ToOrigin, Copy, Type),
+                boxView(Copy.From, Copy.FromOrigin, Copy, Type), Copy.Add);
     }
   }
 
@@ -156,7 +156,7 @@ struct Runner::Impl {
 
   void forward(const StepInfo &S, int64_t Step) {
     const CallInfo &Info = P.Calls[S.Call];
-    runCopies(S.FirstCopy, S.NumCopies, S.Type);
+    runCopies(S.FirstCopy, S.NumCopies);
     OpCall Call = call(Info, Step);
     if (Info.Flags == CallFlags::GlobalStatistics) {
       B.batchNormPartialStats(Call, view(Info.Statistics));
@@ -195,7 +195,7 @@ struct Runner::Impl {
     }
     timed(BackwardSeconds, S.Call,
           [&] { B.backward(Call, OutGrads, InGrads); });
-    runCopies(S.FirstCopy, S.NumCopies, S.Type);
+    runCopies(S.FirstCopy, S.NumCopies);
   }
 
   void statsBackward(const StepInfo &S, int64_t Step) {
@@ -207,7 +207,7 @@ struct Runner::Impl {
     B.batchNormBackwardWithSums(call(Info, Step), OutGrads, InGrads,
                                 view(Info.Statistics), Sums,
                                 Info.StatisticsCount);
-    runCopies(S.FirstCopy, S.NumCopies, S.Type);
+    runCopies(S.FirstCopy, S.NumCopies);
   }
 
   void update(const StepInfo &S, int64_t Step) {
@@ -229,21 +229,21 @@ struct Runner::Impl {
     case StepKind::StatsBackward:
       return statsBackward(S, Step);
     case StepKind::Send:
-      runCopies(S.FirstCopy, S.NumCopies, S.Type);
+      runCopies(S.FirstCopy, S.NumCopies);
       B.synchronize();
       C.send(S.Peer, Message.data(), Bytes, S.Label);
       return;
     case StepKind::Recv:
       C.recv(S.Peer, Message.data(), Bytes, S.Label);
-      runCopies(S.FirstCopy, S.NumCopies, S.Type);
+      runCopies(S.FirstCopy, S.NumCopies);
       // The next message reuses the buffer the copies read.
       B.synchronize();
       return;
     case StepKind::AllReduce:
-      runCopies(S.FirstCopy, S.NumCopies, S.Type);
+      runCopies(S.FirstCopy, S.NumCopies);
       B.synchronize();
       C.allReduceSum(S.Group, Message.data(), S.Elements, S.Type, S.Label);
-      runCopies(S.FirstPostCopy, S.NumPostCopies, S.Type);
+      runCopies(S.FirstPostCopy, S.NumPostCopies);
       return;
     case StepKind::Update:
       return update(S, Step);
@@ -288,17 +288,25 @@ Runner::Runner(const Plan &P, Backend &B, Comm &C,
     }
     I->Attrs.push_back(std::move(Attrs));
   }
-  // Buffers of this rank, zero-filled.
+  // Buffers of this rank, zero-filled, and what each step does with them.
   I->Memory.resize(P.Buffers.Size);
+  I->Views.assign(P.Buffers.Size, TensorView::absent());
   for (int32_t Id = 0; Id < P.Buffers.Size; ++Id) {
     const BufferInfo &Info = P.Buffers[Id];
     if (Info.Rank != Rank)
       continue;
-    int64_t Elements = 1;
-    for (int D = 0; D < Info.Dims; ++D)
-      Elements *= Info.Extent[D];
-    I->Memory[Id] =
-        DeviceBuffer(B, std::max<size_t>(1, Elements * dtypeSize(Info.Type)));
+    std::vector<int64_t> Dims(Info.Extent, Info.Extent + Info.Dims);
+    TensorView View = TensorView::contiguous(Info.Type, Dims, nullptr);
+    I->Memory[Id] = DeviceBuffer(B, std::max<size_t>(1, View.byteSize()));
+    View.Data = I->Memory[Id].data();
+    I->Views[Id] = View;
+    if (Info.Kind == BufferKind::Gradient ||
+        Info.Kind == BufferKind::Accumulated)
+      I->Zeroed.push_back(Id);
+    if (Info.Kind == BufferKind::Input)
+      I->Loaded.push_back(Id);
+    if (Info.Kind == BufferKind::Activation && Info.Tensor == P.LossTensor)
+      I->LossParts.push_back(Id);
   }
   // The largest message or packed all-reduce of this rank.
   const Range &Steps = P.RankSteps[Rank];
@@ -379,16 +387,11 @@ double Runner::step() {
   int Rank = I->Rank;
   ++Step;
   // Accumulators start at zero; inputs are this rank's regions of the batch.
+  for (int32_t Id : I->Zeroed)
+    B.fillZero(I->Memory[Id].data(), I->Memory[Id].size());
   std::vector<char> Host;
-  for (int32_t Id = 0; Id < P.Buffers.Size; ++Id) {
+  for (int32_t Id : I->Loaded) {
     const BufferInfo &Info = P.Buffers[Id];
-    if (Info.Rank != Rank)
-      continue;
-    if (Info.Kind == BufferKind::Gradient ||
-        Info.Kind == BufferKind::Accumulated)
-      B.fillZero(I->Memory[Id].data(), I->Memory[Id].size());
-    if (Info.Kind != BufferKind::Input)
-      continue;
     const HostTensor &Whole = I->Batch[Info.Tensor];
     if (Whole.Bytes.empty())
       fail("train", "no batch was given (--inputs, --labels)");
@@ -401,17 +404,13 @@ double Runner::step() {
   for (int32_t S = Steps.First; S < Steps.First + Steps.Count; ++S)
     I->run(P.Steps[S], Step);
   const Range &State = P.RankStateCopies[Rank];
-  I->runCopies(State.First, State.Count, DType::Float32);
+  I->runCopies(State.First, State.Count);
   B.synchronize();
 
   // The loss: the sum of this rank's parts, summed over ranks.
   double Loss = 0;
-  for (int32_t Id = 0; Id < P.Buffers.Size; ++Id) {
-    const BufferInfo &Info = P.Buffers[Id];
-    if (Info.Rank != Rank || Info.Kind != BufferKind::Activation ||
-        Info.Tensor != P.LossTensor)
-      continue;
-    if (Info.Type == DType::Float64) {
+  for (int32_t Id : I->LossParts) {
+    if (P.Buffers[Id].Type == DType::Float64) {
       double Value;
       B.copyToHost(&Value, I->Memory[Id].data(), sizeof Value);
       Loss += Value;
