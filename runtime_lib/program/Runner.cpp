@@ -4,8 +4,8 @@
 // A step: zero the gradient and accumulation buffers, load this rank's
 // regions of the batch, walk the rank's steps in plan order, then move new
 // running statistics into the state boxes. Buffers are whole regions; copies
-// between them are boxes (BoxCopy.h). Every communication call is made in
-// the plan's global order, which all ranks share.
+// between them are boxes (Backend::copyBox). Every communication call is made
+// in the plan's global order, which all ranks share.
 //
 //===----------------------------------------------------------------------===//
 #include "Runner.h"
