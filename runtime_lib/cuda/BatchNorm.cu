@@ -54,6 +54,8 @@ template <typename T> T *dataOrNull(const TensorView &V) {
 
 struct BatchNormShape {
   int64_t N, C, S; // X is [N, C, S...]
+  /// Whether every flat index fits 32 bits (cheaper channel arithmetic).
+  bool Narrow;
 };
 
 BatchNormShape batchNormShape(const OpCall &Call) {
@@ -63,7 +65,8 @@ BatchNormShape batchNormShape(const OpCall &Call) {
   int64_t S = 1;
   for (int I = 2; I < X.Rank; ++I)
     S *= X.Dims[I];
-  BatchNormShape Sh{X.Dims[0], X.Dims[1], S};
+  BatchNormShape Sh{X.Dims[0], X.Dims[1], S,
+                    X.numElements() < (int64_t(1) << 32)};
   static const char *const Names[] = {"X", "scale", "bias", "mean", "var"};
   for (size_t I = 1; I < 5; ++I) {
     requireType(Call, inputAt(Call, I, Names[I]), X.Type, Names[I]);
@@ -110,8 +113,37 @@ void requireCount(const OpCall &Call, int64_t Count, const BatchNormShape &Sh) {
                      std::to_string(Sh.N * Sh.S) + " elements per channel");
 }
 
-__device__ int64_t elementOf(const BatchNormShape &Sh, int64_t Ch, int64_t E) {
-  return ((E / Sh.S) * Sh.C + Ch) * Sh.S + E % Sh.S;
+/// Calls F(I) for the flat index I of every element of channel Ch this
+/// thread covers: the channel's elements e = n * S + s in the order
+/// threadIdx.x, threadIdx.x + blockDim.x, ..., walking (n, s) without a
+/// 64-bit division per element (which made the statistics passes
+/// instruction-bound: 176 GB/s on an H100).
+template <typename Fn>
+__device__ void forChannelElements(const BatchNormShape &Sh, int64_t Ch, Fn F) {
+  if (Sh.S <= 0)
+    return;
+  const int64_t StepN = blockDim.x / Sh.S, StepS = blockDim.x % Sh.S;
+  const int64_t Plane = Sh.C * Sh.S;
+  int64_t N = threadIdx.x / Sh.S, S = threadIdx.x % Sh.S;
+  for (int64_t Base = Ch * Sh.S; N < Sh.N;) {
+    F(N * Plane + Base + S);
+    N += StepN;
+    S += StepS;
+    if (S >= Sh.S) {
+      S -= Sh.S;
+      ++N;
+    }
+  }
+}
+
+/// The channel of flat element E, in 32-bit arithmetic when the tensor
+/// allows (a 64-bit division per element costs more than its memory
+/// traffic).
+__device__ int64_t channelOf(const BatchNormShape &Sh, int64_t E) {
+  if (Sh.Narrow)
+    return (static_cast<uint32_t>(E) / static_cast<uint32_t>(Sh.S)) %
+           static_cast<uint32_t>(Sh.C);
+  return (E / Sh.S) % Sh.C;
 }
 
 /// Biased mean and variance of channel Ch over N and the spatial dims, two
@@ -121,15 +153,14 @@ __device__ void channelStats(const T *X, BatchNormShape Sh, int64_t Ch,
                              double &Mean, double &Var) {
   int64_t Count = Sh.N * Sh.S;
   double Sum = 0;
-  for (int64_t E = threadIdx.x; E < Count; E += blockDim.x)
-    Sum += X[elementOf(Sh, Ch, E)];
+  forChannelElements(Sh, Ch, [&](int64_t I) { Sum += X[I]; });
   Sum = blockSum(Sum);
   Mean = Count ? Sum / Count : 0;
   double Sq = 0;
-  for (int64_t E = threadIdx.x; E < Count; E += blockDim.x) {
-    double D = X[elementOf(Sh, Ch, E)] - Mean;
+  forChannelElements(Sh, Ch, [&](int64_t I) {
+    double D = X[I] - Mean;
     Sq += D * D;
-  }
+  });
   Sq = blockSum(Sq);
   Var = Count ? Sq / Count : 0;
 }
@@ -150,12 +181,11 @@ __device__ void channelGradSums(const T *X, const T *GY, BatchNormShape Sh,
   SumG = SumGX = 0;
   if (!GY)
     return;
-  for (int64_t E = threadIdx.x; E < Sh.N * Sh.S; E += blockDim.x) {
-    int64_t I = elementOf(Sh, Ch, E);
+  forChannelElements(Sh, Ch, [&](int64_t I) {
     double Gv = GY[I];
     SumG += Gv;
     SumGX += Gv * (X[I] - Mean);
-  }
+  });
   SumG = blockSum(SumG);
   SumGX = blockSum(SumGX);
 }
@@ -171,11 +201,11 @@ __global__ void batchNormPartialStatsKernel(BatchNormShape Sh, const T *X,
                                             SumsView Stats) {
   for (int64_t Ch = blockIdx.x; Ch < Sh.C; Ch += gridDim.x) {
     double Sum = 0, Sq = 0;
-    for (int64_t E = threadIdx.x; E < Sh.N * Sh.S; E += blockDim.x) {
-      double V = X[elementOf(Sh, Ch, E)];
+    forChannelElements(Sh, Ch, [&](int64_t I) {
+      double V = X[I];
       Sum += V;
       Sq += V * V;
-    }
+    });
     Sum = blockSum(Sum);
     Sq = blockSum(Sq);
     if (threadIdx.x == 0) {
@@ -226,7 +256,7 @@ __global__ void batchNormApplyKernel(BatchNormShape Sh, int64_t Count,
                                      const T *X, const double *Coef, T *Y) {
   for (int64_t E = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; E < Count;
        E += int64_t(gridDim.x) * blockDim.x) {
-    int64_t Ch = (E / Sh.S) % Sh.C;
+    int64_t Ch = channelOf(Sh, E);
     Y[E] = static_cast<T>(X[E] * Coef[2 * Ch] + Coef[2 * Ch + 1]);
   }
 }
@@ -365,7 +395,7 @@ __global__ void batchNormGradInputKernel(
     const ChannelGrad *Stats, bool Training, double Momentum, T *DX) {
   for (int64_t E = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; E < Elements;
        E += int64_t(gridDim.x) * blockDim.x) {
-    int64_t Ch = (E / Sh.S) % Sh.C;
+    int64_t Ch = channelOf(Sh, E);
     ChannelGrad S = Stats[Ch];
     double A = Scale[Ch] * S.Inv;
     double Gv = GY ? GY[E] : 0, Centered = X[E] - S.Mean, D;

@@ -7,6 +7,7 @@
 #include "../Families.h"
 #include "CudaBackend.h"
 #include "CudaKernels.h"
+#include <cstdint>
 
 namespace onnx2soap::rt {
 namespace cuda {
@@ -57,6 +58,16 @@ public:
     check(cudaSetDevice(Device), "cudaSetDevice");
     check(cudaStreamCreateWithFlags(&Ctx.Stream, cudaStreamNonBlocking),
           "cudaStreamCreate");
+    // Kernels take their scratch memory (convolution workspaces, reduction
+    // partials) with cudaMallocAsync from the device's default pool, whose
+    // default release threshold (0) hands every byte back to the driver at
+    // each synchronization: every step would allocate again. Keep it.
+    cudaMemPool_t Pool = nullptr;
+    check(cudaDeviceGetDefaultMemPool(&Pool, Device),
+          "cudaDeviceGetDefaultMemPool");
+    uint64_t Keep = UINT64_MAX;
+    check(cudaMemPoolSetAttribute(Pool, cudaMemPoolAttrReleaseThreshold, &Keep),
+          "cudaMemPoolSetAttribute");
     if (cublasCreate(&Ctx.Blas) != CUBLAS_STATUS_SUCCESS)
       fail("cuda backend", "cublasCreate failed");
     cublasSetStream(Ctx.Blas, Ctx.Stream);

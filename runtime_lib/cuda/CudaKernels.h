@@ -16,15 +16,27 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
+#include <map>
 #include <string>
+#include <vector>
 
 namespace onnx2soap::rt::cuda {
+
+/// A convolution algorithm cuDNN's heuristics chose and its workspace.
+struct ConvAlgorithm {
+  int Algo = 0;
+  size_t WorkspaceBytes = 0;
+};
 
 struct Context {
   int Device = 0;
   cudaStream_t Stream = nullptr;
   cublasHandle_t Blas = nullptr;
   cudnnHandle_t Dnn = nullptr;
+  /// Convolution.cu's choices per direction and geometry: the heuristics
+  /// query costs about a millisecond on an H100 with cuDNN 9 (more than most
+  /// convolutions of a ResNet step), so each shape asks once.
+  std::map<std::vector<int64_t>, ConvAlgorithm> ConvAlgorithms;
 };
 
 using Views = std::vector<TensorView>;
