@@ -4,7 +4,8 @@
 Run with Debian's Python (PyTorch 1.13 is visible only there):
 
     /usr/bin/python3 bench/train_peer.py resnet18|transformer DIR [--steps N] [--threads 2]
-                                          [--lr 0.01] [--json]
+                                          [--lr 0.01] [--json] [--device cpu|cuda]
+                                          [--init onnx|random]
 
 DIR holds model.onnx, input_0.pb and labels.pb (bench/train_models.py, or
 tests/fixtures/transformer).  The module is rebuilt in PyTorch (torchvision resnet18, or
@@ -16,7 +17,10 @@ weights.  Then it runs 2 warm-up steps and N timed steps of
 
 with torch.optim.SGD(lr), in training mode (BatchNorm with batch statistics), and prints
 the median step time and the losses of all 2 + N steps (loss i: step i's forward pass,
-before its update, as `onnx2soap train` prints it).
+before its update, as `onnx2soap train` prints it).  --device cuda runs it on GPU 0
+(fp32, TF32 off, synchronized around each step: tests/gpu/run_bundle.sh --bench);
+--init random keeps PyTorch's own initial weights (for a model whose ONNX weights
+were not carried).
 """
 
 import argparse
@@ -84,30 +88,43 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--lr", type=float, default=0.01)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    ap.add_argument("--init", choices=["onnx", "random"], default="onnx")
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     model = build(args.model)
-    load_initial_state(model, os.path.join(args.dir, "model.onnx"))
+    if args.init == "onnx":
+        load_initial_state(model, os.path.join(args.dir, "model.onnx"))
+    dev = torch.device(args.device)
+    if args.device == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cudnn.benchmark = True
+    model.to(dev)
     model.train()
-    x = read_tensor(os.path.join(args.dir, "input_0.pb"))
-    y = read_tensor(os.path.join(args.dir, "labels.pb"))
+    x = read_tensor(os.path.join(args.dir, "input_0.pb")).to(dev)
+    y = read_tensor(os.path.join(args.dir, "labels.pb")).to(dev)
+    sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr)
 
     losses, times = [], []
     for _ in range(WARMUP + args.steps):
+        sync()
         t0 = time.perf_counter()
         opt.zero_grad()
         out = model(x)
         loss = F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
         loss.backward()
         opt.step()
+        sync()
         t1 = time.perf_counter()
         losses.append(loss.item())
         times.append(t1 - t0)
     timed = times[WARMUP:]
     result = {"model": args.model, "batch": int(x.shape[0]), "threads": args.threads,
+              "device": args.device,
               "torch_version": torch.__version__, "median_step_s": statistics.median(timed),
               "min_step_s": min(timed), "step_s": times, "losses": losses}
     if args.json:
