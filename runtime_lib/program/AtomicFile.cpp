@@ -88,6 +88,58 @@ void writeFileAtomically(const std::string &Path, const void *Data,
   writeFileAtomically(Path, std::vector<ByteSpan>{{Data, Size}});
 }
 
+uint64_t fileSize(const std::string &Path) {
+  struct stat Info;
+  if (::stat(Path.c_str(), &Info) != 0)
+    fail(Path, sysError("stat"));
+  return static_cast<uint64_t>(Info.st_size);
+}
+
+FileReader::FileReader(std::string P) : Path(std::move(P)) {
+  Fd = ::open(Path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (Fd < 0)
+    fail(Path, sysError("open"));
+}
+
+FileReader::FileReader(FileReader &&Other) noexcept
+    : Path(std::move(Other.Path)), Fd(Other.Fd) {
+  Other.Fd = -1;
+}
+
+FileReader &FileReader::operator=(FileReader &&Other) noexcept {
+  if (this != &Other) {
+    if (Fd >= 0)
+      ::close(Fd);
+    Path = std::move(Other.Path);
+    Fd = Other.Fd;
+    Other.Fd = -1;
+  }
+  return *this;
+}
+
+FileReader::~FileReader() {
+  if (Fd >= 0)
+    ::close(Fd);
+}
+
+void FileReader::readAt(uint64_t Offset, void *Out, size_t Size) const {
+  char *To = static_cast<char *>(Out);
+  while (Size > 0) {
+    ssize_t Got = ::pread(Fd, To, Size, static_cast<off_t>(Offset));
+    if (Got < 0) {
+      if (errno == EINTR)
+        continue;
+      fail(Path, sysError("pread"));
+    }
+    if (Got == 0)
+      fail(Path, "ends at byte " + std::to_string(Offset) + ", " +
+                     std::to_string(Size) + " bytes short");
+    To += Got;
+    Offset += static_cast<uint64_t>(Got);
+    Size -= static_cast<size_t>(Got);
+  }
+}
+
 std::vector<char> readWholeFile(const std::string &Path) {
   int Fd = ::open(Path.c_str(), O_RDONLY | O_CLOEXEC);
   if (Fd < 0)

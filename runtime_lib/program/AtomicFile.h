@@ -11,6 +11,7 @@
 #define ONNX2SOAP_RUNTIME_PROGRAM_ATOMICFILE_H
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,30 @@ void writeFileAtomically(const std::string &Path,
 
 /// The whole contents of Path; throws RuntimeError when it cannot be read.
 std::vector<char> readWholeFile(const std::string &Path);
+
+/// The size of the file at Path; throws RuntimeError when it cannot be
+/// looked at.
+uint64_t fileSize(const std::string &Path);
+
+/// A file opened for reading at offsets (pread), closed on destruction.
+class FileReader {
+public:
+  /// Opens Path; throws RuntimeError naming it when it cannot.
+  explicit FileReader(std::string Path);
+  FileReader(FileReader &&Other) noexcept;
+  FileReader &operator=(FileReader &&Other) noexcept;
+  FileReader(const FileReader &) = delete;
+  FileReader &operator=(const FileReader &) = delete;
+  ~FileReader();
+  /// Reads exactly Size bytes at Offset; a short file or an I/O error is a
+  /// RuntimeError naming the file.
+  void readAt(uint64_t Offset, void *Out, size_t Size) const;
+  const std::string &path() const { return Path; }
+
+private:
+  std::string Path;
+  int Fd = -1;
+};
 
 /// Flushes a folder's entries (a created, renamed or removed file) to disk.
 void syncDirectory(const std::string &Dir);

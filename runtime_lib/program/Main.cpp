@@ -8,6 +8,7 @@
 #include "../Error.h"
 #include "AtomicFile.h"
 #include "Checkpoint.h"
+#include "Dataset.h"
 #include "OnnxWeights.h"
 #include "Runner.h"
 #include "TensorFile.h"
@@ -28,6 +29,7 @@ struct Options {
   int64_t Steps = 5;
   std::vector<std::string> Inputs;
   std::string Labels;
+  std::string Data;
   std::string Weights;
   std::string Checkpoint;
   int64_t CheckpointEvery = 0;
@@ -41,8 +43,8 @@ struct Options {
 };
 
 const char *Usage =
-    "usage: train [--steps N] --inputs FILE.pb [--inputs ...] [--labels "
-    "FILE.pb]\n"
+    "usage: train [--steps N] (--inputs FILE.pb [--inputs ...] [--labels "
+    "FILE.pb] | --data DIR)\n"
     "             [--checkpoint DIR [--checkpoint-every N] [--resume]]\n"
     "             [--save-onnx OUT.onnx] [--profile-ops FILE.json]\n"
     "             [--weights DIR] [--model FILE]\n"
@@ -88,6 +90,8 @@ Options parseOptions(int Argc, char **Argv) {
       O.Inputs.push_back(Value());
     else if (Flag == "--labels")
       O.Labels = Value();
+    else if (Flag == "--data")
+      O.Data = Value();
     else if (Flag == "--weights")
       O.Weights = Value();
     else if (Flag == "--model")
@@ -114,9 +118,12 @@ Options parseOptions(int Argc, char **Argv) {
     } else
       fail(Flag, "unknown option (train --help lists them)");
   }
-  if (O.Inputs.empty())
-    fail("train", "--inputs FILE.pb is required (one per model input: the "
-                  "global batch)");
+  if (!O.Data.empty() && (!O.Inputs.empty() || !O.Labels.empty()))
+    fail("--data", "takes the place of --inputs and --labels; give one or "
+                   "the other");
+  if (O.Inputs.empty() && O.Data.empty())
+    fail("train", "--inputs FILE.pb (one per model input: the global batch) "
+                  "or --data DIR (a dataset folder) is required");
   if (O.Resume && O.Checkpoint.empty())
     fail("--resume", "needs --checkpoint DIR");
   return O;
@@ -153,13 +160,17 @@ int run(const Plan &P, const Platform &Platform, int Argc, char **Argv) {
   try {
     Runner R(P, *B, *C, O.Weights);
 
-    std::vector<HostTensor> Inputs;
-    for (const std::string &Path : O.Inputs)
-      Inputs.push_back(readTensorFile(Path));
-    HostTensor Labels;
-    if (!O.Labels.empty())
-      Labels = readTensorFile(O.Labels);
-    R.setBatch(Inputs, O.Labels.empty() ? nullptr : &Labels);
+    if (!O.Data.empty()) {
+      R.setDataset(std::make_shared<Dataset>(O.Data, datasetFiles(P)));
+    } else {
+      std::vector<HostTensor> Inputs;
+      for (const std::string &Path : O.Inputs)
+        Inputs.push_back(readTensorFile(Path));
+      HostTensor Labels;
+      if (!O.Labels.empty())
+        Labels = readTensorFile(O.Labels);
+      R.setBatch(Inputs, O.Labels.empty() ? nullptr : &Labels);
+    }
 
     if (O.Resume) {
       LoadedCheckpoint Loaded =

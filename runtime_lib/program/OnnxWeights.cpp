@@ -52,13 +52,6 @@ InitializerHeader readHeader(const wire::Reader &Tensor) {
   return H;
 }
 
-std::string formatDims(const std::vector<int64_t> &Dims) {
-  std::string Out = "[";
-  for (size_t I = 0; I < Dims.size(); ++I)
-    Out += (I ? "," : "") + std::to_string(Dims[I]);
-  return Out + "]";
-}
-
 /// Copies Field's bytes, or re-emits it with a new payload.
 void appendField(std::string &Out, const wire::Reader &R, const Field &F) {
   Out.append(R.data() + F.Begin, F.End - F.Begin);

@@ -11,6 +11,7 @@
 #include "Runner.h"
 #include "../Error.h"
 #include "../HostBox.h"
+#include "Dataset.h"
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -24,13 +25,6 @@ namespace {
 /// endian), then every distinct box any rank holds of a parameter, state or
 /// constant; BufferInfo::WeightOffset is relative to the end of the header.
 constexpr char WeightsMagic[8] = {'O', '2', 'S', 'W', 'G', 'H', 'T', '2'};
-
-std::string formatDims(const std::vector<int64_t> &Dims) {
-  std::string Text = "[";
-  for (size_t I = 0; I < Dims.size(); ++I)
-    Text += (I ? "," : "") + std::to_string(Dims[I]);
-  return Text + "]";
-}
 } // namespace
 
 struct Runner::Impl {
@@ -50,6 +44,9 @@ struct Runner::Impl {
   size_t MessageBytes = 0;
   /// Host copies of the global batch, by tensor index.
   std::vector<HostTensor> Batch;
+  /// --data: the dataset, and each tensor's file in it (-1: none).
+  std::shared_ptr<const Dataset> Data;
+  std::vector<int> DataFileOf;
   /// --profile-ops: seconds of each call's forward and backward kernels,
   /// by call, one sample per step.
   bool Profiling = false;
@@ -381,6 +378,17 @@ void Runner::setBatch(const std::vector<HostTensor> &Inputs,
     Take(P.Labels, *Labels, "--labels");
 }
 
+void Runner::setDataset(std::shared_ptr<const Dataset> D) {
+  const Plan &P = I->P;
+  I->Batch.clear();
+  I->DataFileOf.assign(P.Tensors.Size, -1);
+  for (int32_t K = 0; K < P.DataInputs.Size; ++K)
+    I->DataFileOf[P.DataInputs[K]] = K;
+  if (P.Labels >= 0)
+    I->DataFileOf[P.Labels] = P.DataInputs.Size;
+  I->Data = std::move(D);
+}
+
 double Runner::step() {
   const Plan &P = I->P;
   Backend &B = I->B;
@@ -392,12 +400,19 @@ double Runner::step() {
   std::vector<char> Host;
   for (int32_t Id : I->Loaded) {
     const BufferInfo &Info = P.Buffers[Id];
-    const HostTensor &Whole = I->Batch[Info.Tensor];
-    if (Whole.Bytes.empty())
-      fail("train", "no batch was given (--inputs, --labels)");
     Host.resize(I->view(Id).byteSize());
-    copyHostBox(Host.data(), Whole.Bytes.data(), Whole.Dims, Info.Origin,
-                Info.Extent, Info.Dims, dtypeSize(Info.Type));
+    if (I->Data) {
+      // Step s takes the dataset's samples from (s - 1) * B on.
+      int64_t First = (Step - 1) * P.Tensors[Info.Tensor].Dims[0];
+      I->Data->readBox(size_t(I->DataFileOf[Info.Tensor]), First, Info.Origin,
+                       Info.Extent, Host.data());
+    } else {
+      const HostTensor &Whole = I->Batch[Info.Tensor];
+      if (Whole.Bytes.empty())
+        fail("train", "no batch was given (--inputs, --labels or --data)");
+      copyHostBox(Host.data(), Whole.Bytes.data(), Whole.Dims, Info.Origin,
+                  Info.Extent, Info.Dims, dtypeSize(Info.Type));
+    }
     B.copyFromHost(I->Memory[Id].data(), Host.data(), Host.size());
   }
   const Range &Steps = P.RankSteps[Rank];

@@ -19,6 +19,8 @@
 
 namespace onnx2soap::rt::program {
 
+class Dataset;
+
 class Runner {
 public:
   /// Allocates this rank's buffers and loads their initial values from the
@@ -30,6 +32,9 @@ public:
   /// labels (when the plan has them). Shapes and types must match.
   void setBatch(const std::vector<HostTensor> &Inputs,
                 const HostTensor *Labels);
+  /// Or trains on a dataset (Dataset.h, made with datasetFiles(P)): step s
+  /// reads its share of samples (s - 1) * B ... s * B - 1, wrapping around.
+  void setDataset(std::shared_ptr<const Dataset> D);
 
   /// One training step; returns the loss of its forward pass, summed over
   /// the ranks that hold parts of it (the same value on every rank).

@@ -291,7 +291,12 @@ struct RawFields {
   /// int32_data, int64_data, uint64_data as read from the varints.
   std::vector<uint64_t> Int32Values, Int64Values, UInt64Values;
   bool External = false;
-  std::string ExternalLocation;
+  std::string ExternalLocation, ExternalOffset, ExternalLength;
+  bool HasTypedValues() const {
+    return !Fixed32Bytes.empty() || !Fixed64Bytes.empty() ||
+           !Int32Values.empty() || !Int64Values.empty() ||
+           !UInt64Values.empty();
+  }
 };
 
 void expectWireType(const wire::Reader &R, const Field &F, WireType Type,
@@ -394,6 +399,10 @@ RawFields readFields(const char *Data, size_t Size, const std::string &Where) {
       }
       if (Key == "location")
         Out.ExternalLocation = Value;
+      else if (Key == "offset")
+        Out.ExternalOffset = Value;
+      else if (Key == "length")
+        Out.ExternalLength = Value;
       break;
     }
     case DataLocation:
@@ -416,6 +425,42 @@ void putLittleEndian(std::vector<char> &Out, uint64_t Value, size_t Size) {
 
 } // namespace
 
+namespace {
+
+/// The name, element type and dims of a decoded TensorProto, checked; Count
+/// gets the number of elements.
+HostTensor checkedHeader(const RawFields &Fields, const std::string &Where,
+                         uint64_t &Count) {
+  std::string Tensor =
+      Fields.Name.empty() ? "tensor" : "tensor '" + Fields.Name + "'";
+  auto Fail = [&](const std::string &What) {
+    fail(Where, Tensor + ": " + What);
+  };
+  if (Fields.DataType == onnx_type::Undefined)
+    Fail("has no data_type");
+  std::optional<DType> Type = dtypeFromOnnx(Fields.DataType);
+  if (!Type)
+    Fail("element type " + onnxDataTypeName(Fields.DataType) +
+         " is not supported");
+  HostTensor T;
+  T.Name = Fields.Name;
+  T.Type = *Type;
+  T.Dims = Fields.Dims;
+  size_t ElementSize = dtypeSize(*Type);
+  Count = 1;
+  const uint64_t MaxBytes = std::numeric_limits<int64_t>::max();
+  for (int64_t D : T.Dims) {
+    if (D < 0)
+      Fail("has negative dim " + std::to_string(D));
+    if (D != 0 && Count > MaxBytes / ElementSize / static_cast<uint64_t>(D))
+      Fail("dims are too large");
+    Count *= static_cast<uint64_t>(D);
+  }
+  return T;
+}
+
+} // namespace
+
 HostTensor parseTensorProto(const char *Data, size_t Size,
                             const std::string &Where) {
   RawFields Fields = readFields(Data, Size, Where);
@@ -431,27 +476,10 @@ HostTensor parseTensorProto(const char *Data, size_t Size,
               ? std::string()
               : " ('" + Fields.ExternalLocation + "')") +
          "; only tensor files that hold their data are supported");
-  if (Fields.DataType == onnx_type::Undefined)
-    Fail("has no data_type");
-  std::optional<DType> Type = dtypeFromOnnx(Fields.DataType);
-  if (!Type)
-    Fail("element type " + onnxDataTypeName(Fields.DataType) +
-         " is not supported");
-
-  HostTensor T;
-  T.Name = Fields.Name;
-  T.Type = *Type;
-  T.Dims = Fields.Dims;
-  size_t ElementSize = dtypeSize(*Type);
-  uint64_t Count = 1;
-  const uint64_t MaxBytes = std::numeric_limits<int64_t>::max();
-  for (int64_t D : T.Dims) {
-    if (D < 0)
-      Fail("has negative dim " + std::to_string(D));
-    if (D != 0 && Count > MaxBytes / ElementSize / static_cast<uint64_t>(D))
-      Fail("dims are too large");
-    Count *= static_cast<uint64_t>(D);
-  }
+  uint64_t Count = 0;
+  HostTensor T = checkedHeader(Fields, Where, Count);
+  const std::optional<DType> Type = T.Type;
+  size_t ElementSize = dtypeSize(T.Type);
 
   // Which typed field the element type's values belong in.
   uint32_t Expected = Int32Data;
@@ -541,9 +569,87 @@ HostTensor parseTensorProto(const char *Data, size_t Size,
   return T;
 }
 
+std::string formatDims(const std::vector<int64_t> &Dims) {
+  std::string Text = "[";
+  for (size_t I = 0; I < Dims.size(); ++I)
+    Text += (I ? "," : "") + std::to_string(Dims[I]);
+  return Text + "]";
+}
+
 HostTensor readTensorFile(const std::string &Path) {
   std::vector<char> Bytes = readWholeFile(Path);
   return parseTensorProto(Bytes.data(), Bytes.size(), Path);
+}
+
+namespace {
+
+/// A decimal external_data value ("offset", "length").
+uint64_t externalNumber(const std::string &Text, const std::string &Where,
+                        const char *Key) {
+  uint64_t Value = 0;
+  bool Ok = !Text.empty() && Text.size() <= 19;
+  for (char Ch : Text)
+    Ok = Ok && Ch >= '0' && Ch <= '9';
+  if (Ok)
+    Value = std::stoull(Text);
+  else
+    fail(Where, std::string("external_data ") + Key + " '" + Text +
+                    "' is not a non-negative decimal number");
+  return Value;
+}
+
+} // namespace
+
+TensorFileRef openTensorFile(const std::string &Path) {
+  std::vector<char> Bytes = readWholeFile(Path);
+  RawFields Fields = readFields(Bytes.data(), Bytes.size(), Path);
+  TensorFileRef Ref;
+  if (!Fields.External) {
+    Ref.Value = parseTensorProto(Bytes.data(), Bytes.size(), Path);
+    return Ref;
+  }
+  uint64_t Count = 0;
+  Ref.Value = checkedHeader(Fields, Path, Count);
+  Ref.External = true;
+  std::string Tensor =
+      Fields.Name.empty() ? "tensor" : "tensor '" + Fields.Name + "'";
+  auto Fail = [&](const std::string &What) {
+    fail(Path, Tensor + ": " + What);
+  };
+  if (Fields.HasRaw || Fields.HasTypedValues())
+    Fail("has external data and values in the file");
+  const std::string &Location = Fields.ExternalLocation;
+  if (Location.empty())
+    Fail("external data without a location");
+  // Like ONNX's checker: a location relative to the file's folder that
+  // stays inside it.
+  bool Escapes = Location[0] == '/' || Location == ".." ||
+                 Location.rfind("../", 0) == 0 ||
+                 Location.find("/../") != std::string::npos ||
+                 (Location.size() >= 3 &&
+                  Location.compare(Location.size() - 3, 3, "/..") == 0);
+  if (Escapes)
+    Fail("external data location '" + Location +
+         "' must be a relative path inside the file's folder");
+  size_t Slash = Path.rfind('/');
+  Ref.DataPath = Slash == std::string::npos
+                     ? Location
+                     : Path.substr(0, Slash + 1) + Location;
+  Ref.Offset = Fields.ExternalOffset.empty()
+                   ? 0
+                   : externalNumber(Fields.ExternalOffset, Path, "offset");
+  uint64_t Needed = Count * dtypeSize(Ref.Value.Type);
+  if (!Fields.ExternalLength.empty() &&
+      externalNumber(Fields.ExternalLength, Path, "length") != Needed)
+    Fail("external_data length " + Fields.ExternalLength + " bytes, but " +
+         std::to_string(Count) + " elements of " + dtypeName(Ref.Value.Type) +
+         " take " + std::to_string(Needed));
+  uint64_t Available = fileSize(Ref.DataPath);
+  if (Available < Ref.Offset || Available - Ref.Offset < Needed)
+    Fail("external data file '" + Ref.DataPath + "' holds " +
+         std::to_string(Available) + " bytes; the tensor needs " +
+         std::to_string(Needed) + " from offset " + std::to_string(Ref.Offset));
+  return Ref;
 }
 
 //===----------------------------------------------------------------------===//

@@ -33,6 +33,9 @@ struct HostTensor {
   int64_t numElements() const;
 };
 
+/// Dims as messages spell them: "[8,3,32,32]".
+std::string formatDims(const std::vector<int64_t> &Dims);
+
 /// ONNX's TensorProto.DataType number for Type (FLOAT = 1, ...).
 int32_t onnxDataType(DType Type);
 /// The DType of an ONNX data type, or nullopt for those the runtime has no
@@ -48,6 +51,21 @@ HostTensor parseTensorProto(const char *Data, size_t Size,
                             const std::string &Where);
 /// Reads and decodes the TensorProto file at Path.
 HostTensor readTensorFile(const std::string &Path);
+
+/// A TensorProto file opened for its data: the whole value when the file
+/// holds it; for ONNX external data (data_location EXTERNAL, with
+/// external_data "location", optional "offset" and "length") only the
+/// header (Value.Bytes empty) and where the raw little-endian bytes lie, so
+/// a reader can take just the rows it needs from a file of any size. The
+/// location must be relative and stay inside the .pb file's folder; the data
+/// file must be long enough.
+struct TensorFileRef {
+  HostTensor Value;
+  bool External = false;
+  std::string DataPath; ///< the location, resolved against Path's folder
+  uint64_t Offset = 0;
+};
+TensorFileRef openTensorFile(const std::string &Path);
 /// The TensorProto of T: dims, data_type, name (when not empty), raw_data,
 /// in field order, which is also how protobuf itself serializes it.
 std::string serializeTensorProto(const HostTensor &T);

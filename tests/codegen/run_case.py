@@ -195,10 +195,12 @@ def fixture_data_flags(fixture):
             "--labels", fixture_path(fixture, "labels.pb")]
 
 
-def train(env, program, fixture, ranks, steps=STEPS, extra=(), timeout=300):
-    """Runs the program; returns ({step: loss text}, [(sent, planner)], out)."""
+def train(env, program, fixture, ranks, steps=STEPS, extra=(), timeout=300,
+          data=None):
+    """Runs the program on the fixture's batch (or the dataset folder data);
+    returns ({step: loss text}, [(sent, planner)], out)."""
     cmd = [env.mpirun, "--oversubscribe", "-np", str(ranks), program] + \
-        fixture_data_flags(fixture) + \
+        (["--data", data] if data else fixture_data_flags(fixture)) + \
         ["--steps", str(steps), "--threads", "1"] + list(extra)
     _, out, err = run(cmd, timeout=timeout, env=mpi_env())
     log(out.rstrip())
@@ -387,6 +389,168 @@ def case_checkpoint(env, case):
         errors.append("the resumed run printed steps %s, not [4, 5]" %
                       sorted(rest))
     errors += check_bytes(sent)
+    if errors:
+        raise Failure("\n".join(errors))
+
+
+#===-- Dataset folders (train --data) ------------------------------------===#
+
+def varint(n):
+    out = bytearray()
+    while True:
+        byte = n & 0x7F
+        n >>= 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def read_varint(data, pos):
+    """(value, next position) of the varint at data[pos]."""
+    value, shift = 0, 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            return value, pos
+
+
+def read_tensor(path):
+    """(dims, data_type, raw bytes) of a TensorProto file holding raw_data
+    (the fixtures, written by onnx.numpy_helper)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    pos, dims, dtype, raw = 0, [], None, None
+    while pos < len(data):
+        key, pos = read_varint(data, pos)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            value, pos = read_varint(data, pos)
+            if number == 1:
+                dims.append(value)
+            elif number == 2:
+                dtype = value
+        elif wire == 2:
+            size, pos = read_varint(data, pos)
+            payload, pos = data[pos:pos + size], pos + size
+            if number == 1:  # packed dims
+                p = 0
+                while p < len(payload):
+                    value, p = read_varint(payload, p)
+                    dims.append(value)
+            elif number == 9:
+                raw = payload
+        elif wire in (1, 5):
+            pos += 8 if wire == 1 else 4
+        else:
+            raise Failure("%s: wire type %d" % (path, wire))
+    if raw is None or dtype is None:
+        raise Failure("%s: no raw_data or data_type" % path)
+    return dims, dtype, raw
+
+
+def tensor_proto(dims, dtype, raw=None, external=None):
+    """A serialized TensorProto: raw_data, or ONNX external data given as
+    [(key, value)] (location, offset, length)."""
+    out = bytearray()
+    for d in dims:
+        out += varint(1 << 3) + varint(d)
+    out += varint(2 << 3) + varint(dtype)
+    if raw is not None:
+        out += varint(9 << 3 | 2) + varint(len(raw)) + raw
+    for key, value in external or ():
+        entry = (varint(1 << 3 | 2) + varint(len(key)) + key.encode() +
+                 varint(2 << 3 | 2) + varint(len(value)) + value.encode())
+        out += varint(13 << 3 | 2) + varint(len(entry)) + entry
+    if external:
+        out += varint(14 << 3) + varint(1)  # data_location = EXTERNAL
+    return bytes(out)
+
+
+def write_dataset(fixture, folder, rows):
+    """A dataset folder whose samples are the fixture batch's rows, in the
+    order given (indices may repeat): input_0.pb as external data at an
+    offset in input_0.bin, labels.pb inline."""
+    os.makedirs(folder, exist_ok=True)
+    for name, src, external in (("input_0", "input_0.pb", True),
+                                ("labels", "labels.pb", False)):
+        dims, dtype, raw = read_tensor(fixture_path(fixture, src))
+        row = len(raw) // dims[0]
+        data = b"".join(raw[r * row:(r + 1) * row] for r in rows)
+        new_dims = [len(rows)] + dims[1:]
+        path = os.path.join(folder, name + ".pb")
+        if external:
+            pad = b"\x00" * 7
+            with open(os.path.join(folder, name + ".bin"), "wb") as f:
+                f.write(pad + data)
+            proto = tensor_proto(new_dims, dtype, external=[
+                ("location", name + ".bin"), ("offset", str(len(pad))),
+                ("length", str(len(data)))])
+        else:
+            proto = tensor_proto(new_dims, dtype, raw=data)
+        with open(path, "wb") as f:
+            f.write(proto)
+
+
+def case_dataset(env, case):
+    """train --data DIR. A folder of three copies of the fixture batch: every
+    step trains on that batch, so the losses are PyTorch's. A folder of 1.5
+    batches (rows shuffled), so steps see different, wrapped batches: the
+    run equals the 1-rank run of the same folder, its step 2 differs from
+    the first folder's, and a resumed run goes on where the data stopped."""
+    fixture, ranks, opt = case["fixture"], case["ranks"], case["optimizer"]
+    batch = fixture_info(fixture)["inputs"][0]["shape"][0]
+    project = env.path("project")
+    compile_project(env, fixture, ranks, case["strategy"], opt, project)
+    program = build_project(env, project)
+    copies = env.path("copies")
+    write_dataset(fixture, copies, list(range(batch)) * 3)
+    errors = []
+    losses, sent, _ = train(env, program, fixture, ranks, data=copies)
+    errors += check_losses(losses, torch_losses(fixture, opt), "PyTorch")
+    errors += check_bytes(sent)
+
+    mixed = env.path("mixed")
+    rows = list(range(batch))[::-1] + list(range(0, batch, 2))
+    write_dataset(fixture, mixed, rows)
+    got, _, _ = train(env, program, fixture, ranks, data=mixed)
+    reference = env.path("reference")
+    compile_project(env, fixture, 1, "data-parallel", opt, reference)
+    one = build_project(env, reference)
+    want, _, _ = train(env, one, fixture, 1, data=mixed)
+    errors += check_losses(got, [float(want[s]) for s in sorted(want)],
+                           "1 rank")
+    if got.get(2) == losses.get(2):
+        errors.append("step 2 on the 1.5-batch folder printed the loss of "
+                      "the whole-batch folder (%s): the data did not move" %
+                      got.get(2))
+    ckpt = env.path("checkpoint")
+    train(env, program, fixture, ranks, steps=3, data=mixed,
+          extra=["--checkpoint", ckpt])
+    rest, _, _ = train(env, program, fixture, ranks, steps=5, data=mixed,
+                       extra=["--checkpoint", ckpt, "--resume"])
+    for step in (4, 5):
+        if rest.get(step) != got.get(step):
+            errors.append("step %d: %s after resuming, %s uninterrupted" %
+                          (step, rest.get(step), got.get(step)))
+
+    # Refused, with one error line and exit 2: --data with --inputs, and a
+    # folder without labels.pb.
+    os.remove(os.path.join(mixed, "labels.pb"))
+    for flags, part in (
+            (["--data", copies, "--inputs",
+              fixture_path(fixture, "input_0.pb")], "--data: takes the place"),
+            (["--data", mixed], "labels.pb")):
+        rc, _, err = run([env.mpirun, "-np", "1", one] + flags +
+                         ["--threads", "1"], check=False, env=mpi_env())
+        lines = [l for l in err.splitlines() if l.startswith("train: error")]
+        log("stderr: " + err.rstrip())
+        if rc == 0 or len(lines) != 1 or part not in lines[0]:
+            errors.append("train %s: exit %d, stderr %r (expected one "
+                          "'train: error' line naming %r)" %
+                          (" ".join(flags), rc, err, part))
     if errors:
         raise Failure("\n".join(errors))
 
@@ -631,6 +795,7 @@ KINDS = {
     "rank_failure": case_rank_failure,
     "compile_error": case_compile_error,
     "gpu_build": case_gpu_build,
+    "dataset": case_dataset,
 }
 
 
