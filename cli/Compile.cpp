@@ -167,7 +167,7 @@ llvm::Error runCompile() {
       *Plan,
       P.M,
       P.Target,
-      (*ModelBytes)->getBuffer().str(),
+      (*ModelBytes)->getBuffer(),
       soap_search::writeStrategy(G, S, P.Target, Predicted),
       planningOptimizerName(),
       ir::lossKindName(T.Loss).str(),

@@ -19,6 +19,7 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
 #include <cstdio>
+#include <future>
 
 namespace onnx2soap::cli {
 
@@ -147,22 +148,31 @@ loadPlanning(const std::string &ModelPath) {
     Result->M = Result->Cluster;
   }
 
-  auto Imported = onnx_import::importModel(ModelPath, *Options);
-  if (!Imported)
-    return Imported.takeError();
-  auto Training = ir::deriveTraining(std::move(Imported->Graph), *Loss);
-  if (!Training)
-    return Training.takeError();
-  Result->Training = std::move(*Training);
-
   soap_search::ModelSettings Settings;
   Settings.Batch = Options->Batch;
   Settings.Dims = Options->Dims;
   Settings.UnrollRnn = Options->UnrollRnn;
   Settings.FusePatterns = Options->FusePatterns;
   Settings.Loss = ir::lossKindName(*Loss).str();
-  auto Target =
-      soap_search::makeTarget(ModelPath, std::move(Settings), Result->M);
+  // The model's SHA-256 (a second read of a file of up to hundreds of MB)
+  // is taken on another thread while the importer reads it.
+  std::future<llvm::Expected<soap_search::StrategyTarget>> PendingTarget =
+      std::async(std::launch::async, [&ModelPath, &Settings, &Result] {
+        return soap_search::makeTarget(ModelPath, std::move(Settings),
+                                       Result->M);
+      });
+  auto Imported = onnx_import::importModel(ModelPath, *Options);
+  auto Target = PendingTarget.get();
+  if (!Imported) {
+    llvm::consumeError(Target.takeError());
+    return Imported.takeError();
+  }
+  auto Training = ir::deriveTraining(std::move(Imported->Graph), *Loss);
+  if (!Training) {
+    llvm::consumeError(Target.takeError());
+    return Training.takeError();
+  }
+  Result->Training = std::move(*Training);
   if (!Target)
     return Target.takeError();
   Result->Target = std::move(*Target);

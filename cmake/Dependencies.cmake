@@ -11,6 +11,11 @@ separate_arguments(ONNX2SOAP_LLVM_DEFS NATIVE_COMMAND "${LLVM_DEFINITIONS}")
 target_compile_definitions(onnx2soap_llvm INTERFACE ${ONNX2SOAP_LLVM_DEFS})
 target_link_libraries(onnx2soap_llvm INTERFACE ${ONNX2SOAP_LLVM_LIBS})
 
+# OpenSSL's libcrypto (libssl-dev) for SHA-256: strategy files and generated
+# projects hash models, weight shards and plans of hundreds of MB, and
+# libcrypto uses the CPU's SHA instructions (5 x LLVM's SHA256 here).
+find_package(OpenSSL REQUIRED COMPONENTS Crypto)
+
 # ONNX protobuf classes (libonnx-dev) over libprotobuf.
 find_package(Protobuf REQUIRED)
 find_package(ONNX REQUIRED)

@@ -30,6 +30,7 @@
 #include <queue>
 #include <random>
 #include <set>
+#include <thread>
 
 namespace onnx2soap::codegen {
 
@@ -1040,14 +1041,18 @@ static std::vector<char> filled(const ir::Tensor &Value, double X) {
 
 llvm::Error Builder::makeWeights() {
   Out.Weights.clear();
-  std::map<ir::TensorId, std::vector<char>> Values;
+  // Each held tensor's whole value: a view of the model's bytes, or values
+  // made here (--init random) kept in Made.
+  std::map<ir::TensorId, llvm::ArrayRef<char>> Values;
+  std::map<ir::TensorId, std::vector<char>> Made;
   // (tensor, origin, extent) -> offset: replicas share one copy.
   std::map<std::tuple<int32_t, std::vector<int64_t>, std::vector<int64_t>>,
            int64_t>
       Shared;
-  std::mt19937_64 Generator(Options.Seed);
-  // Random values are drawn in tensor-id order so they do not depend on
-  // the strategy.
+  // Random values: each tensor from its own generator, seeded with the
+  // seed and the tensor's id, so they depend on neither the strategy nor
+  // the order they are drawn in (two threads draw them).
+  std::vector<const ir::Tensor *> Drawn;
   for (const ir::Tensor &Value : G.tensors()) {
     if (!isHeld(Value))
       continue;
@@ -1057,12 +1062,14 @@ llvm::Error Builder::makeWeights() {
         Value.Role != ir::TensorRole::Constant) {
       // Normalizations start at 1 / 0, other vectors (biases) at 0,
       // matrices and kernels uniform in +-1/sqrt(fan_in).
+      std::vector<char> &V = Made[Value.Id];
       if (std::optional<double> X = normalizationDefault(G, Value.Id))
-        Values[Value.Id] = filled(Value, *X);
+        V = filled(Value, *X);
       else if (Value.Type.rank() <= 1 || Value.Role == ir::TensorRole::State)
-        Values[Value.Id] = filled(Value, 0.0);
+        V = filled(Value, 0.0);
       else
-        Values[Value.Id] = randomValues(Value, Generator);
+        Drawn.push_back(&Value);
+      Values[Value.Id] = V;
       continue;
     }
     auto Bytes = Value.Data.bytes();
@@ -1070,8 +1077,30 @@ llvm::Error Builder::makeWeights() {
       llvm::consumeError(Bytes.takeError());
       continue;
     }
-    Values[Value.Id].assign(Bytes->begin(), Bytes->end());
+    Values[Value.Id] = *Bytes;
   }
+  auto Draw = [&](size_t First, size_t Step) {
+    for (size_t I = First; I < Drawn.size(); I += Step) {
+      const ir::Tensor &Value = *Drawn[I];
+      std::seed_seq Seeds{uint32_t(Options.Seed), uint32_t(Options.Seed >> 32),
+                          uint32_t(Value.Id)};
+      std::mt19937_64 Generator(Seeds);
+      Made.find(Value.Id)->second = randomValues(Value, Generator);
+    }
+  };
+  // Made's entries exist already: each thread fills its own.
+  std::thread Helper(Draw, 1, 2);
+  Draw(0, 2);
+  Helper.join();
+  for (const ir::Tensor *Value : Drawn)
+    Values[Value->Id] = Made[Value->Id];
+  // Offsets first, then one allocation for every distinct box.
+  struct Cut {
+    size_t Buffer;
+    size_t Start;
+  };
+  std::vector<Cut> Cuts;
+  size_t Total = 0;
   for (size_t Id = 0; Id < Out.Buffers.size(); ++Id) {
     const rt::program::BufferInfo &Info = Out.Buffers[Id];
     if (Info.Kind != BufferKind::Parameter && Info.Kind != BufferKind::State &&
@@ -1093,20 +1122,24 @@ llvm::Error Builder::makeWeights() {
     auto Key = std::make_tuple(
         Info.Tensor, std::vector<int64_t>(Info.Origin, Info.Origin + Info.Dims),
         std::vector<int64_t>(Info.Extent, Info.Extent + Info.Dims));
-    auto [Entry, New] = Shared.insert({Key, int64_t(Out.Weights.size())});
+    auto [Entry, New] = Shared.insert({Key, int64_t(Total)});
     Target.WeightOffset = Entry->second;
     if (!New)
       continue;
-    size_t Size = ir::dtypeSize(Value.Type.Type);
     int64_t Elements = 1;
     for (int D = 0; D < Info.Dims; ++D)
       Elements *= Info.Extent[D];
-    size_t Start = Out.Weights.size();
-    Out.Weights.resize(Start + Elements * Size);
+    Cuts.push_back({Id, Total});
+    Total += Elements * ir::dtypeSize(Value.Type.Type);
+  }
+  Out.Weights.resize(Total);
+  for (const Cut &C : Cuts) {
+    const rt::program::BufferInfo &Info = Out.Buffers[C.Buffer];
+    const ir::Tensor &Value = G.tensor(TensorOfIndex[Info.Tensor]);
     rt::copyHostBox(
-        &Out.Weights[Start], It->second.data(),
+        &Out.Weights[C.Start], Values[Value.Id].data(),
         std::vector<int64_t>(Value.Type.Dims.begin(), Value.Type.Dims.end()),
-        Info.Origin, Info.Extent, Info.Dims, Size);
+        Info.Origin, Info.Extent, Info.Dims, ir::dtypeSize(Value.Type.Type));
   }
   return llvm::Error::success();
 }

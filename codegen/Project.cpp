@@ -12,10 +12,13 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/Path.h"
-#include "llvm/Support/SHA256.h"
 #include "llvm/Support/raw_ostream.h"
+#include <array>
+#include <cassert>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <future>
 #include <limits>
 #include <set>
 
@@ -211,16 +214,17 @@ public:
     for (const auto &Value : Values) {
       // The comma goes before a row's trailing comment.
       std::string Text = Row(Value, Index++);
-      size_t Comment = Text.find(" // ");
-      if (Comment == std::string::npos)
-        Out += "    " + Text + ",\n";
-      else
-        Out += "    " + Text.substr(0, Comment) + "," + Text.substr(Comment) +
-               "\n";
+      size_t Comment = std::min(Text.find(" // "), Text.size());
+      Out += "    ";
+      Out.append(Text, 0, Comment);
+      Out += ',';
+      Out.append(Text, Comment, std::string::npos);
+      Out += '\n';
     }
     Out += "};\n";
     Sizes[Name.str()] = Values.size();
   }
+  bool has(llvm::StringRef Name) const { return Sizes.count(Name.str()); }
   std::string table(llvm::StringRef Name) const {
     return ("{" + Name + ", " + llvm::Twine(Sizes.at(Name.str())) + "}").str();
   }
@@ -246,6 +250,78 @@ static std::string planSource(const ProgramPlan &P, const ProjectInputs &In,
   Out += "namespace {\nusing namespace onnx2soap::rt;\nusing namespace "
          "onnx2soap::rt::program;\n\n";
   TableWriter W(Out);
+  // The second half of the tables is spelled on another thread.
+  std::string Second;
+  Second.reserve(P.Steps.size() * 170 + P.Copies.size() * 64 +
+                 P.Operands.size() * 12 + (1 << 16));
+  TableWriter W2(Second);
+  auto SecondHalf = [&] {
+    W2.write(
+        "int32_t", "Operands", P.Operands,
+        [](int32_t V, size_t) { return std::to_string(V); }, "0");
+    W2.write(
+        "CopyInfo", "Copies", P.Copies,
+        [](const CopyInfo &C, size_t Index) {
+          return row({str(C.From), str(C.To), C.Add ? "true" : "false",
+                      str(C.Dims), ints(C.FromOrigin, C.Dims),
+                      ints(C.ToOrigin, C.Dims), ints(C.Extent, C.Dims),
+                      str(C.Offset)});
+        },
+        "{}");
+    // Steps, rank by rank.
+    std::vector<int32_t> RankOfStep(P.Steps.size(), 0);
+    for (size_t Rank = 0; Rank < P.RankSteps.size(); ++Rank)
+      for (int32_t S = P.RankSteps[Rank].First;
+           S < P.RankSteps[Rank].First + P.RankSteps[Rank].Count; ++S)
+        RankOfStep[S] = Rank;
+    W2.write(
+        "StepInfo", "Steps", P.Steps,
+        [&](const StepInfo &S, size_t Index) {
+          return row({std::string("StepKind::") + stepKindName(S.Kind),
+                      str(S.Call), str(S.Peer), str(S.Group),
+                      std::string("DType::") + dtypeEnumerator(S.Type),
+                      str(S.Elements), str(S.FirstCopy), str(S.NumCopies),
+                      str(S.FirstPostCopy), str(S.NumPostCopies), str(S.Buffer),
+                      str(S.Gradient),
+                      row({str(S.State[0]), str(S.State[1]), str(S.State[2])}),
+                      str(S.NumState), quoted(S.Label)}) +
+                 " // rank " + str(RankOfStep[Index]);
+        },
+        "{}");
+    W2.write(
+        "GroupInfo", "Groups", P.Groups,
+        [](const GroupInfo &G, size_t) {
+          return llvm::formatv("{{{0}, {1}}", G.First, G.Size).str();
+        },
+        "{0, 0}");
+    W2.write(
+        "int32_t", "GroupRanks", P.GroupRanks,
+        [](int32_t V, size_t) { return std::to_string(V); }, "0");
+    W2.write(
+        "Range", "RankSteps", P.RankSteps,
+        [](const Range &R, size_t Index) {
+          return llvm::formatv("{{{0}, {1}} // rank {2}", R.First, R.Count,
+                               Index)
+              .str();
+        },
+        "{0, 0}");
+    W2.write(
+        "Range", "RankStateCopies", P.RankStateCopies,
+        [](const Range &R, size_t Index) {
+          return llvm::formatv("{{{0}, {1}} // rank {2}", R.First, R.Count,
+                               Index)
+              .str();
+        },
+        "{0, 0}");
+    W2.write(
+        "int32_t", "DataInputs", P.DataInputs,
+        [](int32_t V, size_t) { return std::to_string(V); }, "0");
+    W2.write(
+        "double", "PredictedBytes", P.PredictedBytes,
+        [](double V, size_t) { return number(V); }, "0.0");
+  };
+  std::future<void> Pending = std::async(std::launch::async, SecondHalf);
+  Out.reserve(P.Buffers.size() * 120 + P.Calls.size() * 320 + (1 << 20));
 
   W.write(
       "TensorInfo", "Tensors", P.Tensors,
@@ -315,67 +391,8 @@ static std::string planSource(const ProgramPlan &P, const ProjectInputs &In,
                " // call " + str(Index) + ": " + P.Ops[C.Op].Name;
       },
       "{}");
-  W.write(
-      "int32_t", "Operands", P.Operands,
-      [](int32_t V, size_t) { return std::to_string(V); }, "0");
-  W.write(
-      "CopyInfo", "Copies", P.Copies,
-      [](const CopyInfo &C, size_t Index) {
-        return row({str(C.From), str(C.To), C.Add ? "true" : "false",
-                    str(C.Dims), ints(C.FromOrigin, C.Dims),
-                    ints(C.ToOrigin, C.Dims), ints(C.Extent, C.Dims),
-                    str(C.Offset)});
-      },
-      "{}");
-  // Steps, rank by rank.
-  std::vector<int32_t> RankOfStep(P.Steps.size(), 0);
-  for (size_t Rank = 0; Rank < P.RankSteps.size(); ++Rank)
-    for (int32_t S = P.RankSteps[Rank].First;
-         S < P.RankSteps[Rank].First + P.RankSteps[Rank].Count; ++S)
-      RankOfStep[S] = Rank;
-  W.write(
-      "StepInfo", "Steps", P.Steps,
-      [&](const StepInfo &S, size_t Index) {
-        return row({std::string("StepKind::") + stepKindName(S.Kind),
-                    str(S.Call), str(S.Peer), str(S.Group),
-                    std::string("DType::") + dtypeEnumerator(S.Type),
-                    str(S.Elements), str(S.FirstCopy), str(S.NumCopies),
-                    str(S.FirstPostCopy), str(S.NumPostCopies), str(S.Buffer),
-                    str(S.Gradient),
-                    row({str(S.State[0]), str(S.State[1]), str(S.State[2])}),
-                    str(S.NumState), quoted(S.Label)}) +
-               " // rank " + str(RankOfStep[Index]);
-      },
-      "{}");
-  W.write(
-      "GroupInfo", "Groups", P.Groups,
-      [](const GroupInfo &G, size_t) {
-        return llvm::formatv("{{{0}, {1}}", G.First, G.Size).str();
-      },
-      "{0, 0}");
-  W.write(
-      "int32_t", "GroupRanks", P.GroupRanks,
-      [](int32_t V, size_t) { return std::to_string(V); }, "0");
-  W.write(
-      "Range", "RankSteps", P.RankSteps,
-      [](const Range &R, size_t Index) {
-        return llvm::formatv("{{{0}, {1}} // rank {2}", R.First, R.Count, Index)
-            .str();
-      },
-      "{0, 0}");
-  W.write(
-      "Range", "RankStateCopies", P.RankStateCopies,
-      [](const Range &R, size_t Index) {
-        return llvm::formatv("{{{0}, {1}} // rank {2}", R.First, R.Count, Index)
-            .str();
-      },
-      "{0, 0}");
-  W.write(
-      "int32_t", "DataInputs", P.DataInputs,
-      [](int32_t V, size_t) { return std::to_string(V); }, "0");
-  W.write(
-      "double", "PredictedBytes", P.PredictedBytes,
-      [](double V, size_t) { return number(V); }, "0.0");
+  Pending.get();
+  Out += Second;
   Out += "} // namespace\n\n";
 
   const rt::OptimizerConfig &O = P.Optimizer;
@@ -400,9 +417,9 @@ static std::string planSource(const ProgramPlan &P, const ProjectInputs &In,
        {"PredictedBytes", "Tensors", "Ops", "Attrs", "IntValues", "FloatValues",
         "Buffers", "Calls", "Operands", "Copies", "Steps", "Groups",
         "GroupRanks", "RankSteps", "RankStateCopies"})
-    Out += "      " + W.table(Name) + ",\n";
+    Out += "      " + (W.has(Name) ? W : W2).table(Name) + ",\n";
   Out += "      " + std::to_string(P.LossTensor) + ", // loss\n";
-  Out += "      " + W.table("DataInputs") + ",\n";
+  Out += "      " + W2.table("DataInputs") + ",\n";
   Out += "      " + std::to_string(P.Labels) + ", // labels\n";
   Out += "  };\n  return P;\n}\n";
   return Out;
@@ -436,6 +453,13 @@ static std::string sha256(llvm::StringRef Bytes) {
   return soap_search::sha256Hex(Bytes);
 }
 
+static std::string fileSha256(const FileContents &Contents) {
+  soap_search::Sha256 Hasher;
+  Contents.forEachPiece([&](llvm::StringRef Piece) { Hasher.update(Piece); });
+  std::array<uint8_t, 32> Digest = Hasher.final();
+  return llvm::toHex(llvm::ArrayRef<uint8_t>(Digest), /*LowerCase=*/true);
+}
+
 llvm::Expected<ProjectFiles> projectFiles(const ProjectInputs &In) {
   const ProgramPlan &P = In.Plan;
   ProjectFiles Files;
@@ -461,20 +485,31 @@ llvm::Expected<ProjectFiles> projectFiles(const ProjectInputs &In) {
   // The plan hash identifies the program: the plan's text and where its
   // weights come from (the weights are a function of the model's bytes,
   // the boxes in the plan and the init settings), without hashing them.
-  std::string Body = planSource(P, In, "0");
-  llvm::SHA256 Hasher;
-  Hasher.update(llvm::StringRef(Body));
+  // The plan is spelled once, with a placeholder of the hash's width that
+  // the hash then replaces (the hash covers the text with the placeholder).
+  const std::string Placeholder = "0x0000000000000000";
+  std::string Body = planSource(P, In, Placeholder);
+  soap_search::Sha256 Hasher;
+  Hasher.update(Body);
   Hasher.update(In.Target.ModelSha256);
   Hasher.update(In.WeightsSource);
-  auto Digest = Hasher.final();
+  std::array<uint8_t, 32> Digest = Hasher.final();
   uint64_t Hash = 0;
   for (int I = 0; I < 8; ++I)
-    Hash = Hash << 8 | uint8_t(Digest[I]);
-  Files["src/plan.cpp"] = planSource(P, In, std::to_string(Hash));
-  std::string Shards = "O2SWGHT2";
+    Hash = Hash << 8 | Digest[I];
+  size_t At = Body.find(Placeholder + "ull, // plan hash");
+  assert(At != std::string::npos && "planSource spells the hash once");
+  char HashText[24];
+  std::snprintf(HashText, sizeof HashText, "0x%016llx",
+                static_cast<unsigned long long>(Hash));
+  Body.replace(At, Placeholder.size(), HashText);
+  Files["src/plan.cpp"] = std::move(Body);
+  // The shards: magic and plan hash, then the plan's weights as they are.
+  FileContents Shards("O2SWGHT2");
   for (int I = 0; I < 8; ++I)
-    Shards += char(Hash >> (8 * I) & 0xff);
-  Shards.append(P.Weights.begin(), P.Weights.end());
+    Shards.Text += char(Hash >> (8 * I) & 0xff);
+  Shards.Borrowed.push_back(
+      llvm::StringRef(P.Weights.data(), P.Weights.size()));
   Files["weights/shards.bin"] = std::move(Shards);
 
   std::map<std::string, std::string> Vars{
@@ -506,14 +541,24 @@ llvm::Expected<ProjectFiles> projectFiles(const ProjectInputs &In) {
   Files["CMakeLists.txt"] =
       substitute(embeddedText("templates/CMakeLists.txt.in"), Vars);
   Files["README.md"] = substitute(embeddedText("templates/README.md.in"), Vars);
-  Files["model.onnx"] = In.ModelBytes;
+  Files["model.onnx"] = FileContents::borrow(In.ModelBytes);
   Files["strategy.json"] = In.StrategyText;
 
   // The manifest: what went in, and the hash of every other file.
+  // The large files (weight shards, plan) are hashed on their own threads.
   llvm::json::Object FileHashes;
-  for (const auto &[Path, Contents] : Files)
-    FileHashes[Path] =
-        Path == "model.onnx" ? In.Target.ModelSha256 : sha256(Contents);
+  std::vector<std::pair<std::string, std::future<std::string>>> Pending;
+  for (const auto &[Path, Contents] : Files) {
+    if (Path == "model.onnx")
+      FileHashes[Path] = In.Target.ModelSha256;
+    else if (Contents.size() >= (8u << 20))
+      Pending.emplace_back(Path, std::async(std::launch::async, fileSha256,
+                                            std::cref(Contents)));
+    else
+      FileHashes[Path] = fileSha256(Contents);
+  }
+  for (auto &[Path, Hash] : Pending)
+    FileHashes[Path] = Hash.get();
   llvm::json::Object Manifest{
       {"format", "onnx2soap-project"},
       {"version", 1},
@@ -573,7 +618,7 @@ llvm::Error writeProject(const std::string &Dir, const ProjectFiles &Files) {
     llvm::raw_fd_ostream OS(Full, EC);
     if (EC)
       return fail(llvm::formatv("cannot write {0}: {1}", Full, EC.message()));
-    OS << Contents;
+    Contents.forEachPiece([&](llvm::StringRef Piece) { OS << Piece; });
     OS.close();
     if (OS.has_error())
       return fail(

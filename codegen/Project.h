@@ -16,6 +16,7 @@
 #include "soap_search/StrategyFile.h"
 #include <map>
 #include <string>
+#include <vector>
 
 namespace onnx2soap::codegen {
 
@@ -23,9 +24,9 @@ struct ProjectInputs {
   const ProgramPlan &Plan;
   const simulator::Machine &M;
   const soap_search::StrategyTarget &Target;
-  /// The model file's bytes (copied for --save-onnx) and the strategy
-  /// file's text.
-  std::string ModelBytes;
+  /// The model file's bytes (copied for --save-onnx; the caller keeps them
+  /// alive until the project is written) and the strategy file's text.
+  llvm::StringRef ModelBytes;
   std::string StrategyText;
   std::string OptimizerName; ///< "sgd", "adam", ... for the README
   std::string LossName;
@@ -35,11 +36,40 @@ struct ProjectInputs {
   std::string WeightsSource;
 };
 
+/// A file's contents: Text made here, then views of bytes that outlive the
+/// project's writing (the model, the plan's weights: no copies of hundreds
+/// of MB).
+struct FileContents {
+  std::string Text;
+  std::vector<llvm::StringRef> Borrowed;
+  FileContents() = default;
+  FileContents(std::string T) : Text(std::move(T)) {}
+  static FileContents borrow(llvm::StringRef Bytes) {
+    FileContents C;
+    C.Borrowed.push_back(Bytes);
+    return C;
+  }
+  size_t size() const {
+    size_t Size = Text.size();
+    for (llvm::StringRef Piece : Borrowed)
+      Size += Piece.size();
+    return Size;
+  }
+  /// Calls F with each piece in order.
+  template <typename Fn> void forEachPiece(Fn F) const {
+    F(llvm::StringRef(Text));
+    for (llvm::StringRef Piece : Borrowed)
+      F(Piece);
+  }
+};
+
 /// Path (relative, '/'-separated) -> contents, sorted by path.
-using ProjectFiles = std::map<std::string, std::string>;
+using ProjectFiles = std::map<std::string, FileContents>;
 
 /// Every file of the project. Fails when the cluster's devices need a CUDA
-/// architecture set this generator cannot express (mixed device types).
+/// architecture set this generator cannot express (mixed device types). The
+/// files borrow In.ModelBytes and In.Plan's weights: keep both alive until
+/// the files are written.
 llvm::Expected<ProjectFiles> projectFiles(const ProjectInputs &In);
 
 /// Writes Files under Dir, replacing a previous generated project there

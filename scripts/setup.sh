@@ -12,6 +12,7 @@ packages=(
   libprotobuf-dev protobuf-compiler libonnx-dev
   libdnnl-dev ocl-icd-opencl-dev opencl-headers
   libopenmpi-dev openmpi-bin
+  libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libonnx-testdata
   python3

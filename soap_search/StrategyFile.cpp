@@ -13,10 +13,10 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
-#include "llvm/Support/SHA256.h"
 #include "llvm/Support/raw_ostream.h"
 #include <algorithm>
 #include <map>
+#include <openssl/evp.h>
 
 namespace onnx2soap::soap_search {
 
@@ -30,10 +30,35 @@ static llvm::Error makeError(const llvm::Twine &Message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), Message.str());
 }
 
+Sha256::Sha256() : Ctx(EVP_MD_CTX_new()) {
+  auto *C = static_cast<EVP_MD_CTX *>(Ctx);
+  if (!C || EVP_DigestInit_ex(C, EVP_sha256(), nullptr) != 1)
+    llvm::report_fatal_error("OpenSSL: cannot start a SHA-256 digest");
+}
+
+Sha256::~Sha256() { EVP_MD_CTX_free(static_cast<EVP_MD_CTX *>(Ctx)); }
+
+void Sha256::update(llvm::StringRef Bytes) {
+  if (EVP_DigestUpdate(static_cast<EVP_MD_CTX *>(Ctx), Bytes.data(),
+                       Bytes.size()) != 1)
+    llvm::report_fatal_error("OpenSSL: SHA-256 update failed");
+}
+
+std::array<uint8_t, 32> Sha256::final() {
+  std::array<uint8_t, 32> Digest;
+  unsigned Size = 0;
+  if (EVP_DigestFinal_ex(static_cast<EVP_MD_CTX *>(Ctx), Digest.data(),
+                         &Size) != 1 ||
+      Size != Digest.size())
+    llvm::report_fatal_error("OpenSSL: SHA-256 final failed");
+  return Digest;
+}
+
 std::string sha256Hex(llvm::StringRef Bytes) {
-  llvm::SHA256 Hash;
+  Sha256 Hash;
   Hash.update(Bytes);
-  return llvm::toHex(Hash.final(), /*LowerCase=*/true);
+  std::array<uint8_t, 32> Digest = Hash.final();
+  return llvm::toHex(llvm::ArrayRef<uint8_t>(Digest), /*LowerCase=*/true);
 }
 
 std::string clusterText(const simulator::Machine &M) {

@@ -18,6 +18,8 @@
 #include "simulator/Strategy.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
+#include <array>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <utility>
@@ -60,6 +62,23 @@ struct StrategyPrediction {
   std::vector<double> PeakMemory; ///< bytes per device
   bool Fits = true;
   std::string Optimizer; ///< "sgd", "momentum", "adam"
+};
+
+/// SHA-256 in pieces, through OpenSSL's libcrypto (which uses the CPU's SHA
+/// instructions where there are any: `compile` hashes a model, its weight
+/// shards and a plan of hundreds of MB, 5 x faster than LLVM's SHA256).
+class Sha256 {
+public:
+  Sha256();
+  ~Sha256();
+  Sha256(const Sha256 &) = delete;
+  Sha256 &operator=(const Sha256 &) = delete;
+  void update(llvm::StringRef Bytes);
+  /// The 32-byte digest; the hasher is spent afterwards.
+  std::array<uint8_t, 32> final();
+
+private:
+  void *Ctx; // EVP_MD_CTX
 };
 
 /// Lowercase hex SHA-256 of Bytes.
