@@ -31,6 +31,7 @@
 #include <random>
 #include <set>
 #include <thread>
+#include <unordered_map>
 
 namespace onnx2soap::codegen {
 
@@ -225,12 +226,22 @@ private:
   llvm::Error makeSteps(const simulator::TaskGraph &TG);
   llvm::Error makeWeights();
 
-  ir::Region written(ir::OpId Op, unsigned Output, unsigned P) const {
-    const ir::Op &O = G.op(Op);
-    const ParallelConfig &C = S[Op];
-    return ir::outputRegionOf(G, O, Output, simulator::outputRegion(G, O, C, P),
-                              simulator::reductionSlice(G, O, C, P));
+  /// The region of output Output partition P writes, computed once:
+  /// binding inputs asks for every producer partition of every consumer
+  /// partition (4096 per edge on 64 devices).
+  const ir::Region &written(ir::OpId Op, unsigned Output, unsigned P) const {
+    uint64_t Key = uint64_t(Op) << 40 | uint64_t(Output) << 32 | P;
+    auto [It, New] = Written.try_emplace(Key);
+    if (New) {
+      const ir::Op &O = G.op(Op);
+      const ParallelConfig &C = S[Op];
+      It->second =
+          ir::outputRegionOf(G, O, Output, simulator::outputRegion(G, O, C, P),
+                             simulator::reductionSlice(G, O, C, P));
+    }
+    return It->second;
   }
+  mutable std::unordered_map<uint64_t, ir::Region> Written;
   /// The region of input Slot partition P reads: the kind's rule, except
   /// that a bias is read by the first Reduction slice only.
   ir::Region needed(ir::OpId Op, unsigned Slot, unsigned P) const {
