@@ -28,7 +28,6 @@
 #include <map>
 #include <optional>
 #include <queue>
-#include <random>
 #include <set>
 #include <thread>
 #include <unordered_map>
@@ -1000,8 +999,26 @@ llvm::Error Builder::makeSteps(const simulator::TaskGraph &TG) {
 /// uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) from a seeded generator, with
 /// fan_in the product of the dims after the first (PyTorch's default for
 /// linear and convolution weights; biases use their own length).
+/// SplitMix64 (Steele, Lea and Flood, "Fast splittable pseudorandom number
+/// generators", OOPSLA 2014): a 64-bit state stepped by the golden ratio and
+/// mixed; fast enough that drawing 24 M weights costs little, and defined
+/// by its arithmetic alone, so every platform draws the same values.
+class SplitMix64 {
+public:
+  explicit SplitMix64(uint64_t Seed) : State(Seed) {}
+  uint64_t operator()() {
+    uint64_t Z = (State += 0x9e3779b97f4a7c15ULL);
+    Z = (Z ^ (Z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    Z = (Z ^ (Z >> 27)) * 0x94d049bb133111ebULL;
+    return Z ^ (Z >> 31);
+  }
+
+private:
+  uint64_t State;
+};
+
 static std::vector<char> randomValues(const ir::Tensor &Value,
-                                      std::mt19937_64 &Generator) {
+                                      SplitMix64 &Generator) {
   const ir::Shape &Dims = Value.Type.Dims;
   int64_t FanIn = 1;
   for (size_t D = 1; D < Dims.size(); ++D)
@@ -1093,9 +1110,9 @@ llvm::Error Builder::makeWeights() {
   auto Draw = [&](size_t First, size_t Step) {
     for (size_t I = First; I < Drawn.size(); I += Step) {
       const ir::Tensor &Value = *Drawn[I];
-      std::seed_seq Seeds{uint32_t(Options.Seed), uint32_t(Options.Seed >> 32),
-                          uint32_t(Value.Id)};
-      std::mt19937_64 Generator(Seeds);
+      // The tensor's own stream: the seed's and the id's bits mixed.
+      SplitMix64 Generator(SplitMix64(Options.Seed)() ^
+                           SplitMix64(uint64_t(Value.Id) << 32)());
       Made.find(Value.Id)->second = randomValues(Value, Generator);
     }
   };
