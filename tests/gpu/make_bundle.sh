@@ -95,7 +95,7 @@ else
 fi
 
 for f in "$STAGE"/bin/* "$STAGE"/projects/*/bin/train "$STAGE"/bench/*/bin/train; do
-  strip --strip-debug "$f"
+  [[ -e $f ]] && strip --strip-debug "$f"
 done
 
 # Shared libraries: everything ldd resolves outside glibc and the GPU
