@@ -996,9 +996,6 @@ llvm::Error Builder::makeSteps(const simulator::TaskGraph &TG) {
   return llvm::Error::success();
 }
 
-/// uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) from a seeded generator, with
-/// fan_in the product of the dims after the first (PyTorch's default for
-/// linear and convolution weights; biases use their own length).
 /// SplitMix64 (Steele, Lea and Flood, "Fast splittable pseudorandom number
 /// generators", OOPSLA 2014): a 64-bit state stepped by the golden ratio and
 /// mixed; fast enough that drawing 24 M weights costs little, and defined
@@ -1017,6 +1014,9 @@ private:
   uint64_t State;
 };
 
+/// uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) from a seeded generator, with
+/// fan_in the product of the dims after the first (PyTorch's default for
+/// linear and convolution weights; biases use their own length).
 static std::vector<char> randomValues(const ir::Tensor &Value,
                                       SplitMix64 &Generator) {
   const ir::Shape &Dims = Value.Type.Dims;
@@ -1097,7 +1097,6 @@ llvm::Error Builder::makeWeights() {
         V = filled(Value, 0.0);
       else
         Drawn.push_back(&Value);
-      Values[Value.Id] = V;
       continue;
     }
     auto Bytes = Value.Data.bytes();
@@ -1120,8 +1119,8 @@ llvm::Error Builder::makeWeights() {
   std::thread Helper(Draw, 1, 2);
   Draw(0, 2);
   Helper.join();
-  for (const ir::Tensor *Value : Drawn)
-    Values[Value->Id] = Made[Value->Id];
+  for (const auto &[Id, V] : Made)
+    Values[Id] = V;
   // Offsets first, then one allocation for every distinct box.
   struct Cut {
     size_t Buffer;

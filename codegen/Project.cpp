@@ -224,7 +224,10 @@ public:
     Out += "};\n";
     Sizes[Name.str()] = Values.size();
   }
-  bool has(llvm::StringRef Name) const { return Sizes.count(Name.str()); }
+  /// Takes over the sizes of tables Other wrote (into text appended here).
+  void adopt(const TableWriter &Other) {
+    Sizes.insert(Other.Sizes.begin(), Other.Sizes.end());
+  }
   std::string table(llvm::StringRef Name) const {
     return ("{" + Name + ", " + llvm::Twine(Sizes.at(Name.str())) + "}").str();
   }
@@ -393,6 +396,7 @@ static std::string planSource(const ProgramPlan &P, const ProjectInputs &In,
       "{}");
   Pending.get();
   Out += Second;
+  W.adopt(W2);
   Out += "} // namespace\n\n";
 
   const rt::OptimizerConfig &O = P.Optimizer;
@@ -417,9 +421,9 @@ static std::string planSource(const ProgramPlan &P, const ProjectInputs &In,
        {"PredictedBytes", "Tensors", "Ops", "Attrs", "IntValues", "FloatValues",
         "Buffers", "Calls", "Operands", "Copies", "Steps", "Groups",
         "GroupRanks", "RankSteps", "RankStateCopies"})
-    Out += "      " + (W.has(Name) ? W : W2).table(Name) + ",\n";
+    Out += "      " + W.table(Name) + ",\n";
   Out += "      " + std::to_string(P.LossTensor) + ", // loss\n";
-  Out += "      " + W2.table("DataInputs") + ",\n";
+  Out += "      " + W.table("DataInputs") + ",\n";
   Out += "      " + std::to_string(P.Labels) + ", // labels\n";
   Out += "  };\n  return P;\n}\n";
   return Out;
@@ -449,15 +453,10 @@ static std::string embeddedText(llvm::StringRef Path) {
   return std::string(File->Data, File->Size);
 }
 
-static std::string sha256(llvm::StringRef Bytes) {
-  return soap_search::sha256Hex(Bytes);
-}
-
 static std::string fileSha256(const FileContents &Contents) {
   soap_search::Sha256 Hasher;
   Contents.forEachPiece([&](llvm::StringRef Piece) { Hasher.update(Piece); });
-  std::array<uint8_t, 32> Digest = Hasher.final();
-  return llvm::toHex(llvm::ArrayRef<uint8_t>(Digest), /*LowerCase=*/true);
+  return Hasher.finalHex();
 }
 
 llvm::Expected<ProjectFiles> projectFiles(const ProjectInputs &In) {
@@ -568,8 +567,9 @@ llvm::Expected<ProjectFiles> projectFiles(const ProjectInputs &In) {
       {"cluster", llvm::json::Object{{"name", In.M.Name},
                                      {"devices", int64_t(In.M.numDevices())},
                                      {"sha256", In.Target.ClusterSha256}}},
-      {"strategy", llvm::json::Object{{"file", "strategy.json"},
-                                      {"sha256", sha256(In.StrategyText)}}},
+      {"strategy",
+       llvm::json::Object{{"file", "strategy.json"},
+                          {"sha256", soap_search::sha256Hex(In.StrategyText)}}},
       {"backend", Cuda ? "cuda" : "cpu"},
       {"ranks", int64_t(P.NumRanks)},
       {"plan_hash", llvm::formatv("{0:x16}", Hash).str()},

@@ -54,11 +54,15 @@ std::array<uint8_t, 32> Sha256::final() {
   return Digest;
 }
 
+std::string Sha256::finalHex() {
+  std::array<uint8_t, 32> Digest = final();
+  return llvm::toHex(llvm::ArrayRef<uint8_t>(Digest), /*LowerCase=*/true);
+}
+
 std::string sha256Hex(llvm::StringRef Bytes) {
   Sha256 Hash;
   Hash.update(Bytes);
-  std::array<uint8_t, 32> Digest = Hash.final();
-  return llvm::toHex(llvm::ArrayRef<uint8_t>(Digest), /*LowerCase=*/true);
+  return Hash.finalHex();
 }
 
 std::string clusterText(const simulator::Machine &M) {

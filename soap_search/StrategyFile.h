@@ -76,6 +76,8 @@ public:
   void update(llvm::StringRef Bytes);
   /// The 32-byte digest; the hasher is spent afterwards.
   std::array<uint8_t, 32> final();
+  /// final() in lowercase hex.
+  std::string finalHex();
 
 private:
   void *Ctx; // EVP_MD_CTX

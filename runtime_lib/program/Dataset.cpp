@@ -55,10 +55,9 @@ Dataset::Dataset(const std::string &Dir, std::vector<DatasetFile> Files) {
     std::vector<int64_t> Want = Spec.BatchDims;
     Want[0] = V.Dims.empty() ? 0 : V.Dims[0];
     if (V.Type != Spec.Type || V.Dims != Want || Want[0] < 1) {
-      std::vector<int64_t> Shown = Spec.BatchDims;
       std::string Text = dtypeName(Spec.Type) + std::string(" [N");
-      for (size_t I = 1; I < Shown.size(); ++I)
-        Text += "," + std::to_string(Shown[I]);
+      for (size_t I = 1; I < Spec.BatchDims.size(); ++I)
+        Text += "," + std::to_string(Spec.BatchDims[I]);
       fail("--data", S->Path + ": '" + Spec.TensorName + "' must be " + Text +
                          "] with N >= 1 samples (the model takes " +
                          describe(Spec.Type, Spec.BatchDims) +

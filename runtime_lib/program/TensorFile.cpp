@@ -461,9 +461,9 @@ HostTensor checkedHeader(const RawFields &Fields, const std::string &Where,
 
 } // namespace
 
-HostTensor parseTensorProto(const char *Data, size_t Size,
-                            const std::string &Where) {
-  RawFields Fields = readFields(Data, Size, Where);
+/// The tensor a file's fields hold (its data in the file).
+static HostTensor decodeFields(const RawFields &Fields,
+                               const std::string &Where) {
   std::string Tensor =
       Fields.Name.empty() ? "tensor" : "tensor '" + Fields.Name + "'";
   auto Fail = [&](const std::string &What) {
@@ -576,6 +576,11 @@ std::string formatDims(const std::vector<int64_t> &Dims) {
   return Text + "]";
 }
 
+HostTensor parseTensorProto(const char *Data, size_t Size,
+                            const std::string &Where) {
+  return decodeFields(readFields(Data, Size, Where), Where);
+}
+
 HostTensor readTensorFile(const std::string &Path) {
   std::vector<char> Bytes = readWholeFile(Path);
   return parseTensorProto(Bytes.data(), Bytes.size(), Path);
@@ -605,7 +610,7 @@ TensorFileRef openTensorFile(const std::string &Path) {
   RawFields Fields = readFields(Bytes.data(), Bytes.size(), Path);
   TensorFileRef Ref;
   if (!Fields.External) {
-    Ref.Value = parseTensorProto(Bytes.data(), Bytes.size(), Path);
+    Ref.Value = decodeFields(Fields, Path);
     return Ref;
   }
   uint64_t Count = 0;
