@@ -1,8 +1,10 @@
 //===- ir/RnnUnroll.cpp - Unrolling recurrent layers into cells -----------===//
 //
-// Step t of direction d reads x_t = Gather(X, t) along the time axis and the
-// previous step's state; Y, Y_h (and Y_c) are rebuilt with Reshape + Concat
-// so every reader of the layer sees the same tensors as before.
+// Step t of direction d reads x_t = Gather(X, t) along the time axis (or,
+// when X is the sequence an unrolled layer below assembled, that layer's
+// step-t output itself) and the previous step's state; Y, Y_h (and Y_c) are
+// rebuilt with Reshape + Concat so every reader of the layer sees the same
+// tensors as before.
 //
 //===----------------------------------------------------------------------===//
 #include "ir/RnnUnroll.h"
@@ -74,6 +76,74 @@ private:
 };
 } // namespace
 
+/// Dims other than 1, in order.
+static Shape withoutOnes(const Shape &Dims) {
+  Shape Kept;
+  for (int64_t Dim : Dims)
+    if (Dim != 1)
+      Kept.push_back(Dim);
+  return Kept;
+}
+
+/// Which of Dims is the K-th dim other than 1, or -1.
+static int64_t nthNonOne(const Shape &Dims, size_t K) {
+  for (size_t I = 0; I < Dims.size(); ++I)
+    if (Dims[I] != 1 && K-- == 0)
+      return I;
+  return -1;
+}
+
+/// A tensor holding Gather(X, Time, TimeAxis) that already exists, when X
+/// is a sequence an unrolled layer below assembled: a Concat of one-step
+/// parts along the time axis, possibly reshaped by dropping or adding
+/// dims of 1 (PyTorch squeezes the direction dim between layers). Reading
+/// the part itself lets step t of this layer start as soon as step t of
+/// the layer below has ended, as in FlexFlow's RNN graphs, instead of after
+/// the whole sequence. NoTensor when X is anything else.
+static TensorId existingStep(const Graph &G, TensorId X, int64_t Time,
+                             int64_t TimeAxis) {
+  const Shape &XDims = G.tensor(X).Type.Dims;
+  int64_t Steps = XDims[TimeAxis];
+  if (Steps < 2)
+    return NoTensor;
+  TensorId Seq = X;
+  int64_t Axis = TimeAxis;
+  OpId P = G.tensor(X).Producer;
+  if (P != NoOp && G.op(P).Kind == OpKind::Reshape) {
+    Seq = G.op(P).Inputs[0];
+    const Shape &SeqDims = G.tensor(Seq).Type.Dims;
+    if (withoutOnes(SeqDims) != withoutOnes(XDims))
+      return NoTensor;
+    size_t K = 0;
+    for (int64_t I = 0; I < TimeAxis; ++I)
+      K += XDims[I] != 1;
+    Axis = nthNonOne(SeqDims, K);
+    P = G.tensor(Seq).Producer;
+  }
+  if (P == NoOp || G.op(P).Kind != OpKind::Concat)
+    return NoTensor;
+  const Op &Cat = G.op(P);
+  int64_t Rank = G.tensor(Seq).Type.Dims.size();
+  int64_t CatAxis = Cat.Attrs.getInt("axis");
+  if (CatAxis < 0)
+    CatAxis += Rank;
+  if (CatAxis != Axis || int64_t(Cat.Inputs.size()) != Steps)
+    return NoTensor;
+  TensorId Part = Cat.Inputs[Time];
+  if (G.tensor(Part).Type.Dims[Axis] != 1)
+    return NoTensor;
+  // The part as a cell wrote it, before it was reshaped to one step of Y.
+  Shape StepDims = XDims;
+  StepDims.erase(StepDims.begin() + TimeAxis);
+  OpId PartProducer = G.tensor(Part).Producer;
+  if (PartProducer != NoOp && G.op(PartProducer).Kind == OpKind::Reshape) {
+    TensorId Cell = G.op(PartProducer).Inputs[0];
+    if (G.tensor(Cell).Type.Dims == StepDims)
+      return Cell;
+  }
+  return NoTensor;
+}
+
 static llvm::Error unrollOne(Graph &G, OpId Id) {
   Op Layer = G.op(Id); // copy: adding ops may reallocate
   bool IsLstm = Layer.Kind == OpKind::LSTM;
@@ -131,10 +201,14 @@ static llvm::Error unrollOne(Graph &G, OpId Id) {
     std::vector<TensorId> Steps(T, NoTensor);
     for (int64_t S = 0; S < T; ++S) {
       int64_t Time = Reverse ? T - 1 - S : S;
-      auto Xt = Build.gather(Layer.Inputs[0], Time, TimeAxis);
-      if (!Xt)
-        return Xt.takeError();
-      llvm::SmallVector<TensorId, 6> In{*Xt, HState};
+      TensorId Xt = existingStep(G, Layer.Inputs[0], Time, TimeAxis);
+      if (Xt == NoTensor) {
+        auto Gathered = Build.gather(Layer.Inputs[0], Time, TimeAxis);
+        if (!Gathered)
+          return Gathered.takeError();
+        Xt = *Gathered;
+      }
+      llvm::SmallVector<TensorId, 6> In{Xt, HState};
       if (IsLstm)
         In.push_back(CState);
       In.append({Layer.Inputs[1], Layer.Inputs[2]});

@@ -198,6 +198,49 @@ TEST(RnnUnroll, BidirectionalLstmBecomesCellsSharingWeights) {
     }
 }
 
+// A layer above an unrolled one reads that layer's step outputs directly,
+// not slices of the assembled sequence: step t of the upper layer depends on
+// step t of the lower one only, so the two can pipeline (FlexFlow's RNN
+// graphs). PyTorch squeezes the direction dim between the layers.
+TEST(RnnUnroll, StackedLayerReadsTheCellsBelow) {
+  Graph G;
+  const int64_t T = 4, B = 2, I = 3, H = 5;
+  TensorId X = G.addTensor("x", f32({T, B, I}), TensorRole::Input);
+  G.addInput(X);
+  auto Layer = [&](const std::string &Name, TensorId In, int64_t InSize) {
+    TensorId W = G.addTensor(Name + ".W", f32({1, 4 * H, InSize}),
+                             TensorRole::Parameter);
+    TensorId R =
+        G.addTensor(Name + ".R", f32({1, 4 * H, H}), TensorRole::Parameter);
+    auto Id =
+        G.addOp(OpKind::LSTM, Name, {In, W, R}, attrs({{"hidden_size", H}}));
+    EXPECT_TRUE(static_cast<bool>(Id));
+    return G.op(*Id).Outputs[0];
+  };
+  TensorId Y1 = Layer("lower", X, I);
+  auto Squeezed = G.addOp(OpKind::Reshape, "squeeze", {Y1},
+                          attrs({{"shape", ints({T, B, H})}}));
+  ASSERT_TRUE(static_cast<bool>(Squeezed));
+  TensorId Y2 = Layer("upper", G.op(*Squeezed).Outputs[0], H);
+  G.addOutput(Y2);
+
+  auto Changed = unrollRecurrent(G);
+  ASSERT_TRUE(static_cast<bool>(Changed))
+      << llvm::toString(Changed.takeError());
+  std::vector<const Op *> Lower, Upper;
+  for (const Op &O : G.ops())
+    if (O.Kind == OpKind::LSTMCell)
+      (llvm::StringRef(O.Name).startswith("lower/") ? Lower : Upper)
+          .push_back(&O);
+  ASSERT_EQ(Lower.size(), size_t(T));
+  ASSERT_EQ(Upper.size(), size_t(T));
+  for (int64_t Step = 0; Step < T; ++Step)
+    EXPECT_EQ(Upper[Step]->Inputs[0], Lower[Step]->Outputs[0]) << Step;
+  // Only the lower layer's input is sliced; its sequence is not assembled.
+  EXPECT_EQ(kindCounts(G)["Gather"], T);
+  EXPECT_EQ(formatShape(G.tensor(G.outputs()[0]).Type.Dims), "[4,1,2,5]");
+}
+
 TEST(RnnUnroll, RefusesSequenceLengths) {
   Graph G;
   TensorId X = G.addTensor("x", f32({3, 2, 4}), TensorRole::Input);
