@@ -172,8 +172,9 @@ runChain(const ir::TrainingGraph &T, const simulator::Machine &M,
          const simulator::CostModel &Cost, simulator::SimOptions SimOpts,
          const SearchOptions &Options, const ConfigSpace &Space,
          const Strategy &Start, CostFunction F, unsigned Index,
-         Shared &Progress, Clock::time_point Begin) {
+         Shared &Progress, Clock::time_point Begin, double Budget) {
   Rng R = chainRng(Options.Seed, Index);
+  Clock::time_point ChainBegin = Clock::now();
   Simulator Sim(T, M, Cost, SimOpts);
   double Current = F(Sim, Sim.simulate(Start));
   ChainResult Result;
@@ -191,9 +192,8 @@ runChain(const ir::TrainingGraph &T, const simulator::Machine &M,
       if (Options.Iterations)
         break;
       double Elapsed =
-          std::chrono::duration<double>(Clock::now() - Begin).count();
-      if (Elapsed >= Options.BudgetSeconds ||
-          Elapsed - LastImprovement >= Options.BudgetSeconds / 2)
+          std::chrono::duration<double>(Clock::now() - ChainBegin).count();
+      if (Elapsed >= Budget || Elapsed - LastImprovement >= Budget / 2)
         break;
     }
     ++Result.Steps;
@@ -216,10 +216,12 @@ runChain(const ir::TrainingGraph &T, const simulator::Machine &M,
       Candidate Now{
           {}, Sim.time(), Sim.peakMemory(), Sim.memoryOverflow(F.Limit) <= 0};
       if (better(Options.Goal, Now, Result.Best)) {
+        Clock::time_point Found = Clock::now();
         LastImprovement =
-            std::chrono::duration<double>(Clock::now() - Begin).count();
+            std::chrono::duration<double>(Found - ChainBegin).count();
         Result.Best = candidate(Sim, F.Limit);
-        Result.Best.FoundAt = LastImprovement;
+        Result.Best.FoundAt =
+            std::chrono::duration<double>(Found - Begin).count();
         Progress.improved(Result.Best.Time);
       }
     } else {
@@ -260,6 +262,15 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
   }
 
   unsigned Chains = std::max(1u, Options.Chains);
+  unsigned Threads = Options.Threads
+                         ? Options.Threads
+                         : std::max(1u, std::thread::hardware_concurrency());
+  Threads = std::min(Threads, Chains);
+  // With fewer threads than chains the chains run in waves, each wave with
+  // its share of the budget (a chain's clock starts with it): otherwise the
+  // later waves would start with the budget spent and never move.
+  unsigned Waves = (Chains + Threads - 1) / Threads;
+  double ChainBudget = Options.BudgetSeconds / Waves;
   std::vector<ChainResult> Results(Chains);
   Shared Progress;
   std::atomic<unsigned> NextChain{0};
@@ -282,13 +293,9 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
       if (Options.Goal == Objective::Frontier)
         Chain.Lambda = Chains > 1 ? 2.0 * C / (Chains - 1) : 0;
       Results[C] = runChain(T, M, Cost, SimOpts, Options, Space, Start, Chain,
-                            C, Progress, Begin);
+                            C, Progress, Begin, ChainBudget);
     }
   };
-  unsigned Threads = Options.Threads
-                         ? Options.Threads
-                         : std::max(1u, std::thread::hardware_concurrency());
-  Threads = std::min(Threads, Chains);
   std::vector<std::thread> Pool;
   for (unsigned I = 0; I < Threads; ++I)
     Pool.emplace_back(Worker);
