@@ -136,7 +136,16 @@ uint64_t ConfigSpace::size(ir::OpId Op) const {
 }
 
 bool ConfigSpace::contains(ir::OpId Op, const ParallelConfig &C) const {
-  return llvm::is_contained(all(Op), C);
+  if (Fixed[Op])
+    return C == place(Shapes[Op].front(), 0);
+  for (const ParallelConfig &Shape : Shapes[Op]) {
+    if (Shape.Degrees != C.Degrees || Shape.Reduction != C.Reduction)
+      continue;
+    for (unsigned I = 0; I < numPlacements(Shape.numPartitions()); ++I)
+      if (place(Shape, I) == C)
+        return true;
+  }
+  return false;
 }
 
 simulator::Strategy ConfigSpace::project(simulator::Strategy S) const {

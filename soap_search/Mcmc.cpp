@@ -167,6 +167,32 @@ proposalUnits(const ir::Graph &G, const ConfigSpace &Space) {
   return Units;
 }
 
+/// Per op: the ops it exchanges activations with (producers of its inputs,
+/// consumers of its outputs), weight-only ops left out.
+static std::vector<std::vector<ir::OpId>> neighbours(const ir::Graph &G) {
+  std::vector<bool> WeightOnly = simulator::weightOnlyOps(G);
+  std::vector<llvm::SmallVector<ir::OpId, 2>> Consumers = G.allConsumers();
+  std::vector<std::vector<ir::OpId>> Near(G.numOps());
+  for (const ir::Op &O : G.ops()) {
+    if (WeightOnly[O.Id])
+      continue;
+    for (ir::TensorId In : O.Inputs) {
+      if (In == ir::NoTensor)
+        continue;
+      ir::OpId P = G.tensor(In).Producer;
+      if (P != ir::NoOp && !WeightOnly[P])
+        Near[O.Id].push_back(P);
+    }
+    for (ir::TensorId Out : O.Outputs)
+      for (ir::OpId C : Consumers[Out])
+        Near[O.Id].push_back(C);
+    llvm::sort(Near[O.Id]);
+    Near[O.Id].erase(std::unique(Near[O.Id].begin(), Near[O.Id].end()),
+                     Near[O.Id].end());
+  }
+  return Near;
+}
+
 static ChainResult
 runChain(const ir::TrainingGraph &T, const simulator::Machine &M,
          const simulator::CostModel &Cost, simulator::SimOptions SimOpts,
@@ -186,6 +212,7 @@ runChain(const ir::TrainingGraph &T, const simulator::Machine &M,
   std::vector<std::vector<ir::OpId>> Units = proposalUnits(T.G, Space);
   if (Units.empty())
     return Result;
+  std::vector<std::vector<ir::OpId>> Near = neighbours(T.G);
   std::vector<ParallelConfig> Proposal, Old;
   for (uint64_t Step = 0;; ++Step) {
     if (Options.Iterations ? Step >= Options.Iterations : Step % 16 == 0) {
@@ -199,14 +226,30 @@ runChain(const ir::TrainingGraph &T, const simulator::Machine &M,
     ++Result.Steps;
     Progress.Iterations.fetch_add(1, std::memory_order_relaxed);
     const std::vector<ir::OpId> &Unit = Units[uniformIndex(R, Units.size())];
-    ParallelConfig Config = Space.random(Unit.front(), R);
+    // Half the steps offer the unit a neighbour's current config (when its
+    // space has it): a good layout spreads along a chain of ops one step at
+    // a time, where a random config rarely matches the ops around it.
+    std::optional<ParallelConfig> Config;
+    if (uniformReal(R) < 0.5) {
+      const std::vector<ir::OpId> &Around =
+          Near[Unit[uniformIndex(R, Unit.size())]];
+      if (!Around.empty()) {
+        const ParallelConfig &Theirs =
+            Sim.strategy()[Around[uniformIndex(R, Around.size())]];
+        if (Space.contains(Unit.front(), Theirs))
+          Config = Theirs;
+      }
+    }
+    if (!Config)
+      Config = Space.random(Unit.front(), R);
     double Coin = uniformReal(R);
     Old.clear();
     for (ir::OpId Op : Unit)
       Old.push_back(Sim.strategy()[Op]);
-    if (llvm::all_of(Old, [&](const ParallelConfig &C) { return C == Config; }))
+    if (llvm::all_of(Old,
+                     [&](const ParallelConfig &C) { return C == *Config; }))
       continue;
-    Proposal.assign(Unit.size(), Config);
+    Proposal.assign(Unit.size(), *Config);
     double Next = F(Sim, propose(Sim, Unit, Proposal, Options.FullSimulation));
     if (Next <= Current ||
         Coin < std::exp(-Options.Beta * (Next - Current) / Current)) {
