@@ -64,9 +64,13 @@ static ParallelConfig sampleSplit(const ir::Graph &G, const ir::Op &O,
 }
 
 Strategy dataParallel(const ir::Graph &G, const Machine &M) {
+  return dataParallelOn(G, M.numDevices());
+}
+
+Strategy dataParallelOn(const ir::Graph &G, unsigned Devices) {
   Strategy S;
   for (const ir::Op &O : G.ops())
-    S.Configs.push_back(sampleSplit(G, O, M.numDevices(), 0, 1));
+    S.Configs.push_back(sampleSplit(G, O, Devices, 0, 1));
   return S;
 }
 

@@ -27,6 +27,8 @@ std::optional<Builtin> parseBuiltin(llvm::StringRef Name);
 
 simulator::Strategy dataParallel(const ir::Graph &G,
                                  const simulator::Machine &M);
+/// Data parallelism over devices 0 .. Devices - 1 only.
+simulator::Strategy dataParallelOn(const ir::Graph &G, unsigned Devices);
 simulator::Strategy modelParallel(const ir::Graph &G,
                                   const simulator::Machine &M,
                                   const simulator::CostModel &Cost);

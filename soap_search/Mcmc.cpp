@@ -297,6 +297,22 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
       Builtins[I]->FoundAt =
           std::chrono::duration<double>(Clock::now() - Begin).count();
     }
+    // Data parallelism on the first half, quarter, ... of the devices: where
+    // the collectives among all of them cost more than the compute they
+    // split, fewer devices are faster. No chain could get there, since every
+    // op has to move and each move alone only adds transfers; the
+    // data-parallel chain starts from the best of them.
+    Candidate Fewest = Result.DataParallel;
+    for (unsigned Devices = M.numDevices(); Devices % 2 == 0;) {
+      Devices /= 2;
+      Strategy S = dataParallelOn(G, Devices);
+      Sim.simulate(S);
+      Candidate C = candidate(Sim, Options.MemoryLimit);
+      if (better(Options.Goal, C, Fewest)) {
+        Fewest = C;
+        Starts[0] = std::move(S);
+      }
+    }
     F.LimitScale = Options.MemoryLimit > 0
                        ? Options.MemoryLimit
                        : double(M.deviceType(0).MemoryCapacity);

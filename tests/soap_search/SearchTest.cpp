@@ -46,6 +46,26 @@ INSTANTIATE_TEST_SUITE_P(Samples, EverySample,
                          ::testing::Values("tiny_cnn", "alexnet",
                                            "bert_encoder"));
 
+// Inception-v3 on 64 K80s: data parallelism's per-layer collectives among
+// all 64 devices (BatchNorm statistics over the global batch among them)
+// cost more than the compute they split, and data parallelism on fewer
+// devices is faster. No op-by-op step reaches that, so the search must
+// start from it.
+TEST(Search, NeverWorseThanDataParallelismOnFewerDevices) {
+  ir::TrainingGraph T = test::sample("inception_v3", 64);
+  Machine M = test::machine("paper-k80", 64);
+  AnalyticCostModel Cost;
+  SearchOptions O = fixedWork(1);
+  O.Iterations = 2;
+  SearchResult R = search(T, M, Cost, {}, O);
+  Simulator Sim(T, M, Cost);
+  double Fewest = R.DataParallel.Time;
+  for (unsigned Devices : {32u, 16u, 8u})
+    Fewest = std::min(Fewest, Sim.simulate(dataParallelOn(T.G, Devices)));
+  EXPECT_LT(Fewest, 0.5 * R.DataParallel.Time);
+  EXPECT_LE(R.Best.Time, Fewest);
+}
+
 TEST(Search, SameSeedSameStrategyWhateverTheThreads) {
   ir::TrainingGraph T = test::sample("alexnet", 64);
   Machine M = test::machine("paper-k80", 8);
