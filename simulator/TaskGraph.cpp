@@ -471,31 +471,71 @@ TaskId TaskGraph::addAllReduce(TaskKind Kind, llvm::ArrayRef<DeviceId> Devices,
   return addTask(std::move(Collective));
 }
 
+/// The links a collective's messages use, each with how many of them cross
+/// it; the collective's bandwidth time is the busiest link's.
+using LinkLoad = std::map<LinkId, unsigned>;
+
+static double busiest(const Machine &M, const LinkLoad &Load, double Bytes) {
+  double Time = 0;
+  for (auto &[L, Count] : Load)
+    Time = std::max(Time, Count * Bytes / M.link(L).Bandwidth);
+  return Time;
+}
+
+/// Adds the links of the route From -> To to Load; returns its latency.
+static double addRoute(const Machine &M, DeviceId From, DeviceId To,
+                       LinkLoad &Load) {
+  double Latency = 0;
+  for (LinkId L : M.route(From, To)) {
+    ++Load[L];
+    Latency += M.link(L).Latency;
+  }
+  return Latency;
+}
+
 CollectiveCost allReduceCost(const Machine &M, llvm::ArrayRef<DeviceId> Devices,
                              double Bytes) {
-  // Ring all-reduce (reduce-scatter then all-gather) over the devices in id
-  // order: each ring hop carries 2(n-1)/n of the data; a link used by k hops
-  // carries k times that; every step pays the slowest hop's latency.
+  // Ring (reduce-scatter then all-gather) over the devices in id order: each
+  // ring hop carries 2(n-1)/n of the data; a link used by k hops carries k
+  // times that; every one of the 2(n-1) steps pays the slowest hop's latency.
   size_t N = Devices.size();
-  std::map<LinkId, unsigned> Load;
-  double Latency = 0;
-  for (size_t I = 0; I < N; ++I) {
-    double HopLatency = 0;
-    for (LinkId L : M.route(Devices[I], Devices[(I + 1) % N])) {
-      ++Load[L];
-      HopLatency += M.link(L).Latency;
-    }
-    Latency = std::max(Latency, HopLatency);
+  LinkLoad Ring;
+  double RingLatency = 0;
+  for (size_t I = 0; I < N; ++I)
+    RingLatency = std::max(RingLatency,
+                           addRoute(M, Devices[I], Devices[(I + 1) % N], Ring));
+  double PerDevice = 2.0 * double(N - 1) / double(N) * Bytes;
+  double RingTime =
+      2.0 * double(N - 1) * RingLatency + busiest(M, Ring, PerDevice);
+
+  // Binary tree over the devices in id order (position i's parent is
+  // (i-1)/2): the data goes up to the root, reduced on the way, and back
+  // down, pipelined in chunks, so each level costs its latency once each way
+  // and each tree edge carries the data once in each direction. Fewer
+  // latency steps (2 log2 n instead of 2(n-1)): the better algorithm for
+  // small messages (BatchNorm statistics) on many devices. Every device
+  // still sends 2(n-1)/n of the data on average.
+  LinkLoad Tree;
+  double TreeLatency = 0;
+  unsigned Depth = 0;
+  for (size_t I = 1; I < N; ++I) {
+    DeviceId Child = Devices[I], Parent = Devices[(I - 1) / 2];
+    TreeLatency = std::max({TreeLatency, addRoute(M, Child, Parent, Tree),
+                            addRoute(M, Parent, Child, Tree)});
+    unsigned Level = 0;
+    for (size_t P = I; P > 0; P = (P - 1) / 2)
+      ++Level;
+    Depth = std::max(Depth, Level);
   }
+  double TreeTime = 2.0 * Depth * TreeLatency + busiest(M, Tree, Bytes);
+
   CollectiveCost C;
-  double PerHop = 2.0 * double(N - 1) / double(N) * Bytes;
-  double Busiest = 0;
-  for (auto &[L, Count] : Load) {
-    Busiest = std::max(Busiest, Count * PerHop / M.link(L).Bandwidth);
+  C.BytesPerDevice = PerDevice;
+  const LinkLoad &Used = TreeTime < RingTime ? Tree : Ring;
+  C.Time = std::min(TreeTime, RingTime);
+  C.Tree = TreeTime < RingTime;
+  for (auto &[L, Count] : Used)
     C.Links.push_back(L);
-  }
-  C.Time = 2.0 * double(N - 1) * Latency + Busiest;
-  C.BytesPerDevice = PerHop;
   return C;
 }
 

@@ -259,10 +259,14 @@ struct CollectiveCost {
   double Time = 0;
   double BytesPerDevice = 0;
   llvm::SmallVector<LinkId, 8> Links;
+  /// The tree was faster than the ring.
+  bool Tree = false;
 };
-/// Ring all-reduce of Bytes among Devices (sorted, at least two): each of
-/// the 2(n-1) steps sends Bytes/n to the next device; a link carrying k of
-/// the ring's hops carries k times the traffic.
+/// All-reduce of Bytes among Devices (sorted, at least two), by whichever
+/// is faster: a ring (2(n-1) steps each sending Bytes/n to the next device;
+/// a link carrying k of the ring's hops carries k times the traffic) or a
+/// binary tree in device order (reduce up, broadcast down, pipelined: 2
+/// log2(n) latency steps, each tree edge carrying Bytes each way).
 CollectiveCost allReduceCost(const Machine &M, llvm::ArrayRef<DeviceId> Devices,
                              double Bytes);
 

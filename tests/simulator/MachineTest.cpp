@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "simulator/Machine.h"
+#include "simulator/TaskGraph.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
@@ -649,3 +650,22 @@ TEST(ClusterFile, TruncationsNeverCrash) {
 }
 
 } // namespace
+
+// cpu:8: every route is two links through shared memory, 1 µs and 10 GB/s.
+// A ring pays 2(n-1) = 14 latency steps, a binary tree 2 log2(8) = 6, but
+// the tree's busiest link (device 1 sends to its parent and both children)
+// carries the data 3 times where the ring's carry 2(n-1)/n of it once.
+TEST(AllReduce, TreeForSmallMessagesRingForLargeOnes) {
+  Machine M = mustLoad("cpu:8");
+  std::vector<DeviceId> All = {0, 1, 2, 3, 4, 5, 6, 7};
+  CollectiveCost Small = allReduceCost(M, All, 8);
+  EXPECT_TRUE(Small.Tree);
+  EXPECT_NEAR(Small.Time, 6 * 1e-6 + 3 * 8 / 1e10, 1e-15);
+  EXPECT_DOUBLE_EQ(Small.BytesPerDevice, 2 * 7 / 8.0 * 8);
+  CollectiveCost Large = allReduceCost(M, All, 1e8);
+  EXPECT_FALSE(Large.Tree);
+  EXPECT_NEAR(Large.Time, 14 * 1e-6 + 2 * 7 / 8.0 * 1e8 / 1e10, 1e-12);
+  // Two devices: the tree is the ring.
+  CollectiveCost Pair = allReduceCost(M, {0, 1}, 1e8);
+  EXPECT_NEAR(Pair.Time, 2 * 1e-6 + 1e8 / 1e10, 1e-12);
+}

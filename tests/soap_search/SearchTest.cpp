@@ -46,9 +46,9 @@ INSTANTIATE_TEST_SUITE_P(Samples, EverySample,
                          ::testing::Values("tiny_cnn", "alexnet",
                                            "bert_encoder"));
 
-// Inception-v3 on 64 K80s: data parallelism's per-layer collectives among
-// all 64 devices (BatchNorm statistics over the global batch among them)
-// cost more than the compute they split, and data parallelism on fewer
+// Inception-v3 on 64 K80s: data parallelism's collectives among all 64
+// devices (gradients, and BatchNorm statistics over the global batch per
+// layer) cost more than the compute they split, and data parallelism on 32
 // devices is faster. No op-by-op step reaches that, so the search must
 // start from it.
 TEST(Search, NeverWorseThanDataParallelismOnFewerDevices) {
@@ -62,7 +62,7 @@ TEST(Search, NeverWorseThanDataParallelismOnFewerDevices) {
   double Fewest = R.DataParallel.Time;
   for (unsigned Devices : {32u, 16u, 8u})
     Fewest = std::min(Fewest, Sim.simulate(dataParallelOn(T.G, Devices)));
-  EXPECT_LT(Fewest, 0.5 * R.DataParallel.Time);
+  EXPECT_LT(Fewest, 0.9 * R.DataParallel.Time);
   EXPECT_LE(R.Best.Time, Fewest);
 }
 
