@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "simulator/TaskGraph.h"
 #include "ir/BatchDims.h"
+#include "llvm/Support/MathExtras.h"
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -517,24 +518,20 @@ CollectiveCost allReduceCost(const Machine &M, llvm::ArrayRef<DeviceId> Devices,
   // still sends 2(n-1)/n of the data on average.
   LinkLoad Tree;
   double TreeLatency = 0;
-  unsigned Depth = 0;
   for (size_t I = 1; I < N; ++I) {
     DeviceId Child = Devices[I], Parent = Devices[(I - 1) / 2];
     TreeLatency = std::max({TreeLatency, addRoute(M, Child, Parent, Tree),
                             addRoute(M, Parent, Child, Tree)});
-    unsigned Level = 0;
-    for (size_t P = I; P > 0; P = (P - 1) / 2)
-      ++Level;
-    Depth = std::max(Depth, Level);
   }
-  double TreeTime = 2.0 * Depth * TreeLatency + busiest(M, Tree, Bytes);
+  // The deepest position, n-1, is on level floor(log2 n).
+  double TreeTime =
+      2.0 * llvm::Log2_64(N) * TreeLatency + busiest(M, Tree, Bytes);
 
   CollectiveCost C;
   C.BytesPerDevice = PerDevice;
-  const LinkLoad &Used = TreeTime < RingTime ? Tree : Ring;
-  C.Time = std::min(TreeTime, RingTime);
   C.Tree = TreeTime < RingTime;
-  for (auto &[L, Count] : Used)
+  C.Time = C.Tree ? TreeTime : RingTime;
+  for (auto &[L, Count] : C.Tree ? Tree : Ring)
     C.Links.push_back(L);
   return C;
 }

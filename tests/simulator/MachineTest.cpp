@@ -649,8 +649,6 @@ TEST(ClusterFile, TruncationsNeverCrash) {
   }
 }
 
-} // namespace
-
 // cpu:8: every route is two links through shared memory, 1 µs and 10 GB/s.
 // A ring pays 2(n-1) = 14 latency steps, a binary tree 2 log2(8) = 6, but
 // the tree's busiest link (device 1 sends to its parent and both children)
@@ -669,3 +667,5 @@ TEST(AllReduce, TreeForSmallMessagesRingForLargeOnes) {
   CollectiveCost Pair = allReduceCost(M, {0, 1}, 1e8);
   EXPECT_NEAR(Pair.Time, 2 * 1e-6 + 1e8 / 1e10, 1e-12);
 }
+
+} // namespace
