@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ir/Training.h"
+#include "ir/BatchDims.h"
 #include "llvm/Support/FormatVariadic.h"
 
 namespace onnx2soap::ir {
@@ -131,6 +132,9 @@ llvm::Expected<TrainingGraph> deriveTraining(Graph Forward, LossKind Loss) {
   if (auto E = appendLoss(T))
     return E;
   Graph &G = T.G;
+  // The loss ops split over the samples like the ops before them (else data
+  // parallelism gathers the whole output on one device to compute the loss).
+  inferBatchDims(G);
   if (Loss != LossKind::ModelOutput)
     G.addOutput(T.LossTensor);
 

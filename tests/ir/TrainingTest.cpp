@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 #include "ir/Training.h"
 #include "IrTestUtil.h"
+#include "ir/BatchDims.h"
 
 using namespace onnx2soap::ir;
 using namespace onnx2soap::ir::test;
@@ -48,6 +49,31 @@ TEST(Training, CrossEntropyOverTheLastDimAndGradientFlow) {
   EXPECT_EQ(T->GradContributions[Relu.Outputs[0]], 2u);
   // Labels never get a gradient.
   EXPECT_FALSE(T->NeedsGrad[T->Labels]);
+}
+
+// A sequence model's logits [batch, steps, classes] become rows for the loss:
+// the loss ops still split over the samples, so data parallelism computes
+// each device's share of the loss where its logits are.
+TEST(Training, LossOpsCarryTheBatchDim) {
+  Graph Forward;
+  TensorId X = Forward.addTensor("x", f32({4, 5, 8}), TensorRole::Input);
+  Forward.addInput(X);
+  Forward.tensor(X).BatchDim = 0;
+  TensorId W = Forward.addTensor("w", f32({8, 10}), TensorRole::Parameter);
+  Forward.addOutput(add(Forward, OpKind::MatMul, {X, W}, {}, "fc"));
+  inferBatchDims(Forward);
+  auto T = deriveTraining(std::move(Forward), LossKind::CrossEntropy);
+  ASSERT_TRUE(static_cast<bool>(T)) << llvm::toString(T.takeError());
+  const Graph &G = T->G;
+  int Checked = 0;
+  for (const Op &O : G.ops()) {
+    if (O.Name != "loss/scores" && O.Name != "loss/labels")
+      continue;
+    EXPECT_EQ(G.tensor(O.Outputs[0]).BatchDim, 0) << O.Name;
+    EXPECT_EQ(parallelDims(G, O).Output[0], DimKind::Sample) << O.Name;
+    ++Checked;
+  }
+  EXPECT_EQ(Checked, 2);
 }
 
 TEST(Training, MeanSquaredErrorTargetsLikeTheOutput) {
