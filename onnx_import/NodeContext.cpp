@@ -159,6 +159,16 @@ llvm::Expected<ir::TensorId> NodeContext::tensor(unsigned I) {
   return V.Tensor;
 }
 
+ir::TensorId NodeContext::constantTensor(const ConstTensor &C,
+                                         llvm::StringRef Base) {
+  ir::TensorType Type;
+  Type.Type = C.Type;
+  Type.Dims = C.Dims;
+  return State.Graph.addTensor(freshName(name() + "/" + Base.str()), Type,
+                               ir::TensorRole::Constant,
+                               ir::TensorData::owned(C.toBytes()));
+}
+
 //===-- Outputs
 //------------------------------------------------------------===//
 

@@ -90,6 +90,8 @@ public:
   requireConstant(unsigned I, llvm::StringRef What) const;
   /// The IR tensor of input I (known values become IR constants).
   llvm::Expected<ir::TensorId> tensor(unsigned I);
+  /// A new IR constant holding C, named after the node and Base.
+  ir::TensorId constantTensor(const ConstTensor &C, llvm::StringRef Base);
 
   //===-- Outputs
   //----------------------------------------------------------===//

@@ -498,6 +498,8 @@ llvm::Error constant(NodeContext &C) {
   return llvm::Error::success();
 }
 
+// A fill too large to build at import time (an RNN's zero initial state at
+// a large batch) becomes Expand(scalar, shape): computed where it is used.
 llvm::Error constantOfShape(NodeContext &C) {
   if (auto E = C.checkAttributes({"value"}))
     return E;
@@ -507,10 +509,6 @@ llvm::Error constantOfShape(NodeContext &C) {
   auto Count = ir::checkedNumElements(*Dims);
   if (!Count)
     return C.error("shape {0} is invalid", ir::formatShape(*Dims));
-  if (*Count > MaxFoldedElements)
-    return C.error("a constant of shape {0} is too large to build at import "
-                   "time",
-                   ir::formatShape(*Dims));
   ConstTensor Fill = ConstTensor::zeros(ir::DType::Float32, {});
   if (const onnx::AttributeProto *A = C.attr("value")) {
     auto Decoded =
@@ -520,6 +518,15 @@ llvm::Error constantOfShape(NodeContext &C) {
     if (Decoded->numElements() != 1)
       return C.error("value must have one element");
     Fill = std::move(*Decoded);
+    Fill.Dims.clear();
+  }
+  if (*Count > MaxFoldedElements) {
+    ir::Attributes Attrs;
+    Attrs.set("shape", std::move(*Dims));
+    return C
+        .emit(OpKind::Expand, {C.constantTensor(Fill, "value")},
+              std::move(Attrs))
+        .takeError();
   }
   ConstTensor T;
   T.Type = Fill.Type;

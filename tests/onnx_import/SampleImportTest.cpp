@@ -84,6 +84,28 @@ TEST(SampleImport, RnnlmFoldsItsInitialStateAndUnrolls) {
   EXPECT_EQ(ir::countParameters(U.Graph), ir::countParameters(M.Graph));
 }
 
+// At a large batch the zero state [2, 4096, 2048] is too large to fold: it
+// is computed by an Expand of a scalar instead of failing the import.
+TEST(SampleImport, RnnlmInitialStateAtALargeBatchIsExpanded) {
+  onnx_import::ImportedModel M = import("rnnlm", 4096);
+  int Lstms = 0, Fills = 0;
+  for (const ir::Op &O : M.Graph.ops()) {
+    Lstms += O.Kind == ir::OpKind::LSTM;
+    if (O.Kind != ir::OpKind::Expand)
+      continue;
+    const ir::Tensor &In = M.Graph.tensor(O.Inputs[0]);
+    EXPECT_EQ(In.Role, ir::TensorRole::Constant);
+    EXPECT_EQ(In.Type.numElements(), 1);
+    EXPECT_EQ(M.Graph.tensor(O.Outputs[0]).Type.Dims,
+              ir::Shape({2, 4096, 2048}));
+    ++Fills;
+  }
+  EXPECT_EQ(Lstms, 2);
+  EXPECT_EQ(Fills, 1); // h0 and c0 share it
+  onnx_import::ImportedModel U = import("rnnlm", 4096, /*Unroll=*/true);
+  EXPECT_EQ(ir::countParameters(U.Graph), ir::countParameters(M.Graph));
+}
+
 TEST(SampleImport, TransformersGetFusedGelu) {
   onnx_import::ImportedModel M = import("bert_encoder", 2);
   EXPECT_EQ(M.FusedPatterns, 4u);
