@@ -40,7 +40,8 @@ static const OnnxOp Table[] = {
     {"Constant", MinOpset, MaxOpset, 0, constant, "",
      "value, value_float(s), value_int(s)"},
     {"ConstantOfShape", MinOpset, MaxOpset, 1, constantOfShape, "",
-     "shape known at import time"},
+     "shape known at import time; over 4 Mi elements it becomes an Expand of "
+     "the value"},
     {"Conv", MinOpset, MaxOpset, 2, conv, "Conv",
      "N-D, groups, dilations, pads, auto_pad"},
     {"ConvTranspose", MinOpset, MaxOpset, 2, convTranspose, "ConvTranspose",
