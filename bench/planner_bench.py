@@ -67,10 +67,26 @@ def search(binary, root, model, cluster, gpus, args, out_dir):
     start = time.monotonic()
     done = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.monotonic() - start
+    memory_ignored = False
+    if done.returncode != 0 and "no strategy found fits" in done.stderr:
+        # Nothing fits the devices' memory (ResNet-101 at 64 per K80):
+        # compare times anyway, and say so in the table.
+        memory_ignored = True
+        start = time.monotonic()
+        done = subprocess.run(cmd + ["--memory-limit", "1TiB"],
+                              capture_output=True, text=True)
+        wall = time.monotonic() - start
     if done.returncode != 0:
         sys.exit("failed: %s\n%s" % (" ".join(cmd), done.stderr))
     result = json.loads(done.stdout)
     result["wall_seconds"] = wall
+    result["memory_ignored"] = memory_ignored
+    # When the answer came within 1 % of its final time: the search's
+    # convergence, without the last small steps.
+    final = result["time"]
+    result["within_1pct_seconds"] = min(
+        (p["seconds"] for p in result.get("progression", [])
+         if p["time"] <= final * 1.01), default=result["best_found_seconds"])
     tag = "%s-%s-%d" % (stem, cluster, gpus)
     if "--iterations" in args:
         tag += "-full" if "--full-simulation" in args else "-delta"
@@ -126,10 +142,10 @@ def main():
         print("| model | cluster | GPUs | batch | data parallel ms | expert ms "
               "| searched ms | speedup vs DP | vs expert |" + ideal_head +
               " GiB moved DP / expert / searched | search s | time to best "
-              "s | iterations |")
+              "s | to 1 % s | iterations |")
         print("|---|---|---:|---:|---:|---:|---:|---:|---:|" +
               ("---:|---:|" if PER_GPU_BATCH else "") +
-              "---|---:|---:|---:|")
+              "---|---:|---:|---:|---:|")
         goal_rows = []
         for model in models:
             for cluster, counts in CLUSTERS:
@@ -145,33 +161,38 @@ def main():
                                   "expert", batch)["bytes_transferred"]
                     ideal = (" %s | %.2f |" % (ms(one_gpu), r["time"] / one_gpu)
                              if PER_GPU_BATCH else "")
-                    print("| %s | %s | %d | %d | %s | %s | %s | %.2f | %.2f |"
-                          "%s %s / %s / %s | %.1f | %.2f | %d |" % (
+                    print("| %s | %s | %d | %d%s | %s | %s | %s | %.2f | "
+                          "%.2f |%s %s / %s / %s | %.1f | %.2f | %.2f | %d |" % (
                               model[0], cluster, gpus, batch,
+                              " (memory ignored)" if r["memory_ignored"] else "",
                               ms(r["data_parallel_time"]),
                               ms(r["expert_time"]), ms(r["time"]),
                               r["data_parallel_time"] / r["time"],
                               r["expert_time"] / r["time"], ideal, gib(dp),
                               gib(ex), gib(r["bytes_transferred"]),
                               r["search_seconds"], r["best_found_seconds"],
-                              r["iterations"]),
+                              r["within_1pct_seconds"], r["iterations"]),
                           flush=True)
                     if cluster == "paper-k80":
                         goal_rows.append((model[0], gpus, r))
         print("\n### Time to best against the paper's delta column / 10 "
               "(paper-k80)\n")
-        print("| model | GPUs | speedup vs DP | time to best s | paper's "
-              "delta s / 10 | met |")
-        print("|---|---:|---:|---:|---:|---|")
-        met = 0
+        print("| model | GPUs | speedup vs DP | time to best s | to 1 % s | "
+              "paper's delta s / 10 | time to best met | to 1 % met |")
+        print("|---|---:|---:|---:|---:|---:|---|---|")
+        met = met1 = 0
         for name, gpus, r in goal_rows:
             goal = PAPER_DELTA[name][gpus] / 10
             ok = r["best_found_seconds"] <= goal
+            ok1 = r["within_1pct_seconds"] <= goal
             met += ok
-            print("| %s | %d | %.2f | %.2f | %g | %s |" % (
+            met1 += ok1
+            print("| %s | %d | %.2f | %.2f | %.2f | %g | %s | %s |" % (
                 name, gpus, r["data_parallel_time"] / r["time"],
-                r["best_found_seconds"], goal, "yes" if ok else "no"))
-        print("\nmet for %d of %d rows" % (met, len(goal_rows)), flush=True)
+                r["best_found_seconds"], r["within_1pct_seconds"], goal,
+                "yes" if ok else "no", "yes" if ok1 else "no"))
+        print("\ntime to best met for %d of %d rows, to 1 %% for %d" %
+              (met, len(goal_rows), met1), flush=True)
 
     if not args.skip_table5:
         print("\n### Full vs delta simulation (paper-k80, %d iterations x 2 "

@@ -22,6 +22,7 @@ namespace onnx2soap::cli {
 
 namespace cl = llvm::cl;
 using soap_search::Candidate;
+using soap_search::Improvement;
 using soap_search::Objective;
 using soap_search::SearchOptions;
 using soap_search::SearchResult;
@@ -358,6 +359,13 @@ llvm::Error runSearch() {
         {"iterations", int64_t(R.Iterations)},
         {"search_seconds", R.Seconds},
         {"best_found_seconds", R.BestFoundSeconds}};
+    llvm::json::Array Progression;
+    for (const Improvement &I : R.Progression)
+      Progression.push_back(llvm::json::Object{{"seconds", I.Seconds},
+                                               {"time", I.Time},
+                                               {"peak_memory", I.PeakMemory},
+                                               {"fits", I.Fits}});
+    Out["progression"] = std::move(Progression);
     if (Options->Goal == Objective::Frontier) {
       llvm::json::Array Frontier;
       for (const Candidate &C : R.Frontier)

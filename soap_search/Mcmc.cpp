@@ -77,9 +77,15 @@ void addToFrontier(std::vector<Candidate> &Set, const Simulator &Sim,
   Set.push_back(candidate(Sim, Limit));
 }
 
+Improvement improvement(const Candidate &C) {
+  return {C.FoundAt, C.Time, C.PeakMemory, C.Fits};
+}
+
 struct ChainResult {
   Candidate Best;
   std::vector<Candidate> Frontier;
+  /// Each improvement of Best after the start.
+  std::vector<Improvement> Improvements;
   uint64_t Steps = 0;
 };
 
@@ -205,6 +211,9 @@ runChain(const ir::TrainingGraph &T, const simulator::Machine &M,
   double Current = F(Sim, Sim.simulate(Start));
   ChainResult Result;
   Result.Best = candidate(Sim, F.Limit);
+  Result.Best.FoundAt =
+      std::chrono::duration<double>(Clock::now() - Begin).count();
+  Result.Improvements.push_back(improvement(Result.Best));
   if (Options.Goal == Objective::Frontier)
     addToFrontier(Result.Frontier, Sim, F.Limit);
   Progress.improved(Result.Best.Time);
@@ -265,6 +274,7 @@ runChain(const ir::TrainingGraph &T, const simulator::Machine &M,
         Result.Best = candidate(Sim, F.Limit);
         Result.Best.FoundAt =
             std::chrono::duration<double>(Found - Begin).count();
+        Result.Improvements.push_back(improvement(Result.Best));
         Progress.improved(Result.Best.Time);
       }
     } else {
@@ -410,6 +420,28 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
   }
   Result.Seconds = std::chrono::duration<double>(Clock::now() - Begin).count();
   Result.BestFoundSeconds = Result.Best.FoundAt;
+
+  // The progression: everything any chain improved on, merged in time order
+  // and kept where it beats all before it (in a restricted space a chain
+  // may improve on its start and still not reach the best built-in).
+  std::vector<Improvement> Seen;
+  for (const Candidate *B :
+       {&Result.DataParallel, &Result.Expert, &Result.ModelParallel})
+    Seen.push_back(improvement(*B));
+  for (const ChainResult &C : Results)
+    Seen.insert(Seen.end(), C.Improvements.begin(), C.Improvements.end());
+  std::stable_sort(Seen.begin(), Seen.end(),
+                   [](const Improvement &A, const Improvement &B) {
+                     return A.Seconds < B.Seconds;
+                   });
+  auto AsCandidate = [](const Improvement &I) {
+    return Candidate{{}, I.Time, I.PeakMemory, I.Fits, I.Seconds};
+  };
+  for (const Improvement &I : Seen)
+    if (Result.Progression.empty() ||
+        better(Options.Goal, AsCandidate(I),
+               AsCandidate(Result.Progression.back())))
+      Result.Progression.push_back(I);
   return Result;
 }
 

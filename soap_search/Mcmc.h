@@ -73,6 +73,14 @@ struct Candidate {
   double FoundAt = 0;
 };
 
+/// A step of the answer's progress: a better strategy than any before it.
+struct Improvement {
+  double Seconds = 0; ///< from the start of the search
+  double Time = 0;
+  double PeakMemory = 0;
+  bool Fits = false;
+};
+
 struct SearchResult {
   Candidate Best;
   /// Objective::Frontier: the Pareto set, by increasing peak memory.
@@ -87,6 +95,10 @@ struct SearchResult {
   /// search took to converge (FlexFlow's rule stops a search once it has
   /// gone half its running time without improving, at twice this).
   double BestFoundSeconds = 0;
+  /// Every improvement of the best answer so far, built-ins and all chains
+  /// together, in time order; the last is Best. Seconds depend on the
+  /// machine, the strategies only on the seed (with --iterations).
+  std::vector<Improvement> Progression;
 };
 
 SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,

@@ -40,6 +40,17 @@ TEST_P(EverySample, NeverWorseThanABuiltinStrategy) {
   Simulator Sim(T, M, Cost);
   EXPECT_EQ(Sim.simulate(R.Best.S), R.Best.Time);
   EXPECT_FALSE(static_cast<bool>(checkStrategy(T.G, R.Best.S, 8)));
+  // The progression starts at data parallelism (simulated first) and
+  // improves step by step, in time order, to the answer, found when the
+  // answer says it was.
+  ASSERT_FALSE(R.Progression.empty());
+  EXPECT_EQ(R.Progression.front().Time, R.DataParallel.Time);
+  for (size_t I = 1; I < R.Progression.size(); ++I) {
+    EXPECT_LT(R.Progression[I].Time, R.Progression[I - 1].Time);
+    EXPECT_GE(R.Progression[I].Seconds, R.Progression[I - 1].Seconds);
+  }
+  EXPECT_EQ(R.Progression.back().Time, R.Best.Time);
+  EXPECT_EQ(R.Progression.back().Seconds, R.BestFoundSeconds);
 }
 
 INSTANTIATE_TEST_SUITE_P(Samples, EverySample,
