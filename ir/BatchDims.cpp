@@ -2,10 +2,7 @@
 //
 // For each output dim d, restrict d to its first index and ask the region
 // rule what the op reads: if that narrows an input's batch dim, d carries the
-// batch. Then, backwards, an op that reads no batched tensor (a fill the
-// importer could not fold, such as an RNN's zero initial state at a large
-// batch) takes the batch dim its consumer reads it by, so each device can
-// compute its own slice instead of receiving it.
+// batch.
 //
 //===----------------------------------------------------------------------===//
 #include "ir/BatchDims.h"
@@ -37,52 +34,6 @@ static int8_t batchDimOfOutput(const Graph &G, const Op &O) {
   return -1;
 }
 
-static bool readsBatchedTensor(const Graph &G, const Op &O) {
-  for (TensorId In : O.Inputs)
-    if (In != NoTensor && G.tensor(In).BatchDim >= 0)
-      return true;
-  return false;
-}
-
-/// The dim of input I that consumer O narrows when its output is restricted
-/// to one sample, or -1 when none or more than one.
-static int8_t batchDimOfInput(const Graph &G, const Op &O, unsigned I) {
-  const Tensor &Out = G.tensor(O.Outputs[0]);
-  if (Out.BatchDim < 0 || Out.Type.Dims[Out.BatchDim] <= 1)
-    return -1;
-  const OpKindInfo &Info = opKindInfo(O.Kind);
-  Interval Reduction{0, Info.Parallel(G, O).ReductionExtent};
-  Region Probe = fullRegion(Out.Type.Dims);
-  Region Whole = Info.InputRegion(G, O, I, Probe, Reduction);
-  Probe[Out.BatchDim] = {0, 1};
-  Region R = Info.InputRegion(G, O, I, Probe, Reduction);
-  int8_t Found = -1;
-  for (size_t D = 0; D < R.size() && D < Whole.size(); ++D)
-    if (R[D].size() < Whole[D].size()) {
-      if (Found >= 0)
-        return -1;
-      Found = static_cast<int8_t>(D);
-    }
-  return Found;
-}
-
-static void inferBatchDimsOfFills(Graph &G) {
-  llvm::ArrayRef<Op> Ops = G.ops();
-  for (auto It = Ops.rbegin(); It != Ops.rend(); ++It)
-    for (unsigned I = 0; I < It->Inputs.size(); ++I) {
-      TensorId In = It->Inputs[I];
-      if (In == NoTensor || G.tensor(In).BatchDim >= 0)
-        continue;
-      OpId Producer = G.tensor(In).Producer;
-      if (Producer == NoOp || G.op(Producer).Outputs.size() != 1 ||
-          readsBatchedTensor(G, G.op(Producer)))
-        continue;
-      int8_t D = batchDimOfInput(G, *It, I);
-      if (D >= 0)
-        G.tensor(In).BatchDim = D;
-    }
-}
-
 void inferBatchDims(Graph &G) {
   for (const Op &O : G.ops()) {
     int8_t Batch = batchDimOfOutput(G, O);
@@ -99,7 +50,6 @@ void inferBatchDims(Graph &G) {
       }
     }
   }
-  inferBatchDimsOfFills(G);
 }
 
 ParallelDims parallelDims(const Graph &G, const Op &O) {
