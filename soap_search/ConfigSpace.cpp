@@ -116,6 +116,13 @@ ParallelConfig ConfigSpace::random(ir::OpId Op, Rng &R) const {
   return place(Shape, uniformIndex(R, numPlacements(Shape.numPartitions())));
 }
 
+ParallelConfig ConfigSpace::randomWhole(ir::OpId Op, Rng &R) const {
+  if (Fixed[Op])
+    return place(Shapes[Op].front(), 0);
+  // Shapes come in odometer order from all degrees 1: the first is unsplit.
+  return place(Shapes[Op].front(), uniformIndex(R, numPlacements(1)));
+}
+
 std::vector<ParallelConfig> ConfigSpace::all(ir::OpId Op) const {
   std::vector<ParallelConfig> All;
   if (Fixed[Op])

@@ -67,6 +67,8 @@ public:
                                   unsigned Index) const;
   /// A random config of Op: a uniform shape, then a uniform placement.
   simulator::ParallelConfig random(ir::OpId Op, Rng &R) const;
+  /// Op unsplit on a uniformly chosen device (operator placement).
+  simulator::ParallelConfig randomWhole(ir::OpId Op, Rng &R) const;
   /// Every config of Op, shapes in order, then placements.
   std::vector<simulator::ParallelConfig> all(ir::OpId Op) const;
   /// Number of configs of Op.

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
 namespace onnx2soap::soap_search {
@@ -122,6 +123,26 @@ static llvm::StringRef nameStem(llvm::StringRef Name) {
                                                          : Name;
 }
 
+/// A trainable parameter, or a value computed from weights alone.
+static bool isWeight(const ir::Graph &G, const std::vector<bool> &WeightOnly,
+                     ir::TensorId Id) {
+  const ir::Tensor &T = G.tensor(Id);
+  return T.Role == ir::TensorRole::Parameter ||
+         (T.Role == ir::TensorRole::Activation && WeightOnly[T.Producer]);
+}
+
+/// Per op: whether it reads weights (so splitting it over samples
+/// replicates them and costs a gradient all-reduce).
+static std::vector<bool> readsWeights(const ir::Graph &G) {
+  std::vector<bool> WeightOnly = simulator::weightOnlyOps(G);
+  std::vector<bool> Reads(G.numOps(), false);
+  for (const ir::Op &O : G.ops())
+    for (ir::TensorId In : O.Inputs)
+      if (In != ir::NoTensor && isWeight(G, WeightOnly, In))
+        Reads[O.Id] = !WeightOnly[O.Id];
+  return Reads;
+}
+
 /// What one proposal changes: any single op with a choice of configs, or a
 /// group of ops of one kind and output shape, all taking the same config:
 /// ops that read the same weights (the cells of an unrolled recurrent
@@ -132,11 +153,7 @@ static llvm::StringRef nameStem(llvm::StringRef Name) {
 static std::vector<std::vector<ir::OpId>>
 proposalUnits(const ir::Graph &G, const ConfigSpace &Space) {
   std::vector<bool> WeightOnly = simulator::weightOnlyOps(G);
-  auto IsWeight = [&](ir::TensorId Id) {
-    const ir::Tensor &T = G.tensor(Id);
-    return T.Role == ir::TensorRole::Parameter ||
-           (T.Role == ir::TensorRole::Activation && WeightOnly[T.Producer]);
-  };
+  auto IsWeight = [&](ir::TensorId Id) { return isWeight(G, WeightOnly, Id); };
   std::vector<std::vector<ir::OpId>> Units;
   std::map<std::tuple<ir::OpKind, ir::Shape, std::vector<ir::TensorId>>,
            std::vector<ir::OpId>>
@@ -173,6 +190,52 @@ proposalUnits(const ir::Graph &G, const ConfigSpace &Space) {
   return Units;
 }
 
+/// The units whose ops read the most weight bytes, at most eight, each at
+/// least 1 % of all weights, heaviest first; of units reading the same
+/// weights (a recurrent layer's cells one by one and all together) only the
+/// largest.
+static std::vector<size_t>
+heavyUnits(const ir::Graph &G,
+           const std::vector<std::vector<ir::OpId>> &Units) {
+  std::vector<bool> WeightOnly = simulator::weightOnlyOps(G);
+  auto WeightsOf = [&](llvm::ArrayRef<ir::OpId> Ops) {
+    std::set<ir::TensorId> Weights;
+    for (ir::OpId Op : Ops)
+      for (ir::TensorId In : G.op(Op).Inputs)
+        if (In != ir::NoTensor && isWeight(G, WeightOnly, In))
+          Weights.insert(In);
+    return Weights;
+  };
+  auto Bytes = [&](const std::set<ir::TensorId> &Weights) {
+    double Sum = 0;
+    for (ir::TensorId W : Weights)
+      Sum += G.tensor(W).Type.byteSize();
+    return Sum;
+  };
+  std::vector<ir::OpId> All;
+  for (const ir::Op &O : G.ops())
+    All.push_back(O.Id);
+  double Total = Bytes(WeightsOf(All));
+  std::map<std::set<ir::TensorId>, size_t> Largest;
+  for (size_t U = 0; U < Units.size(); ++U) {
+    std::set<ir::TensorId> Weights = WeightsOf(Units[U]);
+    if (Weights.empty())
+      continue;
+    auto [It, New] = Largest.try_emplace(std::move(Weights), U);
+    if (!New && Units[U].size() > Units[It->second].size())
+      It->second = U;
+  }
+  std::vector<std::pair<double, size_t>> Heavy;
+  for (const auto &[Weights, U] : Largest)
+    if (double B = Bytes(Weights); B >= 0.01 * Total)
+      Heavy.push_back({-B, U});
+  llvm::sort(Heavy);
+  std::vector<size_t> Order;
+  for (size_t I = 0; I < Heavy.size() && I < 8; ++I)
+    Order.push_back(Heavy[I].second);
+  return Order;
+}
+
 /// Per op: the ops it exchanges activations with (producers of its inputs,
 /// consumers of its outputs), weight-only ops left out.
 static std::vector<std::vector<ir::OpId>> neighbours(const ir::Graph &G) {
@@ -203,8 +266,9 @@ static ChainResult
 runChain(const ir::TrainingGraph &T, const simulator::Machine &M,
          const simulator::CostModel &Cost, simulator::SimOptions SimOpts,
          const SearchOptions &Options, const ConfigSpace &Space,
-         const Strategy &Start, CostFunction F, unsigned Index,
-         Shared &Progress, Clock::time_point Begin, double Budget) {
+         const Strategy &Start, const Strategy *Alternative, CostFunction F,
+         unsigned Index, Shared &Progress, Clock::time_point Begin,
+         double Budget) {
   Rng R = chainRng(Options.Seed, Index);
   Clock::time_point ChainBegin = Clock::now();
   Simulator Sim(T, M, Cost, SimOpts);
@@ -222,7 +286,81 @@ runChain(const ir::TrainingGraph &T, const simulator::Machine &M,
   if (Units.empty())
     return Result;
   std::vector<std::vector<ir::OpId>> Near = neighbours(T.G);
+  std::vector<bool> ReadsWeights = readsWeights(T.G);
   std::vector<ParallelConfig> Proposal, Old;
+  // The simulator holds a new current strategy of cost Next.
+  auto Accept = [&](double Next) {
+    Current = Next;
+    if (Options.Goal == Objective::Frontier)
+      addToFrontier(Result.Frontier, Sim, F.Limit);
+    Candidate Now{
+        {}, Sim.time(), Sim.peakMemory(), Sim.memoryOverflow(F.Limit) <= 0};
+    if (better(Options.Goal, Now, Result.Best)) {
+      Clock::time_point Found = Clock::now();
+      LastImprovement =
+          std::chrono::duration<double>(Found - ChainBegin).count();
+      Result.Best = candidate(Sim, F.Limit);
+      Result.Best.FoundAt =
+          std::chrono::duration<double>(Found - Begin).count();
+      Result.Improvements.push_back(improvement(Result.Best));
+      Progress.improved(Result.Best.Time);
+    }
+  };
+
+  // The data-parallel chain first tries the units that hold the most
+  // weights whole on one device, each on four devices spread over the
+  // cluster, and keeps the best move that lowers the cost: FlexFlow's NMT
+  // strategy keeps each embedding on one GPU (no replicas, no gradient
+  // all-reduce of its weights). Random steps rarely find this: an op has
+  // hundreds of configs and few steps reach a given op on many devices.
+  auto PlaceHeavyUnits = [&] {
+    for (size_t U : heavyUnits(T.G, Units)) {
+      const std::vector<ir::OpId> &Unit = Units[U];
+      Old.clear();
+      for (ir::OpId Op : Unit)
+        Old.push_back(Sim.strategy()[Op]);
+      double BestCost = Current;
+      std::optional<ParallelConfig> BestConfig;
+      unsigned N = Space.numDevices();
+      for (unsigned K = 0; K < std::min(N, 4u); ++K) {
+        ParallelConfig Whole =
+            Space.place(Space.shapes(Unit.front()).front(), K * (N / 4));
+        if (!llvm::all_of(
+                Unit, [&](ir::OpId Op) { return Space.contains(Op, Whole); }) ||
+            llvm::all_of(Old,
+                         [&](const ParallelConfig &C) { return C == Whole; }))
+          continue;
+        ++Result.Steps;
+        Progress.Iterations.fetch_add(1, std::memory_order_relaxed);
+        Proposal.assign(Unit.size(), Whole);
+        double Next =
+            F(Sim, propose(Sim, Unit, Proposal, Options.FullSimulation));
+        if (Next < BestCost) {
+          BestCost = Next;
+          BestConfig = Whole;
+        }
+        propose(Sim, Unit, Old, Options.FullSimulation);
+      }
+      if (BestConfig) {
+        Proposal.assign(Unit.size(), *BestConfig);
+        Accept(F(Sim, propose(Sim, Unit, Proposal, Options.FullSimulation)));
+      }
+    }
+  };
+  if (Index == 0) {
+    PlaceHeavyUnits();
+    // Then the same from data parallelism on fewer devices, when that is
+    // faster; the chain goes on from the better of the two.
+    if (Alternative) {
+      Strategy Kept = Sim.strategy();
+      double KeptCost = Current;
+      Accept(F(Sim, Sim.simulate(*Alternative)));
+      PlaceHeavyUnits();
+      if (KeptCost < Current)
+        Accept(F(Sim, Sim.simulate(Kept)));
+    }
+  }
+
   for (uint64_t Step = 0;; ++Step) {
     if (Options.Iterations ? Step >= Options.Iterations : Step % 16 == 0) {
       if (Options.Iterations)
@@ -249,6 +387,12 @@ runChain(const ir::TrainingGraph &T, const simulator::Machine &M,
           Config = Theirs;
       }
     }
+    // A quarter of the other steps offer an op that reads weights a whole
+    // device (FlexFlow's embedding on one GPU: no replicas, no gradient
+    // all-reduce): among the few hundred shapes of such an op, the unsplit
+    // one is otherwise rarely drawn.
+    if (!Config && ReadsWeights[Unit.front()] && uniformReal(R) < 0.25)
+      Config = Space.randomWhole(Unit.front(), R);
     if (!Config)
       Config = Space.random(Unit.front(), R);
     double Coin = uniformReal(R);
@@ -261,25 +405,10 @@ runChain(const ir::TrainingGraph &T, const simulator::Machine &M,
     Proposal.assign(Unit.size(), *Config);
     double Next = F(Sim, propose(Sim, Unit, Proposal, Options.FullSimulation));
     if (Next <= Current ||
-        Coin < std::exp(-Options.Beta * (Next - Current) / Current)) {
-      Current = Next;
-      if (Options.Goal == Objective::Frontier)
-        addToFrontier(Result.Frontier, Sim, F.Limit);
-      Candidate Now{
-          {}, Sim.time(), Sim.peakMemory(), Sim.memoryOverflow(F.Limit) <= 0};
-      if (better(Options.Goal, Now, Result.Best)) {
-        Clock::time_point Found = Clock::now();
-        LastImprovement =
-            std::chrono::duration<double>(Found - ChainBegin).count();
-        Result.Best = candidate(Sim, F.Limit);
-        Result.Best.FoundAt =
-            std::chrono::duration<double>(Found - Begin).count();
-        Result.Improvements.push_back(improvement(Result.Best));
-        Progress.improved(Result.Best.Time);
-      }
-    } else {
+        Coin < std::exp(-Options.Beta * (Next - Current) / Current))
+      Accept(Next);
+    else
       propose(Sim, Unit, Old, Options.FullSimulation);
-    }
   }
   return Result;
 }
@@ -298,6 +427,7 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
                         modelParallel(G, M, Cost)};
   Candidate *Builtins[3] = {&Result.DataParallel, &Result.Expert,
                             &Result.ModelParallel};
+  std::optional<Strategy> FewerDevices;
   CostFunction F{Options.Goal, Options.MemoryLimit, 0, 0, 0};
   {
     Simulator Sim(T, M, Cost, SimOpts);
@@ -311,7 +441,7 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
     // the collectives among all of them cost more than the compute they
     // split, fewer devices are faster. No chain could get there, since every
     // op has to move and each move alone only adds transfers; the
-    // data-parallel chain starts from the best of them.
+    // data-parallel chain goes on from it when that is faster.
     Candidate Fewest = Result.DataParallel;
     for (unsigned Devices = M.numDevices(); Devices % 2 == 0;) {
       Devices /= 2;
@@ -320,7 +450,7 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
       Candidate C = candidate(Sim, Options.MemoryLimit);
       if (better(Options.Goal, C, Fewest)) {
         Fewest = C;
-        Starts[0] = std::move(S);
+        FewerDevices = std::move(S);
       }
     }
     F.LimitScale = Options.MemoryLimit > 0
@@ -361,8 +491,13 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
       // data-parallel peak).
       if (Options.Goal == Objective::Frontier)
         Chain.Lambda = Chains > 1 ? 2.0 * C / (Chains - 1) : 0;
-      Results[C] = runChain(T, M, Cost, SimOpts, Options, Space, Start, Chain,
-                            C, Progress, Begin, ChainBudget);
+      std::optional<Strategy> Alternative;
+      if (C == 0 && FewerDevices)
+        Alternative = Options.Space.restricts() ? Space.project(*FewerDevices)
+                                                : *FewerDevices;
+      Results[C] = runChain(T, M, Cost, SimOpts, Options, Space, Start,
+                            Alternative ? &*Alternative : nullptr, Chain, C,
+                            Progress, Begin, ChainBudget);
     }
   };
   std::vector<std::thread> Pool;

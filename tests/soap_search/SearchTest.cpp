@@ -77,6 +77,29 @@ TEST(Search, NeverWorseThanDataParallelismOnFewerDevices) {
   EXPECT_LE(R.Best.Time, Fewest);
 }
 
+// NMT on 8 P100s: each embedding holds 131 MB of weights and does no
+// arithmetic. Replicated, its gradient all-reduce costs more than sending
+// its output to the other devices; FlexFlow keeps each on one GPU. The
+// data-parallel chain tries the heaviest units whole on one device before
+// its first random step.
+TEST(Search, DataParallelChainPutsTheEmbeddingsOnOneDevice) {
+  ir::TrainingGraph T = test::sample("nmt", 64, /*Unroll=*/true);
+  Machine M = test::machine("paper-p100", 8);
+  AnalyticCostModel Cost;
+  SearchOptions O = fixedWork(1);
+  O.Iterations = 1;
+  O.Chains = 1;
+  SearchResult R = search(T, M, Cost, {}, O);
+  int Checked = 0;
+  for (const ir::Op &Op : T.G.ops())
+    if (Op.Name == "/src_embed/Gather" || Op.Name == "/tgt_embed/Gather") {
+      EXPECT_EQ(R.Best.S[Op.Id].numPartitions(), 1u) << Op.Name;
+      ++Checked;
+    }
+  EXPECT_EQ(Checked, 2);
+  EXPECT_LT(R.Best.Time, 0.8 * R.DataParallel.Time);
+}
+
 TEST(Search, SameSeedSameStrategyWhateverTheThreads) {
   ir::TrainingGraph T = test::sample("alexnet", 64);
   Machine M = test::machine("paper-k80", 8);
