@@ -149,8 +149,9 @@ def main():
         goal_rows = []
         for model in models:
             for cluster, counts in CLUSTERS:
-                one_gpu = simulate(binary, root, model, cluster, 1,
-                                   "data-parallel", model[2])["time"]
+                if PER_GPU_BATCH:
+                    one_gpu = simulate(binary, root, model, cluster, 1,
+                                       "data-parallel", model[2])["time"]
                 for gpus in counts:
                     r = search(binary, root, model, cluster, gpus,
                                ["--budget", str(args.budget)], out_dir)

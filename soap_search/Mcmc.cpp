@@ -133,13 +133,14 @@ static bool isWeight(const ir::Graph &G, const std::vector<bool> &WeightOnly,
 
 /// Per op: whether it reads weights (so splitting it over samples
 /// replicates them and costs a gradient all-reduce).
-static std::vector<bool> readsWeights(const ir::Graph &G) {
-  std::vector<bool> WeightOnly = simulator::weightOnlyOps(G);
+static std::vector<bool> readsWeights(const ir::Graph &G,
+                                      const std::vector<bool> &WeightOnly) {
   std::vector<bool> Reads(G.numOps(), false);
   for (const ir::Op &O : G.ops())
-    for (ir::TensorId In : O.Inputs)
-      if (In != ir::NoTensor && isWeight(G, WeightOnly, In))
-        Reads[O.Id] = !WeightOnly[O.Id];
+    Reads[O.Id] =
+        !WeightOnly[O.Id] && llvm::any_of(O.Inputs, [&](ir::TensorId In) {
+          return In != ir::NoTensor && isWeight(G, WeightOnly, In);
+        });
   return Reads;
 }
 
@@ -151,8 +152,8 @@ static std::vector<bool> readsWeights(const ir::Graph &G) {
 /// moving alone mostly adds transfers; FlexFlow's good RNN strategies move
 /// whole layers.
 static std::vector<std::vector<ir::OpId>>
-proposalUnits(const ir::Graph &G, const ConfigSpace &Space) {
-  std::vector<bool> WeightOnly = simulator::weightOnlyOps(G);
+proposalUnits(const ir::Graph &G, const ConfigSpace &Space,
+              const std::vector<bool> &WeightOnly) {
   auto IsWeight = [&](ir::TensorId Id) { return isWeight(G, WeightOnly, Id); };
   std::vector<std::vector<ir::OpId>> Units;
   std::map<std::tuple<ir::OpKind, ir::Shape, std::vector<ir::TensorId>>,
@@ -195,9 +196,8 @@ proposalUnits(const ir::Graph &G, const ConfigSpace &Space) {
 /// weights (a recurrent layer's cells one by one and all together) only the
 /// largest.
 static std::vector<size_t>
-heavyUnits(const ir::Graph &G,
-           const std::vector<std::vector<ir::OpId>> &Units) {
-  std::vector<bool> WeightOnly = simulator::weightOnlyOps(G);
+heavyUnits(const ir::Graph &G, const std::vector<std::vector<ir::OpId>> &Units,
+           const std::vector<bool> &WeightOnly) {
   auto WeightsOf = [&](llvm::ArrayRef<ir::OpId> Ops) {
     std::set<ir::TensorId> Weights;
     for (ir::OpId Op : Ops)
@@ -238,8 +238,8 @@ heavyUnits(const ir::Graph &G,
 
 /// Per op: the ops it exchanges activations with (producers of its inputs,
 /// consumers of its outputs), weight-only ops left out.
-static std::vector<std::vector<ir::OpId>> neighbours(const ir::Graph &G) {
-  std::vector<bool> WeightOnly = simulator::weightOnlyOps(G);
+static std::vector<std::vector<ir::OpId>>
+neighbours(const ir::Graph &G, const std::vector<bool> &WeightOnly) {
   std::vector<llvm::SmallVector<ir::OpId, 2>> Consumers = G.allConsumers();
   std::vector<std::vector<ir::OpId>> Near(G.numOps());
   for (const ir::Op &O : G.ops()) {
@@ -282,11 +282,13 @@ runChain(const ir::TrainingGraph &T, const simulator::Machine &M,
     addToFrontier(Result.Frontier, Sim, F.Limit);
   Progress.improved(Result.Best.Time);
   double LastImprovement = 0;
-  std::vector<std::vector<ir::OpId>> Units = proposalUnits(T.G, Space);
+  std::vector<bool> WeightOnly = simulator::weightOnlyOps(T.G);
+  std::vector<std::vector<ir::OpId>> Units =
+      proposalUnits(T.G, Space, WeightOnly);
   if (Units.empty())
     return Result;
-  std::vector<std::vector<ir::OpId>> Near = neighbours(T.G);
-  std::vector<bool> ReadsWeights = readsWeights(T.G);
+  std::vector<std::vector<ir::OpId>> Near = neighbours(T.G, WeightOnly);
+  std::vector<bool> ReadsWeights = readsWeights(T.G, WeightOnly);
   std::vector<ParallelConfig> Proposal, Old;
   // The simulator holds a new current strategy of cost Next.
   auto Accept = [&](double Next) {
@@ -313,8 +315,11 @@ runChain(const ir::TrainingGraph &T, const simulator::Machine &M,
   // strategy keeps each embedding on one GPU (no replicas, no gradient
   // all-reduce of its weights). Random steps rarely find this: an op has
   // hundreds of configs and few steps reach a given op on many devices.
+  std::vector<size_t> Heavy;
+  if (Index == 0)
+    Heavy = heavyUnits(T.G, Units, WeightOnly);
   auto PlaceHeavyUnits = [&] {
-    for (size_t U : heavyUnits(T.G, Units)) {
+    for (size_t U : Heavy) {
       const std::vector<ir::OpId> &Unit = Units[U];
       Old.clear();
       for (ir::OpId Op : Unit)
