@@ -21,7 +21,16 @@ public:
 
   llvm::Expected<TensorId> op(OpKind Kind, llvm::ArrayRef<TensorId> Inputs,
                               Attributes Attrs, unsigned Output = 0) {
-    auto Id = G.addOp(Kind, fresh(opKindName(Kind)), Inputs, std::move(Attrs));
+    return named(fresh(opKindName(Kind)), Kind, Inputs, std::move(Attrs),
+                 Output);
+  }
+
+  /// An op named Name. The weight views are named without the counter, so
+  /// that the other ops keep the names strategy files know them by.
+  llvm::Expected<TensorId> named(std::string Name, OpKind Kind,
+                                 llvm::ArrayRef<TensorId> Inputs,
+                                 Attributes Attrs, unsigned Output = 0) {
+    auto Id = G.addOp(Kind, std::move(Name), Inputs, std::move(Attrs));
     if (!Id)
       return Id.takeError();
     return G.op(*Id).Outputs[Output];
@@ -47,9 +56,14 @@ public:
   }
 
   llvm::Expected<TensorId> reshape(TensorId In, Shape To) {
-    Attributes A;
-    A.set("shape", IntList(To.begin(), To.end()));
-    return op(OpKind::Reshape, {In}, std::move(A));
+    return op(OpKind::Reshape, {In}, shapeAttrs(To));
+  }
+
+  /// The layer's weight In viewed as To, named Prefix/What.
+  llvm::Expected<TensorId> weightView(TensorId In, Shape To,
+                                      llvm::StringRef What) {
+    return named((Prefix + "/" + What).str(), OpKind::Reshape, {In},
+                 shapeAttrs(To));
   }
 
   llvm::Expected<TensorId> gather(TensorId In, int64_t Index, int64_t Axis) {
@@ -67,6 +81,11 @@ public:
   }
 
 private:
+  static Attributes shapeAttrs(const Shape &To) {
+    Attributes A;
+    A.set("shape", IntList(To.begin(), To.end()));
+    return A;
+  }
   std::string fresh(llvm::StringRef What) {
     return llvm::formatv("{0}/{1}_{2}", Prefix, What, Counter++).str();
   }
@@ -178,6 +197,29 @@ static llvm::Error unrollOne(Graph &G, OpId Id) {
     CellAttrs.set("linear_before_reset",
                   Layer.Attrs.getInt("linear_before_reset"));
 
+  // The cells read the weights gate-major, so that a slice of hidden units
+  // is one box of each (the planner splits cells over them, and a box is
+  // what a partition reads, ships and synchronizes): W [D, G*H, I] is viewed
+  // as [D, G, H, I], R likewise, B [D, 2*G*H] as [D, 2*G, H]. The views are
+  // weight-only ops, computed where they are read.
+  int64_t Gates = IsLstm ? 4 : 3;
+  int64_t InputSize = G.tensor(Layer.Inputs[1]).Type.Dims[2];
+  auto W = Build.weightView(Layer.Inputs[1], Shape{D, Gates, H, InputSize},
+                            "W_gates");
+  if (!W)
+    return W.takeError();
+  auto R = Build.weightView(Layer.Inputs[2], Shape{D, Gates, H, H}, "R_gates");
+  if (!R)
+    return R.takeError();
+  TensorId Bias = NoTensor;
+  if (Input(3) != NoTensor) {
+    auto Reshaped =
+        Build.weightView(Input(3), Shape{D, 2 * Gates, H}, "B_gates");
+    if (!Reshaped)
+      return Reshaped.takeError();
+    Bias = *Reshaped;
+  }
+
   llvm::SmallVector<TensorId, 2> Ys, Hs, Cs;
   for (int64_t Dir = 0; Dir < D; ++Dir) {
     bool Reverse = Direction == "reverse" || Dir == 1;
@@ -211,9 +253,9 @@ static llvm::Error unrollOne(Graph &G, OpId Id) {
       llvm::SmallVector<TensorId, 6> In{Xt, HState};
       if (IsLstm)
         In.push_back(CState);
-      In.append({Layer.Inputs[1], Layer.Inputs[2]});
-      if (Input(3) != NoTensor)
-        In.push_back(Input(3));
+      In.append({*W, *R});
+      if (Bias != NoTensor)
+        In.push_back(Bias);
       auto Cell =
           Build.cell(IsLstm ? OpKind::LSTMCell : OpKind::GRUCell, In, Attrs);
       if (!Cell)

@@ -12,7 +12,9 @@
 // `linear_before_reset`. Only the default activations are represented.
 //
 // LSTMCell inputs: x [B,I], h [B,H], c [B,H], W, R, B? (the layer's tensors,
-// all directions); outputs h', c'. GRUCell inputs: x, h, W, R, B?; output h'.
+// all directions, gate-major: W [D,G,H,I], R [D,G,H,H], B [D,2G,H] with G
+// gates, the layer's reshaped so that a slice of hidden units reads one box
+// of each); outputs h', c'. GRUCell inputs: x, h, W, R, B?; output h'.
 // Attributes: `hidden_size`, `direction_index` (which direction's slice of W,
 // R, B the cell uses); GRUCell also `linear_before_reset`.
 //
@@ -164,23 +166,43 @@ static llvm::Expected<OutputTypes> inferCell(const Attributes &Attrs,
   if (X.size() != 2 || H <= 0)
     return fail("cell input {0} must be [batch,input] with hidden_size > 0",
                 formatShape(X));
-  Shape State{X[0], H};
-  for (unsigned I = 1; I < WeightBase; ++I)
-    if (In[I]->Dims != State)
-      return fail("cell state {0} does not match {1}", formatShape(In[I]->Dims),
-                  formatShape(State));
+  // The layer's weights, gate-major (RnnUnroll views them so): W [D, Gates,
+  // H, I], R [D, Gates, H, H], B [D, 2 * Gates, H], so that the rows of a
+  // slice of hidden units are one box. A partition of a cell split over its
+  // hidden units gets Units < H of them (and one direction's weights): it
+  // reads the whole previous h and computes h' (and c') for its units.
   const TensorType *W = In[WeightBase];
-  if (W->Dims.size() != 3)
-    return fail("W {0} must be [directions,gates*hidden,input]",
+  if (W->Dims.size() != 4)
+    return fail("W {0} must be [directions,gates,hidden,input]",
                 formatShape(W->Dims));
-  int64_t D = W->Dims[0], Direction = Attrs.getInt("direction_index");
-  if (Direction < 0 || Direction >= D)
+  int64_t D = W->Dims[0], Units = W->Dims[2];
+  int64_t Direction = Attrs.getInt("direction_index");
+  if (Direction < 0 || (Direction >= D && D != 1))
     return fail("direction_index {0} is out of range for W {1}", Direction,
                 formatShape(W->Dims));
-  llvm::SmallVector<const TensorType *, 4> Weights{nullptr};
-  Weights.append(In.begin() + WeightBase, In.end());
-  if (auto E = checkWeights(Weights, Gates, D, H, X[1]))
+  if (Units <= 0 || Units > H)
+    return fail("W {0} holds {1} hidden units per gate, hidden_size is {2}",
+                formatShape(W->Dims), Units, H);
+  auto Check = [&](const TensorType *T, Shape Expected,
+                   const char *What) -> llvm::Error {
+    if (T && T->Dims != Expected)
+      return fail("{0} is {1}, expected {2}", What, formatShape(T->Dims),
+                  formatShape(Expected));
+    return llvm::Error::success();
+  };
+  if (auto E = Check(In[1], {X[0], H}, "h"))
     return E;
+  if (Gates == 4)
+    if (auto E = Check(In[2], {X[0], Units}, "c"))
+      return E;
+  if (auto E = Check(W, {D, Gates, Units, X[1]}, "W"))
+    return E;
+  if (auto E = Check(In[WeightBase + 1], {D, Gates, Units, H}, "R"))
+    return E;
+  if (In.size() > WeightBase + 2)
+    if (auto E = Check(In[WeightBase + 2], {D, 2 * Gates, Units}, "B"))
+      return E;
+  Shape State{X[0], Units};
   OutputTypes Out{TensorType{In[0]->Type, State}};
   if (Gates == 4)
     Out.push_back(TensorType{In[0]->Type, State});
@@ -194,9 +216,15 @@ template <int Gates> static OpCost cellCost(const Graph &G, const Op &O) {
   return {Flops, 2 * Flops, Bytes, 2 * Bytes};
 }
 
+/// An LSTM cell splits over its hidden units (each part reads the whole
+/// previous h); a GRU cell does not: its candidate state needs the reset
+/// gate of every unit (r * h before R) or, with linear_before_reset, the
+/// part's offset into h, which the kernels do not take.
+template <int Gates>
 static ParallelDims cellParallel(const Graph &, const Op &) {
   ParallelDims P;
-  P.Output = {DimKind::Attribute, DimKind::Parameter};
+  P.Output = {DimKind::Attribute,
+              Gates == 4 ? DimKind::Parameter : DimKind::None};
   return P;
 }
 
@@ -213,15 +241,10 @@ static Region cellRegion(const Graph &G, const Op &O, unsigned Input,
       R[1] = Out[1];
     return R;
   }
-  // Weights: this direction, and the gate rows of the hidden units computed
-  // (their bounding box across the gate blocks).
-  int64_t Direction = O.Attrs.getInt("direction_index");
-  int64_t H = O.Attrs.getInt("hidden_size");
-  R[0] = {Direction, Direction + 1};
-  if (Out[1].empty())
-    return R;
-  int64_t Blocks = Input == WeightBase + 2 ? 2 * Gates : Gates;
-  R[1] = {Out[1].Begin, (Blocks - 1) * H + Out[1].End};
+  // Weights: this direction, every gate, the hidden units computed.
+  R[0] = {O.Attrs.getInt("direction_index"),
+          O.Attrs.getInt("direction_index") + 1};
+  R[2] = Out[1];
   return R;
 }
 
@@ -234,7 +257,7 @@ static OpKindInfo cellInfo(OpKind Kind) {
   I.WeightInputs = 0b111u << WeightBase;
   I.InferTypes = inferCell<Gates, WeightBase>;
   I.Cost = cellCost<Gates>;
-  I.Parallel = cellParallel;
+  I.Parallel = cellParallel<Gates>;
   I.InputRegion = cellRegion<Gates, WeightBase>;
   return I;
 }

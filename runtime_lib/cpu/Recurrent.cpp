@@ -305,26 +305,6 @@ void runLayer(const OpCall &Call, bool Lstm, const Views *OutputGrads,
 
 //===-- Cells -------------------------------------------------------------===//
 
-/// Gate blocks of Units rows at a stride of Hidden rows (a hidden-unit
-/// slice's rows in the bounding box the cell receives), packed densely.
-template <typename T>
-std::vector<T> packBlocks(const T *Src, int64_t Blocks, int64_t Hidden,
-                          int64_t Units, int64_t Columns) {
-  std::vector<T> Out(Blocks * Units * Columns);
-  for (int64_t K = 0; K < Blocks; ++K)
-    std::copy_n(Src + K * Hidden * Columns, Units * Columns,
-                Out.data() + K * Units * Columns);
-  return Out;
-}
-
-template <typename T>
-void unpackAddBlocks(const std::vector<T> &Packed, int64_t Blocks,
-                     int64_t Hidden, int64_t Units, int64_t Columns, T *Dst) {
-  for (int64_t K = 0; K < Blocks; ++K)
-    for (int64_t E = 0; E < Units * Columns; ++E)
-      Dst[K * Hidden * Columns + E] += Packed[K * Units * Columns + E];
-}
-
 /// Forward (InputGrads null) or backward of an LSTMCell / GRUCell.
 template <typename T>
 void runCell(const OpCall &Call, bool Lstm, const Views *OutputGrads,
@@ -338,8 +318,8 @@ void runCell(const OpCall &Call, bool Lstm, const Views *OutputGrads,
   const TensorView &X = In[0], &W = In[WeightBase], &R = In[WeightBase + 1],
                    &Bias = operand(In, WeightBase + 2);
   const TensorView &Out = operand(Call.Outputs, 0);
-  if (X.Rank != 2 || W.Rank != 3 || !Out.present() || Out.Rank != 2)
-    failOp(Call, "x must be [batch,input], W 3-D, and h' present");
+  if (X.Rank != 2 || W.Rank != 4 || !Out.present() || Out.Rank != 2)
+    failOp(Call, "x must be [batch,input], W 4-D, and h' present");
   const int64_t B = X.Dims[0], I = X.Dims[1],
                 H = Call.Attrs.getInt("hidden_size"), Units = Out.Dims[1];
   if (H <= 0 || Units <= 0 || Units > H)
@@ -350,8 +330,9 @@ void runCell(const OpCall &Call, bool Lstm, const Views *OutputGrads,
                      std::to_string(H) +
                      " hidden units is not supported by the CPU backend: it "
                      "needs the slice's offset into the previous state");
-  // The weights hold every direction, or (a view cut to the cell's rows)
-  // only the cell's.
+  // The weights are gate-major, [directions, gates, units, columns], and
+  // hold every direction or (a view cut to the cell's) only the cell's; a
+  // slice of hidden units is dense, as the rnn kernels want it.
   const int64_t Directions = W.Dims[0];
   int64_t D = Call.Attrs.getInt("direction_index");
   if (D >= Directions && Directions == 1)
@@ -359,36 +340,25 @@ void runCell(const OpCall &Call, bool Lstm, const Views *OutputGrads,
   if (D < 0 || D >= Directions)
     failOp(Call, "direction_index " + std::to_string(D) +
                      " is out of range for W " + formatDims(W.dims()));
-  const int64_t Rows = (Gates - 1) * H + Units;
   expectDims(Call, In[1], {B, H}, "h");
   if (Lstm)
     expectDims(Call, In[2], {B, Units}, "c");
-  expectDims(Call, W, {Directions, Rows, I}, "W");
-  expectDims(Call, R, {Directions, Rows, H}, "R");
-  expectDims(Call, Bias, {Directions, (2 * Gates - 1) * H + Units}, "B");
+  expectDims(Call, W, {Directions, Gates, Units, I}, "W");
+  expectDims(Call, R, {Directions, Gates, Units, H}, "R");
+  expectDims(Call, Bias, {Directions, 2 * Gates, Units}, "B");
   expectDims(Call, Out, {B, Units}, "h'");
   if (Lstm)
     expectDims(Call, operand(Call.Outputs, 1), {B, Units}, "c'");
 
-  const int64_t BiasRows = Rows + Gates * H;
-  const bool Sliced = Units != H;
-  std::vector<T> PackedW, PackedR, PackedB, Zeros;
+  const int64_t WSize = Gates * Units * I, RSize = Gates * Units * H,
+                BSize = 2 * Gates * Units;
+  std::vector<T> Zeros;
   rnn::Weights<T> P;
-  P.W = W.as<T>() + D * Rows * I;
-  P.R = R.as<T>() + D * Rows * H;
-  const T *BiasRow = Bias.present() ? Bias.as<T>() + D * BiasRows : nullptr;
-  if (Sliced) {
-    PackedW = packBlocks(P.W, Gates, H, Units, I);
-    PackedR = packBlocks(P.R, Gates, H, Units, H);
-    P.W = PackedW.data();
-    P.R = PackedR.data();
-    if (BiasRow) {
-      PackedB = packBlocks(BiasRow, 2 * Gates, H, Units, int64_t(1));
-      BiasRow = PackedB.data();
-    }
-  }
+  P.W = W.as<T>() + D * WSize;
+  P.R = R.as<T>() + D * RSize;
+  const T *BiasRow = Bias.present() ? Bias.as<T>() + D * BSize : nullptr;
   if (!BiasRow) {
-    Zeros.assign(2 * Gates * Units, T(0));
+    Zeros.assign(BSize, T(0));
     BiasRow = Zeros.data();
   }
   P.Wb = BiasRow;
@@ -418,15 +388,12 @@ void runCell(const OpCall &Call, bool Lstm, const Views *OutputGrads,
   T *GradW = gradOf<T>(InputGrads, WeightBase);
   T *GradR = gradOf<T>(InputGrads, WeightBase + 1);
   T *GradB = gradOf<T>(InputGrads, WeightBase + 2);
-  std::vector<T> DW(Sliced && GradW ? Gates * Units * I : 0, T(0)),
-      DR(Sliced && GradR ? Gates * Units * H : 0, T(0)),
-      DB(Sliced && GradB ? 2 * Gates * Units : 0, T(0));
   if (GradW)
-    G.W = Sliced ? DW.data() : GradW + D * Rows * I;
+    G.W = GradW + D * WSize;
   if (GradR)
-    G.R = Sliced ? DR.data() : GradR + D * Rows * H;
+    G.R = GradR + D * RSize;
   if (GradB) {
-    G.Wb = Sliced ? DB.data() : GradB + D * BiasRows;
+    G.Wb = GradB + D * BSize;
     G.Rb = G.Wb + Gates * Units;
   }
   const T *DY = gradOf<T>(OutputGrads, 0);
@@ -438,15 +405,6 @@ void runCell(const OpCall &Call, bool Lstm, const Views *OutputGrads,
     rnn::gruBackward<T>(Call, Sh, P,
                         Call.Attrs.getInt("linear_before_reset") != 0,
                         X.as<T>(), H0, Y.data(), Tp, DY, nullptr, G);
-  if (Sliced) {
-    if (GradW)
-      unpackAddBlocks(DW, Gates, H, Units, I, GradW + D * Rows * I);
-    if (GradR)
-      unpackAddBlocks(DR, Gates, H, Units, H, GradR + D * Rows * H);
-    if (GradB)
-      unpackAddBlocks(DB, 2 * Gates, H, Units, int64_t(1),
-                      GradB + D * BiasRows);
-  }
 }
 
 bool anyPresent(const Views &Vs) {

@@ -9,7 +9,8 @@
 // so the kernels' backward recomputes the forward first.
 //
 // Hidden-unit slices: an unrolled cell may compute only Units of the layer's
-// Hidden units. Its weights are then packed to Units rows per gate; the
+// Hidden units. Its weights then hold Units rows per gate (the cells' gate-
+// major layout makes that slice dense); the
 // recurrent product still reads the whole previous hidden state (Hidden
 // columns of R). A sequence longer than one step needs Units == Hidden.
 //

@@ -324,26 +324,6 @@ void runLayer(const Context &C, const OpCall &Call, bool Lstm,
 
 //===-- Cells -------------------------------------------------------------===//
 
-/// Gate blocks of Units rows at a stride of Hidden rows (a hidden-unit
-/// slice's rows in the bounding box the cell receives), packed densely.
-template <typename T>
-Scratch<T> packBlocks(const Context &C, const OpCall &Call, const T *Src,
-                      int64_t Blocks, int64_t Hidden, int64_t Units,
-                      int64_t Columns) {
-  Scratch<T> Out(Call, C, Blocks * Units * Columns);
-  rnn::copyBlocks<T>(C, Call, Blocks, 1, Units * Columns, Src, Hidden * Columns,
-                     0, Out.get(), Units * Columns, 0, false);
-  return Out;
-}
-
-template <typename T>
-void unpackAddBlocks(const Context &C, const OpCall &Call, const T *Packed,
-                     int64_t Blocks, int64_t Hidden, int64_t Units,
-                     int64_t Columns, T *Dst) {
-  rnn::copyBlocks<T>(C, Call, Blocks, 1, Units * Columns, Packed,
-                     Units * Columns, 0, Dst, Hidden * Columns, 0, true);
-}
-
 /// Forward (InputGrads null) or backward of an LSTMCell / GRUCell.
 template <typename T>
 void runCell(const Context &C, const OpCall &Call, bool Lstm,
@@ -357,8 +337,8 @@ void runCell(const Context &C, const OpCall &Call, bool Lstm,
   const TensorView &X = In[0], &W = In[WeightBase], &R = In[WeightBase + 1],
                    &Bias = operand(In, WeightBase + 2);
   const TensorView &Out = operand(Call.Outputs, 0);
-  if (X.Rank != 2 || W.Rank != 3 || !Out.present() || Out.Rank != 2)
-    failOp(Call, "x must be [batch,input], W 3-D, and h' present");
+  if (X.Rank != 2 || W.Rank != 4 || !Out.present() || Out.Rank != 2)
+    failOp(Call, "x must be [batch,input], W 4-D, and h' present");
   const int64_t B = X.Dims[0], I = X.Dims[1],
                 H = Call.Attrs.getInt("hidden_size"), Units = Out.Dims[1];
   if (H <= 0 || Units <= 0 || Units > H)
@@ -369,6 +349,8 @@ void runCell(const Context &C, const OpCall &Call, bool Lstm,
                      std::to_string(H) +
                      " hidden units is not supported by the CUDA backend: it "
                      "needs the slice's offset into the previous state");
+  // Gate-major weights [directions, gates, units, columns]: a slice of
+  // hidden units is dense (see the CPU twin).
   const int64_t Directions = W.Dims[0];
   int64_t D = Call.Attrs.getInt("direction_index");
   if (D >= Directions && Directions == 1)
@@ -376,37 +358,24 @@ void runCell(const Context &C, const OpCall &Call, bool Lstm,
   if (D < 0 || D >= Directions)
     failOp(Call, "direction_index " + std::to_string(D) +
                      " is out of range for W " + formatDims(W.dims()));
-  const int64_t Rows = (Gates - 1) * H + Units;
   expectDims(Call, In[1], {B, H}, "h");
   if (Lstm)
     expectDims(Call, In[2], {B, Units}, "c");
-  expectDims(Call, W, {Directions, Rows, I}, "W");
-  expectDims(Call, R, {Directions, Rows, H}, "R");
-  expectDims(Call, Bias, {Directions, (2 * Gates - 1) * H + Units}, "B");
+  expectDims(Call, W, {Directions, Gates, Units, I}, "W");
+  expectDims(Call, R, {Directions, Gates, Units, H}, "R");
+  expectDims(Call, Bias, {Directions, 2 * Gates, Units}, "B");
   expectDims(Call, Out, {B, Units}, "h'");
   if (Lstm)
     expectDims(Call, operand(Call.Outputs, 1), {B, Units}, "c'");
 
-  const int64_t BiasRows = Rows + Gates * H;
-  const bool Sliced = Units != H;
-  Scratch<T> PackedW, PackedR, PackedB;
+  const int64_t WSize = Gates * Units * I, RSize = Gates * Units * H,
+                BSize = 2 * Gates * Units;
   rnn::Weights<T> P;
-  P.W = W.as<T>() + D * Rows * I;
-  P.R = R.as<T>() + D * Rows * H;
-  const T *BiasRow = Bias.present() ? Bias.as<T>() + D * BiasRows : nullptr;
-  if (Sliced) {
-    PackedW = packBlocks(C, Call, P.W, Gates, H, Units, I);
-    PackedR = packBlocks(C, Call, P.R, Gates, H, Units, H);
-    P.W = PackedW.get();
-    P.R = PackedR.get();
-    if (BiasRow) {
-      PackedB = packBlocks(C, Call, BiasRow, 2 * Gates, H, Units, int64_t(1));
-      BiasRow = PackedB.get();
-    }
-  }
-  if (BiasRow) {
-    P.Wb = BiasRow;
-    P.Rb = BiasRow + Gates * Units;
+  P.W = W.as<T>() + D * WSize;
+  P.R = R.as<T>() + D * RSize;
+  if (Bias.present()) {
+    P.Wb = Bias.as<T>() + D * BSize;
+    P.Rb = P.Wb + Gates * Units;
   }
   bool LinearBeforeReset = Call.Attrs.getInt("linear_before_reset") != 0;
 
@@ -442,21 +411,12 @@ void runCell(const Context &C, const OpCall &Call, bool Lstm,
   T *GradW = gradOf<T>(InputGrads, WeightBase);
   T *GradR = gradOf<T>(InputGrads, WeightBase + 1);
   T *GradB = gradOf<T>(InputGrads, WeightBase + 2);
-  Scratch<T> DW, DR, DB;
-  if (GradW) {
-    if (Sliced)
-      DW = Scratch<T>(Call, C, Gates * Units * I, true);
-    G.W = Sliced ? DW.get() : GradW + D * Rows * I;
-  }
-  if (GradR) {
-    if (Sliced)
-      DR = Scratch<T>(Call, C, Gates * Units * H, true);
-    G.R = Sliced ? DR.get() : GradR + D * Rows * H;
-  }
+  if (GradW)
+    G.W = GradW + D * WSize;
+  if (GradR)
+    G.R = GradR + D * RSize;
   if (GradB) {
-    if (Sliced)
-      DB = Scratch<T>(Call, C, 2 * Gates * Units, true);
-    G.Wb = Sliced ? DB.get() : GradB + D * BiasRows;
+    G.Wb = GradB + D * BSize;
     G.Rb = G.Wb + Gates * Units;
   }
   const T *DY = gradOf<T>(OutputGrads, 0);
@@ -467,17 +427,6 @@ void runCell(const Context &C, const OpCall &Call, bool Lstm,
   else
     rnn::gruBackward<T>(C, Call, Sh, P, LinearBeforeReset, X.as<T>(), H0,
                         Y.get(), Tp, DY, nullptr, G);
-  if (Sliced) {
-    if (GradW)
-      unpackAddBlocks(C, Call, DW.get(), Gates, H, Units, I,
-                      GradW + D * Rows * I);
-    if (GradR)
-      unpackAddBlocks(C, Call, DR.get(), Gates, H, Units, H,
-                      GradR + D * Rows * H);
-    if (GradB)
-      unpackAddBlocks(C, Call, DB.get(), 2 * Gates, H, Units, int64_t(1),
-                      GradB + D * BiasRows);
-  }
 }
 
 bool anyPresent(const Views &Vs) {

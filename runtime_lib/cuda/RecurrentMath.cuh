@@ -8,7 +8,7 @@
 // kernels. Backward is back-propagation through time over a tape the
 // forward fills (activated gates and cell states).
 //
-// Hidden-unit slices (cells only): weights packed to Units rows per gate;
+// Hidden-unit slices (cells only): weights hold Units rows per gate;
 // the recurrent product still reads the whole previous hidden state.
 //
 //===----------------------------------------------------------------------===//

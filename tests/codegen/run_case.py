@@ -111,13 +111,13 @@ class Env:
 
 #===-- Strategies ------------------------------------------------------===#
 
-def base_strategy(env, fixture, ranks, out):
+def base_strategy(env, fixture, ranks, out, extra=()):
     """A strategy file for the fixture on cpu:<ranks> whose op keys the
     hand-made strategies rewrite (a one-step search: any valid file)."""
     info = fixture_info(fixture)
     run([env.onnx2soap, "search", fixture_path(fixture, "model.onnx"),
          "--batch", str(info["inputs"][0]["shape"][0]), "--cluster",
-         "cpu:%d" % ranks, "--iterations", "1", "-o", out])
+         "cpu:%d" % ranks, "--iterations", "1", "-o", out] + list(extra))
     with open(out) as f:
         return json.load(f)
 
@@ -126,8 +126,10 @@ def write_hand_made(env, fixture, ranks, spec, out):
     """Writes spec ({"base": "single" | "batch", "ops": {name: fields}}) as a
     strategy file. single: every op whole on rank 0; batch: every op cut in
     <ranks> parts along its dim 0 (the batch in the fixtures), a scalar
-    (the loss) by its contraction. "ops" then overrides fields per op."""
-    strategy = base_strategy(env, fixture, ranks, out)
+    (the loss) by its contraction. "ops" then overrides fields per op,
+    "ops_matching" ({regex: fields}) those of every op whose name matches;
+    "unroll": true plans the model with --unroll-rnn."""
+    strategy = base_strategy(env, fixture, ranks, out, unroll_flags(spec))
     for name, config in strategy["ops"].items():
         rank = len(config["degrees"])
         config.update(degrees=[1] * rank, reduction=1, first_device=0,
@@ -139,6 +141,12 @@ def write_hand_made(env, fixture, ranks, spec, out):
                 config["reduction"] = ranks
         elif spec["base"] != "single":
             raise Failure("unknown strategy base %r" % spec["base"])
+    for pattern, fields in spec.get("ops_matching", {}).items():
+        matched = [name for name in strategy["ops"] if re.search(pattern, name)]
+        if not matched:
+            raise Failure("strategy pattern %r matches no op" % pattern)
+        for name in matched:
+            strategy["ops"][name].update(fields)
     for name, fields in spec.get("ops", {}).items():
         if name not in strategy["ops"]:
             raise Failure("strategy override names op %r, which the model "
@@ -158,7 +166,12 @@ def strategy_flags(env, fixture, ranks, strategy, file):
         return ["--iterations", "50", "--seed", "1"]
     if isinstance(strategy, str):
         return ["--strategy", strategy]
-    return ["--strategy", write_hand_made(env, fixture, ranks, strategy, file)]
+    return unroll_flags(strategy) + [
+        "--strategy", write_hand_made(env, fixture, ranks, strategy, file)]
+
+
+def unroll_flags(spec):
+    return ["--unroll-rnn"] if spec.get("unroll") else []
 
 
 #===-- Compile, build, run ------------------------------------------------===#

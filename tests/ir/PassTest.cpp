@@ -184,10 +184,20 @@ TEST(RnnUnroll, BidirectionalLstmBecomesCellsSharingWeights) {
   EXPECT_EQ(formatShape(G.tensor(G.outputs()[0]).Type.Dims), "[3,2,2,5]");
   EXPECT_EQ(formatShape(G.tensor(G.outputs()[1]).Type.Dims), "[2,2,5]");
   EXPECT_EQ(formatShape(G.tensor(G.outputs()[2]).Type.Dims), "[2,2,5]");
+  // Every cell reads the layer's weights, viewed gate-major so that a slice
+  // of hidden units is one box of each.
+  auto ViewOf = [&](TensorId Id) -> std::string {
+    OpId P = G.tensor(Id).Producer;
+    if (P == NoOp || G.op(P).Kind != OpKind::Reshape)
+      return "not a view";
+    return G.op(P).Name + " of " + G.tensor(G.op(P).Inputs[0]).Name + " as " +
+           formatShape(G.tensor(Id).Type.Dims);
+  };
   for (const Op &O : G.ops())
     if (O.Kind == OpKind::LSTMCell) {
-      EXPECT_EQ(G.tensor(O.Inputs[3]).Name, "W");
-      EXPECT_EQ(G.tensor(O.Inputs[4]).Name, "R");
+      EXPECT_EQ(ViewOf(O.Inputs[3]), "lstm/W_gates of W as [2,4,5,4]");
+      EXPECT_EQ(ViewOf(O.Inputs[4]), "lstm/R_gates of R as [2,4,5,5]");
+      EXPECT_EQ(ViewOf(O.Inputs[5]), "lstm/B_gates of B as [2,8,5]");
     }
   inferBatchDims(G);
   for (const Op &O : G.ops())

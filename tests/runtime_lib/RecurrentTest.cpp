@@ -299,7 +299,14 @@ void expectCellIsOneStep(Config C) {
     } else {
       A.set("linear_before_reset", C.LinearBeforeReset);
     }
-    In.insert(In.end(), {&O.In[1], &O.In[2], &O.In[3]});
+    // The cell reads the layer's weights gate-major (as RnnUnroll views
+    // them): the same values, [D,G,H,columns] and [D,2G,H].
+    int64_t G = C.Lstm ? 4 : 3;
+    HostTensor W = O.In[1], R = O.In[2], Bias = O.In[3];
+    W.Dims = {2, G, C.H, C.I};
+    R.Dims = {2, G, C.H, C.H};
+    Bias.Dims = {2, 2 * G, C.H};
+    In.insert(In.end(), {&W, &R, &Bias});
     runForward(*Backend, C.Lstm ? OpKind::LSTMCell : OpKind::GRUCell, A, In,
                Outs);
     HostTensor LayerH = Slice(Out[1]);
@@ -350,7 +357,8 @@ TEST(RecurrentGRU, GradientsOfEveryInput) {
   }
 }
 
-/// Cell operands x, h, [c,] W, R, B for a bidirectional layer's weights.
+/// Cell operands x, h, [c,] W, R, B for a bidirectional layer's weights,
+/// gate-major, Units hidden units of each gate.
 std::vector<HostTensor> cellOperands(bool Lstm, int64_t B, int64_t I, int64_t H,
                                      int64_t Units, unsigned Seed) {
   std::mt19937 Rng(Seed);
@@ -358,9 +366,9 @@ std::vector<HostTensor> cellOperands(bool Lstm, int64_t B, int64_t I, int64_t H,
   std::vector<HostTensor> In{f32({B, I}), f32({B, H})};
   if (Lstm)
     In.push_back(f32({B, Units}));
-  In.push_back(f32({2, (G - 1) * H + Units, I}));
-  In.push_back(f32({2, (G - 1) * H + Units, H}));
-  In.push_back(f32({2, (2 * G - 1) * H + Units}));
+  In.push_back(f32({2, G, Units, I}));
+  In.push_back(f32({2, G, Units, H}));
+  In.push_back(f32({2, 2 * G, Units}));
   for (HostTensor &T : In)
     randomize(T, Rng, -0.8, 0.8);
   return In;
@@ -394,10 +402,11 @@ TEST(RecurrentCells, GradientsOfEveryInput) {
   gradCheckCell(false, 1, 4);
 }
 
-// An unrolled cell split along the hidden units gets the bounding box of its
-// gate rows (units [1,3) of 4 here) and a slice of c.
+// An unrolled cell split along the hidden units gets its units' rows of
+// every gate (units [1,3) of 4 here; one box of the gate-major weights) and
+// a slice of c.
 TEST(RecurrentCells, LstmCellHiddenSlice) {
-  const int64_t B = 2, I = 3, H = 4, Begin = 1, Units = 2;
+  const int64_t B = 2, I = 3, H = 4, Begin = 1, Units = 2, G = 4;
   auto Backend = createCpuBackend(1);
   std::vector<HostTensor> Full = cellOperands(true, B, I, H, H, 9);
   OpAttrs A;
@@ -407,18 +416,19 @@ TEST(RecurrentCells, LstmCellHiddenSlice) {
   runForward(*Backend, OpKind::LSTMCell, A,
              {&Full[0], &Full[1], &Full[2], &Full[3], &Full[4], &Full[5]},
              {&FullH, &FullC});
-  // Direction 1 only, rows [Begin, 3H + Begin + Units).
-  auto Box = [&](const HostTensor &T, int64_t Rows, int64_t Columns) {
-    HostTensor Out = f32({1, Rows, Columns});
-    int64_t Base = T.Dims[1] * Columns + Begin * Columns;
-    for (int64_t E = 0; E < Out.size(); ++E)
-      Out.set(E, T.at(Base + E));
+  // Direction 1 only, units [Begin, Begin + Units) of each of Blocks blocks.
+  auto Box = [&](const HostTensor &T, int64_t Blocks, int64_t Columns) {
+    HostTensor Out = f32({1, Blocks, Units, Columns});
+    for (int64_t K = 0; K < Blocks; ++K)
+      for (int64_t E = 0; E < Units * Columns; ++E)
+        Out.set(K * Units * Columns + E,
+                T.at(((Blocks + K) * H + Begin) * Columns + E));
     return Out;
   };
-  HostTensor W = Box(Full[3], 3 * H + Units, I);
-  HostTensor R = Box(Full[4], 3 * H + Units, H);
-  HostTensor Bias = Box(Full[5], 7 * H + Units, 1);
-  Bias.Dims = {1, 7 * H + Units};
+  HostTensor W = Box(Full[3], G, I);
+  HostTensor R = Box(Full[4], G, H);
+  HostTensor Bias = Box(Full[5], 2 * G, 1);
+  Bias.Dims = {1, 2 * G, Units};
   HostTensor C = f32({B, Units});
   for (int64_t Bi = 0; Bi < B; ++Bi)
     for (int64_t U = 0; U < Units; ++U)

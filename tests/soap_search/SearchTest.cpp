@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "PlannerTestUtil.h"
+#include "simulator/MemoryModel.h"
 #include "soap_search/Builtins.h"
 #include "soap_search/Mcmc.h"
 #include "gtest/gtest.h"
@@ -98,6 +99,52 @@ TEST(Search, DataParallelChainPutsTheEmbeddingsOnOneDevice) {
     }
   EXPECT_EQ(Checked, 2);
   EXPECT_LT(R.Best.Time, 0.8 * R.DataParallel.Time);
+}
+
+// RNNLM's unrolled cells split over their hidden units on 4 devices: each
+// part reads only its units' rows of every gate (the cells read the layer's
+// weights gate-major, so those rows are one box), a quarter of the weights.
+// Nothing of them is replicated, so nothing is all-reduced, and each device
+// holds a quarter of the LSTM weights. (With the ONNX layout a part read the
+// bounding box of its rows, 13/16 of the weights, all-reduced among all.)
+TEST(Planner, CellsSplitOverHiddenUnitsShareNoWeights) {
+  ir::TrainingGraph T = test::sample("rnnlm", 16, /*Unroll=*/true);
+  Machine M = test::machine("paper-p100", 4);
+  AnalyticCostModel Cost;
+  Strategy S = dataParallelOn(T.G, 1);
+  int64_t LstmWeights = 0, Cells = 0;
+  for (const ir::Op &O : T.G.ops()) {
+    if (O.Kind != ir::OpKind::LSTMCell)
+      continue;
+    ++Cells;
+    S[O.Id].Degrees = {1, 4};
+    for (unsigned In = 3; In < 6; ++In) {
+      ir::Region Part = ir::opKindInfo(O.Kind).InputRegion(
+          T.G, O, In, {ir::Interval{0, 16}, ir::Interval{512, 1024}}, {});
+      EXPECT_EQ(4 * ir::regionVolume(Part), T.G.inputType(O, In)->numElements())
+          << O.Name << " input " << In;
+    }
+  }
+  ASSERT_EQ(Cells, 80);
+  for (const ir::Tensor &W : T.G.tensors())
+    if (W.Role == ir::TensorRole::Parameter &&
+        llvm::StringRef(W.Name).contains("lstm"))
+      LstmWeights += W.Type.numElements();
+  EXPECT_EQ(LstmWeights, 2 * (2 * 4 * 2048 * 2048 + 8 * 2048));
+  Simulator Sim(T, M, Cost);
+  Sim.simulate(S);
+  for (TaskId Id = 0; Id < Sim.graph().size(); ++Id) {
+    const Task &K = Sim.graph().task(Id);
+    EXPECT_FALSE(K.Alive && K.Kind == TaskKind::GradAllReduce &&
+                 K.Tensor != ir::NoTensor &&
+                 llvm::StringRef(T.G.tensor(K.Tensor).Name).contains("lstm"))
+        << T.G.tensor(K.Tensor).Name << " is all-reduced";
+  }
+  // Devices 1-3 hold only their quarter of the LSTM weights (with gradients
+  // and momentum: momentum is the default optimizer).
+  MemoryBreakdown Memory = memoryBreakdown(Sim.graph());
+  for (DeviceId D = 1; D < 4; ++D)
+    EXPECT_DOUBLE_EQ(Memory.Parameters[D], 3.0 * LstmWeights / 4 * 4) << D;
 }
 
 TEST(Search, SameSeedSameStrategyWhateverTheThreads) {
