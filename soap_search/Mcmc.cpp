@@ -433,6 +433,7 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
   Candidate *Builtins[3] = {&Result.DataParallel, &Result.Expert,
                             &Result.ModelParallel};
   std::optional<Strategy> FewerDevices;
+  std::optional<Candidate> HalfAnswer;
   CostFunction F{Options.Goal, Options.MemoryLimit, 0, 0, 0};
   {
     Simulator Sim(T, M, Cost, SimOpts);
@@ -465,6 +466,47 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
     F.MemoryScale = std::max(Result.DataParallel.PeakMemory, 1.0);
   }
 
+  // Then the search on the first half of the devices, with half the work
+  // (and so on down: a quarter of it on a quarter of them, ...). A strategy
+  // for fewer devices is one for all of them, and where the collectives
+  // among all devices cost more than the compute they split (RNNLM on 32
+  // K80s, Inception-v3 on 64), the best strategy leaves devices idle; no
+  // chain over all devices walks there op by op. Its answer is a candidate
+  // and a chain's start.
+  SearchOptions Rest = Options;
+  std::optional<SearchResult> Half;
+  bool Halve = Options.Goal != Objective::Frontier && M.numDevices() >= 4 &&
+               M.numDevices() % 2 == 0 &&
+               (Options.Iterations == 0 || Options.Iterations >= 2);
+  if (Halve) {
+    auto Fewer = M.firstDevices(M.numDevices() / 2);
+    if (!Fewer) {
+      llvm::consumeError(Fewer.takeError());
+    } else {
+      SearchOptions Sub = Options;
+      if (Options.Iterations) {
+        Sub.Iterations = Options.Iterations / 2;
+      } else {
+        Sub.BudgetSeconds = Options.BudgetSeconds / 2;
+        Rest.BudgetSeconds = Options.BudgetSeconds - Sub.BudgetSeconds;
+      }
+      double Offset =
+          std::chrono::duration<double>(Clock::now() - Begin).count();
+      Half = search(T, *Fewer, Cost, SimOpts, Sub);
+      // Its answer simulated on all the devices (the idle ones change
+      // nothing but are simulated all the same); in a restricted space, only
+      // if it lies in this one too (the spaces of fewer devices place
+      // partitions differently).
+      if (!Options.Space.restricts() ||
+          Space.project(Half->Best.S) == Half->Best.S) {
+        Simulator Sim(T, M, Cost, SimOpts);
+        Sim.simulate(Half->Best.S);
+        HalfAnswer = candidate(Sim, Options.MemoryLimit);
+        HalfAnswer->FoundAt = Offset + Half->BestFoundSeconds;
+      }
+    }
+  }
+
   unsigned Chains = std::max(1u, Options.Chains);
   unsigned Threads = Options.Threads
                          ? Options.Threads
@@ -474,14 +516,22 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
   // its share of the budget (a chain's clock starts with it): otherwise the
   // later waves would start with the budget spent and never move.
   unsigned Waves = (Chains + Threads - 1) / Threads;
-  double ChainBudget = Options.BudgetSeconds / Waves;
+  double ChainBudget = Rest.BudgetSeconds / Waves;
   std::vector<ChainResult> Results(Chains);
   Shared Progress;
+  if (Half)
+    Progress.Iterations = Half->Iterations;
+  if (HalfAnswer)
+    Progress.improved(HalfAnswer->Time);
   std::atomic<unsigned> NextChain{0};
   auto Worker = [&] {
     for (unsigned C; (C = NextChain.fetch_add(1)) < Chains;) {
       Strategy Start;
-      if (C < 3) {
+      if (C == 3 && HalfAnswer) {
+        // The fourth chain goes on from the answer on half the devices.
+        Start = Options.Space.restricts() ? Space.project(HalfAnswer->S)
+                                          : HalfAnswer->S;
+      } else if (C < 3) {
         // In a restricted space, chains start from the built-ins' nearest
         // strategies in it, so that they search that space alone.
         Start =
@@ -537,6 +587,10 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
   for (Candidate *B : {&Result.Expert, &Result.ModelParallel})
     if (better(Options.Goal, *B, Result.Best))
       Result.Best = *B;
+  if (HalfAnswer && better(Options.Goal, *HalfAnswer, Result.Best))
+    Result.Best = *HalfAnswer;
+  if (Half)
+    Result.Iterations += Half->Iterations;
   for (unsigned I = 0; I < Results.size(); ++I) {
     ChainResult &C = Results[I];
     Result.Iterations += C.Steps;
@@ -568,6 +622,8 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
   for (const Candidate *B :
        {&Result.DataParallel, &Result.Expert, &Result.ModelParallel})
     Seen.push_back(improvement(*B));
+  if (HalfAnswer)
+    Seen.push_back(improvement(*HalfAnswer));
   for (const ChainResult &C : Results)
     Seen.insert(Seen.end(), C.Improvements.begin(), C.Improvements.end());
   std::stable_sort(Seen.begin(), Seen.end(),

@@ -78,6 +78,28 @@ TEST(Search, NeverWorseThanDataParallelismOnFewerDevices) {
   EXPECT_LE(R.Best.Time, Fewest);
 }
 
+// The search on 8 devices first searches on the first 4 with half the
+// steps (and that one on 2): its answer is a strategy for 8 devices too,
+// and the answer on 8 is never worse than it.
+TEST(Search, NeverWorseThanTheAnswerOnHalfTheDevices) {
+  ir::TrainingGraph T = test::sample("rnnlm", 64, /*Unroll=*/true);
+  Machine M = test::machine("paper-k80", 8),
+          Half = test::machine("paper-k80", 4);
+  AnalyticCostModel Cost;
+  SearchOptions O = fixedWork(3);
+  O.Iterations = 40;
+  SearchOptions H = O;
+  H.Iterations = 20;
+  SearchResult All = search(T, M, Cost, {}, O);
+  SearchResult OnHalf = search(T, Half, Cost, {}, H);
+  Simulator Sim(T, M, Cost);
+  double HalfOnAll = Sim.simulate(OnHalf.Best.S);
+  EXPECT_LE(All.Best.Time, HalfOnAll);
+  // Its steps are counted: 4 chains of 40 steps here, of 20 on 4 devices
+  // and of 10 on 2 (chain 0 also counts its heavy-unit placements).
+  EXPECT_GE(All.Iterations, 4u * (40 + 20 + 10));
+}
+
 // NMT on 8 P100s: each embedding holds 131 MB of weights and does no
 // arithmetic. Replicated, its gradient all-reduce costs more than sending
 // its output to the other devices; FlexFlow keeps each on one GPU. The
