@@ -475,6 +475,7 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
   // and a chain's start.
   SearchOptions Rest = Options;
   std::optional<SearchResult> Half;
+  std::vector<Improvement> HalfProgression;
   bool Halve = Options.Goal != Objective::Frontier && M.numDevices() >= 4 &&
                M.numDevices() % 2 == 0 &&
                (Options.Iterations == 0 || Options.Iterations >= 2);
@@ -503,6 +504,14 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
         Sim.simulate(Half->Best.S);
         HalfAnswer = candidate(Sim, Options.MemoryLimit);
         HalfAnswer->FoundAt = Offset + Half->BestFoundSeconds;
+        // Its improvements on the way count in the progression when the
+        // idle devices changed nothing (as they should: the first devices
+        // of a cluster are routed alike in both).
+        if (HalfAnswer->Time == Half->Best.Time)
+          for (Improvement I : Half->Progression) {
+            I.Seconds += Offset;
+            HalfProgression.push_back(I);
+          }
       }
     }
   }
@@ -622,6 +631,7 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
   for (const Candidate *B :
        {&Result.DataParallel, &Result.Expert, &Result.ModelParallel})
     Seen.push_back(improvement(*B));
+  Seen.insert(Seen.end(), HalfProgression.begin(), HalfProgression.end());
   if (HalfAnswer)
     Seen.push_back(improvement(*HalfAnswer));
   for (const ChainResult &C : Results)

@@ -95,6 +95,7 @@ TEST(Search, NeverWorseThanTheAnswerOnHalfTheDevices) {
   Simulator Sim(T, M, Cost);
   double HalfOnAll = Sim.simulate(OnHalf.Best.S);
   EXPECT_LE(All.Best.Time, HalfOnAll);
+  EXPECT_EQ(HalfOnAll, OnHalf.Best.Time);
   // Its steps are counted: 4 chains of 40 steps here, of 20 on 4 devices
   // and of 10 on 2 (chain 0 also counts its heavy-unit placements).
   EXPECT_GE(All.Iterations, 4u * (40 + 20 + 10));
