@@ -433,7 +433,6 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
   Candidate *Builtins[3] = {&Result.DataParallel, &Result.Expert,
                             &Result.ModelParallel};
   std::optional<Strategy> FewerDevices;
-  std::optional<Candidate> HalfAnswer;
   CostFunction F{Options.Goal, Options.MemoryLimit, 0, 0, 0};
   {
     Simulator Sim(T, M, Cost, SimOpts);
@@ -466,55 +465,11 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
     F.MemoryScale = std::max(Result.DataParallel.PeakMemory, 1.0);
   }
 
-  // Then the search on the first half of the devices, with half the work
-  // (and so on down: a quarter of it on a quarter of them, ...). A strategy
-  // for fewer devices is one for all of them, and where the collectives
-  // among all devices cost more than the compute they split (RNNLM on 32
-  // K80s, Inception-v3 on 64), the best strategy leaves devices idle; no
-  // chain over all devices walks there op by op. Its answer is a candidate
-  // and a chain's start.
-  SearchOptions Rest = Options;
-  std::optional<SearchResult> Half;
-  std::vector<Improvement> HalfProgression;
+  // The chains get half the budget when the search on half the devices
+  // (below) follows them.
   bool Halve = Options.Goal != Objective::Frontier && M.numDevices() >= 4 &&
                M.numDevices() % 2 == 0 &&
                (Options.Iterations == 0 || Options.Iterations >= 2);
-  if (Halve) {
-    auto Fewer = M.firstDevices(M.numDevices() / 2);
-    if (!Fewer) {
-      llvm::consumeError(Fewer.takeError());
-    } else {
-      SearchOptions Sub = Options;
-      if (Options.Iterations) {
-        Sub.Iterations = Options.Iterations / 2;
-      } else {
-        Sub.BudgetSeconds = Options.BudgetSeconds / 2;
-        Rest.BudgetSeconds = Options.BudgetSeconds - Sub.BudgetSeconds;
-      }
-      double Offset =
-          std::chrono::duration<double>(Clock::now() - Begin).count();
-      Half = search(T, *Fewer, Cost, SimOpts, Sub);
-      // Its answer simulated on all the devices (the idle ones change
-      // nothing but are simulated all the same); in a restricted space, only
-      // if it lies in this one too (the spaces of fewer devices place
-      // partitions differently).
-      if (!Options.Space.restricts() ||
-          Space.project(Half->Best.S) == Half->Best.S) {
-        Simulator Sim(T, M, Cost, SimOpts);
-        Sim.simulate(Half->Best.S);
-        HalfAnswer = candidate(Sim, Options.MemoryLimit);
-        HalfAnswer->FoundAt = Offset + Half->BestFoundSeconds;
-        // Its improvements on the way count in the progression when the
-        // idle devices changed nothing (as they should: the first devices
-        // of a cluster are routed alike in both).
-        if (HalfAnswer->Time == Half->Best.Time)
-          for (Improvement I : Half->Progression) {
-            I.Seconds += Offset;
-            HalfProgression.push_back(I);
-          }
-      }
-    }
-  }
 
   unsigned Chains = std::max(1u, Options.Chains);
   unsigned Threads = Options.Threads
@@ -525,22 +480,15 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
   // its share of the budget (a chain's clock starts with it): otherwise the
   // later waves would start with the budget spent and never move.
   unsigned Waves = (Chains + Threads - 1) / Threads;
-  double ChainBudget = Rest.BudgetSeconds / Waves;
+  double ChainBudget =
+      (Halve ? Options.BudgetSeconds / 2 : Options.BudgetSeconds) / Waves;
   std::vector<ChainResult> Results(Chains);
   Shared Progress;
-  if (Half)
-    Progress.Iterations = Half->Iterations;
-  if (HalfAnswer)
-    Progress.improved(HalfAnswer->Time);
   std::atomic<unsigned> NextChain{0};
   auto Worker = [&] {
     for (unsigned C; (C = NextChain.fetch_add(1)) < Chains;) {
       Strategy Start;
-      if (C == 3 && HalfAnswer) {
-        // The fourth chain goes on from the answer on half the devices.
-        Start = Options.Space.restricts() ? Space.project(HalfAnswer->S)
-                                          : HalfAnswer->S;
-      } else if (C < 3) {
+      if (C < 3) {
         // In a restricted space, chains start from the built-ins' nearest
         // strategies in it, so that they search that space alone.
         Start =
@@ -590,16 +538,69 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
   if (Reporter.joinable())
     Reporter.join();
 
+  // Then the search on the first half of the devices, with the rest of the
+  // budget (or half the steps), and so on down: a quarter of the devices,
+  // ... A strategy for fewer devices is one for all of them, and where the
+  // collectives among all devices cost more than the compute they split
+  // (RNNLM on 32 K80s), the best strategy leaves devices idle; no chain over
+  // all devices walks there op by op. Its answer is a candidate. (It comes
+  // after the chains so that what they find at once, the heavy units placed
+  // whole, is found as early as before.)
+  std::optional<SearchResult> Half;
+  std::optional<Candidate> HalfAnswer;
+  std::vector<Improvement> HalfProgression;
+  std::optional<simulator::Machine> Fewer;
+  if (Halve) {
+    auto First = M.firstDevices(M.numDevices() / 2);
+    if (First)
+      Fewer = std::move(*First);
+    else
+      llvm::consumeError(First.takeError());
+  }
+  if (Fewer) {
+    double Offset = std::chrono::duration<double>(Clock::now() - Begin).count();
+    SearchOptions Sub = Options;
+    if (Options.Iterations)
+      Sub.Iterations = Options.Iterations / 2;
+    else
+      Sub.BudgetSeconds = std::max(0.0, Options.BudgetSeconds - Offset);
+    uint64_t Before = Progress.Iterations.load();
+    double BestBefore = Progress.BestTime;
+    if (Options.Progress)
+      Sub.Progress = [&](SearchProgress P) {
+        P.Iterations += Before;
+        P.BestTime = std::min(P.BestTime, BestBefore);
+        P.Seconds += Offset;
+        Options.Progress(P);
+      };
+    Half = search(T, *Fewer, Cost, SimOpts, Sub);
+    // Its answer simulated on all the devices (the idle ones change nothing
+    // but are simulated all the same); in a restricted space, only if it
+    // lies in this one too (the spaces of fewer devices place partitions
+    // differently).
+    if (!Options.Space.restricts() ||
+        Space.project(Half->Best.S) == Half->Best.S) {
+      Simulator Sim(T, M, Cost, SimOpts);
+      Sim.simulate(Half->Best.S);
+      HalfAnswer = candidate(Sim, Options.MemoryLimit);
+      HalfAnswer->FoundAt = Offset + Half->BestFoundSeconds;
+      // Its improvements on the way count in the progression when the idle
+      // devices changed nothing (as they should: the first devices of a
+      // cluster are routed alike in both).
+      if (HalfAnswer->Time == Half->Best.Time)
+        for (Improvement I : Half->Progression) {
+          I.Seconds += Offset;
+          HalfProgression.push_back(I);
+        }
+    }
+  }
+
   // The answer: the best of the built-ins and of every chain, ties to the
   // earlier one, so the thread timing never matters.
   Result.Best = Result.DataParallel;
   for (Candidate *B : {&Result.Expert, &Result.ModelParallel})
     if (better(Options.Goal, *B, Result.Best))
       Result.Best = *B;
-  if (HalfAnswer && better(Options.Goal, *HalfAnswer, Result.Best))
-    Result.Best = *HalfAnswer;
-  if (Half)
-    Result.Iterations += Half->Iterations;
   for (unsigned I = 0; I < Results.size(); ++I) {
     ChainResult &C = Results[I];
     Result.Iterations += C.Steps;
@@ -608,6 +609,11 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
     if (better(Options.Goal, C.Best, Result.Best))
       Result.Best = C.Best;
   }
+  // Last, as it was found last.
+  if (HalfAnswer && better(Options.Goal, *HalfAnswer, Result.Best))
+    Result.Best = *HalfAnswer;
+  if (Half)
+    Result.Iterations += Half->Iterations;
   if (Options.Goal == Objective::Frontier) {
     std::vector<Candidate> All;
     for (ChainResult &C : Results)
