@@ -116,25 +116,66 @@ static bool isFullyConnected(const ir::Graph &G, const ir::Op &O) {
   return false;
 }
 
-/// RNNs: one layer per GPU of a node (layers numbered by their weights, in
-/// order of first use; other ops join the layer before them), and each
-/// layer data parallel across the nodes.
-static Strategy rnnExpert(const ir::Graph &G, const Machine &M) {
+/// Per op, the recurrent layer it belongs to: layers numbered by their
+/// weights (W; an unrolled layer's cells share it), in order of first use;
+/// other ops join the layer before them (those before the first, the
+/// first). Empty when the graph has no recurrent layer.
+static std::vector<unsigned> recurrentLayers(const ir::Graph &G,
+                                             unsigned &NumLayers) {
+  std::map<ir::TensorId, unsigned> Layers;
+  std::vector<unsigned> Of;
+  unsigned Layer = 0;
+  for (const ir::Op &O : G.ops()) {
+    if (isRecurrent(O.Kind)) {
+      // W: input 1 of a layer, after x, h (and c) for a cell.
+      unsigned W = O.Kind == ir::OpKind::LSTMCell  ? 3
+                   : O.Kind == ir::OpKind::GRUCell ? 2
+                                                   : 1;
+      auto [It, New] = Layers.insert({O.Inputs[W], unsigned(Layers.size())});
+      Layer = It->second;
+    }
+    Of.push_back(Layer);
+  }
+  NumLayers = Layers.size();
+  if (Layers.empty())
+    Of.clear();
+  return Of;
+}
+
+static unsigned devicesPerNode(const Machine &M) {
   unsigned PerNode = 0;
   for (const simulator::Device &D : M.devices())
     PerNode += D.Node == 0;
+  return std::max(1u, PerNode);
+}
+
+/// RNNs: one layer per GPU of a node, and each layer data parallel across
+/// the nodes.
+static Strategy rnnExpert(const ir::Graph &G, const Machine &M) {
+  unsigned PerNode = devicesPerNode(M), Layers = 0;
   unsigned Nodes = M.numDevices() / PerNode;
-  std::map<ir::TensorId, unsigned> Layers;
-  unsigned Layer = 0;
+  std::vector<unsigned> Layer = recurrentLayers(G, Layers);
   Strategy S;
-  for (const ir::Op &O : G.ops()) {
-    if (isRecurrent(O.Kind)) {
-      ir::TensorId Weight = O.Inputs[1];
-      auto [It, New] = Layers.insert({Weight, unsigned(Layers.size())});
-      Layer = It->second;
-    }
-    S.Configs.push_back(sampleSplit(G, O, Nodes, Layer % PerNode, PerNode));
-  }
+  for (const ir::Op &O : G.ops())
+    S.Configs.push_back(
+        sampleSplit(G, O, Nodes, Layer[O.Id] % PerNode, PerNode));
+  return S;
+}
+
+std::optional<Strategy> layerGroups(const ir::Graph &G, const Machine &M) {
+  unsigned Layers = 0;
+  std::vector<unsigned> Layer = recurrentLayers(G, Layers);
+  unsigned N = M.numDevices();
+  if (Layers < 2 || N < 2)
+    return std::nullopt;
+  // As many groups as layers (or devices), of equal power-of-two sizes.
+  unsigned Groups = std::min(Layers, N), Size = 1;
+  while (2 * Size * Groups <= N)
+    Size *= 2;
+  Strategy S;
+  for (const ir::Op &O : G.ops())
+    S.Configs.push_back(
+        sampleSplit(G, O, Size, (Layer[O.Id] % Groups) * Size, 1));
   return S;
 }
 

@@ -33,6 +33,13 @@ simulator::Strategy modelParallel(const ir::Graph &G,
                                   const simulator::Machine &M,
                                   const simulator::CostModel &Cost);
 simulator::Strategy expert(const ir::Graph &G, const simulator::Machine &M);
+/// RNNs: each recurrent layer (with the ops after it) data parallel on its
+/// own group of consecutive devices, a pipeline of layers; the groups are
+/// of equal power-of-two sizes, one per layer (layers beyond the device
+/// count wrap around). None for a model with fewer than two recurrent
+/// layers. A start of the search, not a built-in.
+std::optional<simulator::Strategy> layerGroups(const ir::Graph &G,
+                                               const simulator::Machine &M);
 simulator::Strategy builtin(Builtin Kind, const ir::Graph &G,
                             const simulator::Machine &M,
                             const simulator::CostModel &Cost);

@@ -266,9 +266,9 @@ static ChainResult
 runChain(const ir::TrainingGraph &T, const simulator::Machine &M,
          const simulator::CostModel &Cost, simulator::SimOptions SimOpts,
          const SearchOptions &Options, const ConfigSpace &Space,
-         const Strategy &Start, const Strategy *Alternative, CostFunction F,
-         unsigned Index, Shared &Progress, Clock::time_point Begin,
-         double Budget) {
+         const Strategy &Start, llvm::ArrayRef<Strategy> Alternatives,
+         CostFunction F, unsigned Index, Shared &Progress,
+         Clock::time_point Begin, double Budget) {
   Rng R = chainRng(Options.Seed, Index);
   Clock::time_point ChainBegin = Clock::now();
   Simulator Sim(T, M, Cost, SimOpts);
@@ -354,12 +354,13 @@ runChain(const ir::TrainingGraph &T, const simulator::Machine &M,
   };
   if (Index == 0) {
     PlaceHeavyUnits();
-    // Then the same from data parallelism on fewer devices, when that is
-    // faster; the chain goes on from the better of the two.
-    if (Alternative) {
+    // Then the same from each alternative start (data parallelism on fewer
+    // devices when that is faster, the recurrent layers on groups of
+    // devices); the chain goes on from the best.
+    for (const Strategy &Alternative : Alternatives) {
       Strategy Kept = Sim.strategy();
       double KeptCost = Current;
-      Accept(F(Sim, Sim.simulate(*Alternative)));
+      Accept(F(Sim, Sim.simulate(Alternative)));
       PlaceHeavyUnits();
       if (KeptCost < Current)
         Accept(F(Sim, Sim.simulate(Kept)));
@@ -433,6 +434,9 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
   Candidate *Builtins[3] = {&Result.DataParallel, &Result.Expert,
                             &Result.ModelParallel};
   std::optional<Strategy> FewerDevices;
+  // RNNs: each recurrent layer data parallel on its own group of devices
+  // (a pipeline of layers), which no op-by-op walk reaches either.
+  std::optional<Strategy> LayerGroups = layerGroups(G, M);
   CostFunction F{Options.Goal, Options.MemoryLimit, 0, 0, 0};
   {
     Simulator Sim(T, M, Cost, SimOpts);
@@ -503,13 +507,15 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
       // data-parallel peak).
       if (Options.Goal == Objective::Frontier)
         Chain.Lambda = Chains > 1 ? 2.0 * C / (Chains - 1) : 0;
-      std::optional<Strategy> Alternative;
-      if (C == 0 && FewerDevices)
-        Alternative = Options.Space.restricts() ? Space.project(*FewerDevices)
-                                                : *FewerDevices;
-      Results[C] = runChain(T, M, Cost, SimOpts, Options, Space, Start,
-                            Alternative ? &*Alternative : nullptr, Chain, C,
-                            Progress, Begin, ChainBudget);
+      std::vector<Strategy> Alternatives;
+      if (C == 0)
+        for (const std::optional<Strategy> &A : {FewerDevices, LayerGroups})
+          if (A)
+            Alternatives.push_back(Options.Space.restricts() ? Space.project(*A)
+                                                             : *A);
+      Results[C] =
+          runChain(T, M, Cost, SimOpts, Options, Space, Start, Alternatives,
+                   Chain, C, Progress, Begin, ChainBudget);
     }
   };
   std::vector<std::thread> Pool;
@@ -569,7 +575,9 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
     if (Options.Progress)
       Sub.Progress = [&](SearchProgress P) {
         P.Iterations += Before;
-        P.BestTime = std::min(P.BestTime, BestBefore);
+        // 0 until that search has a time of its own.
+        P.BestTime =
+            P.BestTime > 0 ? std::min(P.BestTime, BestBefore) : BestBefore;
         P.Seconds += Offset;
         Options.Progress(P);
       };
