@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 #include "soap_search/Builtins.h"
 #include "ir/BatchDims.h"
+#include "llvm/Support/MathExtras.h"
 #include <algorithm>
 #include <map>
 
@@ -117,9 +118,9 @@ static bool isFullyConnected(const ir::Graph &G, const ir::Op &O) {
 }
 
 /// Per op, the recurrent layer it belongs to: layers numbered by their
-/// weights (W; an unrolled layer's cells share it), in order of first use;
-/// other ops join the layer before them (those before the first, the
-/// first). Empty when the graph has no recurrent layer.
+/// weights (W, the op's first weight input; an unrolled layer's cells
+/// share it), in order of first use; other ops join the layer before them
+/// (those before the first, the first). NumLayers: how many there are.
 static std::vector<unsigned> recurrentLayers(const ir::Graph &G,
                                              unsigned &NumLayers) {
   std::map<ir::TensorId, unsigned> Layers;
@@ -127,18 +128,14 @@ static std::vector<unsigned> recurrentLayers(const ir::Graph &G,
   unsigned Layer = 0;
   for (const ir::Op &O : G.ops()) {
     if (isRecurrent(O.Kind)) {
-      // W: input 1 of a layer, after x, h (and c) for a cell.
-      unsigned W = O.Kind == ir::OpKind::LSTMCell  ? 3
-                   : O.Kind == ir::OpKind::GRUCell ? 2
-                                                   : 1;
+      unsigned W =
+          llvm::countTrailingZeros(ir::opKindInfo(O.Kind).WeightInputs);
       auto [It, New] = Layers.insert({O.Inputs[W], unsigned(Layers.size())});
       Layer = It->second;
     }
     Of.push_back(Layer);
   }
   NumLayers = Layers.size();
-  if (Layers.empty())
-    Of.clear();
   return Of;
 }
 

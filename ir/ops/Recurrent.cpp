@@ -28,17 +28,20 @@ static int64_t numDirections(const Attributes &Attrs) {
   return Attrs.getString("direction", "forward") == "bidirectional" ? 2 : 1;
 }
 
+/// An operand (absent: null) of the expected dims.
+static llvm::Error checkDims(const TensorType *T, const Shape &Expected,
+                             const char *What) {
+  if (T && T->Dims != Expected)
+    return fail("{0} is {1}, expected {2}", What, formatShape(T->Dims),
+                formatShape(Expected));
+  return llvm::Error::success();
+}
+
 /// Checks W, R, B (and P) of a recurrent layer with Gates gates and returns
 /// the input size.
 static llvm::Error checkWeights(InputTypes In, int64_t Gates, int64_t D,
                                 int64_t H, int64_t I) {
-  auto Check = [&](const TensorType *T, Shape Expected,
-                   const char *What) -> llvm::Error {
-    if (T && T->Dims != Expected)
-      return fail("{0} is {1}, expected {2}", What, formatShape(T->Dims),
-                  formatShape(Expected));
-    return llvm::Error::success();
-  };
+  auto Check = checkDims;
   if (auto E = Check(In[1], {D, Gates * H, I}, "W"))
     return E;
   if (auto E = Check(In[2], {D, Gates * H, H}, "R"))
@@ -183,13 +186,7 @@ static llvm::Expected<OutputTypes> inferCell(const Attributes &Attrs,
   if (Units <= 0 || Units > H)
     return fail("W {0} holds {1} hidden units per gate, hidden_size is {2}",
                 formatShape(W->Dims), Units, H);
-  auto Check = [&](const TensorType *T, Shape Expected,
-                   const char *What) -> llvm::Error {
-    if (T && T->Dims != Expected)
-      return fail("{0} is {1}, expected {2}", What, formatShape(T->Dims),
-                  formatShape(Expected));
-    return llvm::Error::success();
-  };
+  auto Check = checkDims;
   if (auto E = Check(In[1], {X[0], H}, "h"))
     return E;
   if (Gates == 4)
@@ -242,8 +239,8 @@ static Region cellRegion(const Graph &G, const Op &O, unsigned Input,
     return R;
   }
   // Weights: this direction, every gate, the hidden units computed.
-  R[0] = {O.Attrs.getInt("direction_index"),
-          O.Attrs.getInt("direction_index") + 1};
+  int64_t Direction = O.Attrs.getInt("direction_index");
+  R[0] = {Direction, Direction + 1};
   R[2] = Out[1];
   return R;
 }
