@@ -114,8 +114,13 @@ llvm::Error runCompile() {
 
   simulator::Strategy S;
   std::string StrategyName;
+  // The gradient bucket size the program all-reduces with: the one the
+  // search chose or the strategy file records, or the flag's.
+  double Bucket = P.Sim.GradientBucketBytes;
   if (StrategyFlag.empty()) {
     soap_search::SearchOptions Options;
+    if (P.TuneGradientBucket)
+      Options.GradientBuckets = soap_search::defaultGradientBuckets();
     Options.BudgetSeconds = Budget;
     Options.Iterations = Iterations;
     Options.Seed = Seed;
@@ -129,9 +134,11 @@ llvm::Error runCompile() {
     soap_search::SearchResult R =
         soap_search::search(T, P.M, Cost, P.Sim, Options);
     S = R.Best.S;
+    Bucket = R.Best.GradientBucketBytes;
     StrategyName = "searched";
   } else if (auto Kind = soap_search::parseBuiltin(StrategyFlag)) {
     S = soap_search::builtin(*Kind, G, P.M, Cost);
+    Bucket = gradientBucketFor(P, Cost, S, std::nullopt);
     StrategyName = StrategyFlag;
   } else {
     if (!llvm::sys::fs::exists(StrategyFlag))
@@ -139,16 +146,20 @@ llvm::Error runCompile() {
           "--strategy {0}: no such file, and not a built-in strategy "
           "(data-parallel, model-parallel, expert)",
           StrategyFlag.getValue()));
-    auto Read = soap_search::readStrategy(StrategyFlag, G, P.Target);
+    std::optional<double> FileBucket;
+    auto Read =
+        soap_search::readStrategy(StrategyFlag, G, P.Target, &FileBucket);
     if (!Read)
       return Read.takeError();
     S = std::move(*Read);
+    Bucket = gradientBucketFor(P, Cost, S, FileBucket);
     StrategyName = StrategyFlag;
   }
 
   codegen::PlanOptions Options;
   Options.Optimizer = *Optimizer;
   Options.Sim = P.Sim;
+  Options.Sim.GradientBucketBytes = Bucket;
   Options.Init =
       Init == "random" ? codegen::InitKind::Random : codegen::InitKind::Onnx;
   Options.Seed = Seed;
@@ -168,7 +179,7 @@ llvm::Error runCompile() {
       P.M,
       P.Target,
       (*ModelBytes)->getBuffer(),
-      soap_search::writeStrategy(G, S, P.Target, Predicted),
+      soap_search::writeStrategy(G, S, P.Target, Predicted, Bucket),
       planningOptimizerName(),
       ir::lossKindName(T.Loss).str(),
       ONNX2SOAP_VERSION};

@@ -78,36 +78,6 @@ static cl::opt<std::string> Output("o", cl::desc("Write the strategy file"),
                                    cl::value_desc("strategy.json"),
                                    cl::sub(searchCommand()));
 
-/// "16GiB", "80GB", "1.5 T", "1000000": bytes, or nothing.
-static std::optional<double> parseBytes(llvm::StringRef Text) {
-  Text = Text.trim();
-  size_t NumberEnd = Text.find_first_not_of("0123456789.");
-  llvm::StringRef Number = Text.take_front(NumberEnd);
-  std::string Unit = Text.drop_front(Number.size()).trim().lower();
-  double Value;
-  if (Number.empty() || Number.getAsDouble(Value))
-    return std::nullopt;
-  static const std::pair<const char *, double> Units[] = {
-      {"", 1},
-      {"b", 1},
-      {"kb", 1e3},
-      {"mb", 1e6},
-      {"gb", 1e9},
-      {"tb", 1e12},
-      {"k", 1024.0},
-      {"m", 1024.0 * 1024},
-      {"g", 1024.0 * 1024 * 1024},
-      {"t", 1099511627776.0},
-      {"kib", 1024.0},
-      {"mib", 1024.0 * 1024},
-      {"gib", 1024.0 * 1024 * 1024},
-      {"tib", 1099511627776.0}};
-  for (const auto &[Name, Scale] : Units)
-    if (Unit == Name)
-      return Value * Scale;
-  return std::nullopt;
-}
-
 static llvm::Expected<std::vector<unsigned>> parseSweep() {
   std::vector<unsigned> Counts;
   llvm::SmallVector<llvm::StringRef, 8> Parts;
@@ -271,7 +241,8 @@ static llvm::Error runSweep(const Planning &P, SearchOptions O) {
                              {"speedup_vs_data_parallel",
                               speedup(S.DataParallel.Time, S.Best.Time)},
                              {"iterations", int64_t(S.Iterations)},
-                             {"search_seconds", S.Seconds}});
+                             {"search_seconds", S.Seconds},
+                             {"gradient_bucket", S.Best.GradientBucketBytes}});
     }
     llvm::outs() << llvm::formatv("{0:2}", llvm::json::Value(std::move(List)))
                  << "\n";
@@ -300,6 +271,8 @@ llvm::Error runSearch() {
   if (!Loaded)
     return Loaded.takeError();
   const Planning &P = **Loaded;
+  if (P.TuneGradientBucket)
+    Options->GradientBuckets = soap_search::defaultGradientBuckets();
   if (SweepGpus.getNumOccurrences())
     return runSweep(P, *Options);
 
@@ -315,15 +288,18 @@ llvm::Error runSearch() {
     return nothingFits(R, *Options, P.M);
 
   // Simulate the answer from scratch: the figures reported are what
-  // `simulate` gives for the strategy file.
-  simulator::Simulator Sim(P.Training, P.M, Cost, P.Sim);
+  // `simulate` gives for the strategy file (which records the bucket size).
+  simulator::SimOptions Planned = P.Sim;
+  Planned.GradientBucketBytes = Answer->GradientBucketBytes;
+  simulator::Simulator Sim(P.Training, P.M, Cost, Planned);
   Sim.simulate(Answer->S);
   simulator::SimReport Report = Sim.report();
   if (!Output.empty()) {
     soap_search::StrategyPrediction Predicted{Report.Time, Report.PeakMemory,
                                               Report.Fits, P.OptimizerName};
-    std::string Text = soap_search::writeStrategy(P.Training.G, Answer->S,
-                                                  P.Target, Predicted);
+    std::string Text =
+        soap_search::writeStrategy(P.Training.G, Answer->S, P.Target, Predicted,
+                                   Answer->GradientBucketBytes);
     if (llvm::Error E = writeFileAtomically(
             Output, "-o", [&](llvm::raw_ostream &OS) { OS << Text; }))
       return E;
@@ -358,7 +334,8 @@ llvm::Error runSearch() {
         {"fits", Fits},
         {"iterations", int64_t(R.Iterations)},
         {"search_seconds", R.Seconds},
-        {"best_found_seconds", R.BestFoundSeconds}};
+        {"best_found_seconds", R.BestFoundSeconds},
+        {"gradient_bucket", Answer->GradientBucketBytes}};
     llvm::json::Array Progression;
     for (const Improvement &I : R.Progression)
       Progression.push_back(llvm::json::Object{{"seconds", I.Seconds},
@@ -395,6 +372,8 @@ llvm::Error runSearch() {
                       formatSeconds(R.ModelParallel.Time));
   OS << llvm::formatv("transferred     {0}\n",
                       formatBytes(Report.BytesTransferred));
+  OS << llvm::formatv("buckets         {0}\n",
+                      formatGradientBucket(Answer->GradientBucketBytes));
   OS << llvm::formatv("peak memory     {0} (largest device; limit {1}): {2}\n",
                       formatBytes(MaxPeak), formatBytes(Limit),
                       Fits ? "fits" : "does not fit");

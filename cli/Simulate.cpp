@@ -12,6 +12,7 @@
 #include "simulator/ProfileCostModel.h"
 #include "simulator/Trace.h"
 #include "soap_search/Builtins.h"
+#include "soap_search/Mcmc.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FileUtilities.h"
@@ -52,6 +53,15 @@ static cl::opt<std::string>
                   cl::init("momentum"), cl::cat(PlanningCategory),
                   cl::sub(simulateCommand()), cl::sub(searchCommand()),
                   cl::sub(compileCommand()));
+static cl::opt<std::string> GradientBucketFlag(
+    "gradient-bucket",
+    cl::desc("All-reduce the gradients in buckets of about BYTES, in the "
+             "order backward produces them (0: one all-reduce per tensor); "
+             "auto (default): the size of 0, 1, 4, 16 or 64 MiB the "
+             "strategy runs fastest with"),
+    cl::value_desc("BYTES|auto"), cl::init("auto"), cl::cat(PlanningCategory),
+    cl::sub(simulateCommand()), cl::sub(searchCommand()),
+    cl::sub(compileCommand()));
 static cl::opt<std::string>
     LossFlag("loss", cl::desc("cross-entropy (default), mse, or model"),
              cl::init("cross-entropy"), cl::cat(PlanningCategory),
@@ -83,6 +93,53 @@ static cl::opt<std::string> StrategyFlag(
     "strategy",
     cl::desc("Strategy file, or data-parallel, model-parallel or expert"),
     cl::value_desc("S"), cl::sub(simulateCommand()));
+
+/// "16GiB", "80GB", "1.5 T", "1000000": bytes, or nothing.
+std::optional<double> parseBytes(llvm::StringRef Text) {
+  Text = Text.trim();
+  size_t NumberEnd = Text.find_first_not_of("0123456789.");
+  llvm::StringRef Number = Text.take_front(NumberEnd);
+  std::string Unit = Text.drop_front(Number.size()).trim().lower();
+  double Value;
+  if (Number.empty() || Number.getAsDouble(Value))
+    return std::nullopt;
+  static const std::pair<const char *, double> Units[] = {
+      {"", 1},
+      {"b", 1},
+      {"kb", 1e3},
+      {"mb", 1e6},
+      {"gb", 1e9},
+      {"tb", 1e12},
+      {"k", 1024.0},
+      {"m", 1024.0 * 1024},
+      {"g", 1024.0 * 1024 * 1024},
+      {"t", 1099511627776.0},
+      {"kib", 1024.0},
+      {"mib", 1024.0 * 1024},
+      {"gib", 1024.0 * 1024 * 1024},
+      {"tib", 1099511627776.0}};
+  for (const auto &[Name, Scale] : Units)
+    if (Unit == Name)
+      return Value * Scale;
+  return std::nullopt;
+}
+
+double gradientBucketFor(const Planning &P, const simulator::CostModel &Cost,
+                         const simulator::Strategy &S,
+                         std::optional<double> FromFile) {
+  if (!P.TuneGradientBucket)
+    return P.Sim.GradientBucketBytes;
+  if (FromFile && !P.GradientBucketGiven)
+    return *FromFile;
+  return soap_search::bestGradientBucket(P.Training, P.M, Cost, P.Sim, S,
+                                         soap_search::defaultGradientBuckets());
+}
+
+std::string formatGradientBucket(double Bytes) {
+  if (Bytes == 0)
+    return "0 (one all-reduce per tensor)";
+  return formatBytes(Bytes);
+}
 
 bool gpusGiven() { return Gpus.getNumOccurrences() > 0; }
 std::string planningOptimizerName() { return OptimizerFlag.getValue(); }
@@ -126,6 +183,13 @@ loadPlanning(const std::string &ModelPath) {
   auto Loss = lossKind();
   if (!Loss)
     return Loss.takeError();
+  bool TuneBucket = llvm::StringRef(GradientBucketFlag).trim() == "auto";
+  std::optional<double> Bucket =
+      TuneBucket ? 0.0 : parseBytes(GradientBucketFlag);
+  if (!Bucket)
+    return usageError(llvm::formatv("--gradient-bucket {0}: expected auto, "
+                                    "or a size in bytes such as 25MiB, or 0",
+                                    GradientBucketFlag.getValue()));
   if (gpusGiven() && Gpus == 0)
     return usageError("--gpus 0: must be at least 1");
 
@@ -177,6 +241,9 @@ loadPlanning(const std::string &ModelPath) {
     return Target.takeError();
   Result->Target = std::move(*Target);
   Result->Sim.Optimizer = *Optimizer;
+  Result->Sim.GradientBucketBytes = *Bucket;
+  Result->TuneGradientBucket = TuneBucket;
+  Result->GradientBucketGiven = GradientBucketFlag.getNumOccurrences() > 0;
   Result->OptimizerName =
       OptimizerFlag == "adamw" ? "adam" : OptimizerFlag.getValue();
   return Result;
@@ -288,6 +355,7 @@ llvm::Error runSimulate() {
   const simulator::CostModel &Cost = **CostModel;
 
   simulator::Strategy S;
+  std::optional<double> FileBucket;
   if (auto Kind = soap_search::parseBuiltin(StrategyFlag)) {
     S = soap_search::builtin(*Kind, G, P.M, Cost);
   } else {
@@ -296,13 +364,16 @@ llvm::Error runSimulate() {
           "--strategy {0}: no such file, and not a built-in strategy "
           "(data-parallel, model-parallel, expert)",
           StrategyFlag.getValue()));
-    auto Read = soap_search::readStrategy(StrategyFlag, G, P.Target);
+    auto Read =
+        soap_search::readStrategy(StrategyFlag, G, P.Target, &FileBucket);
     if (!Read)
       return Read.takeError();
     S = std::move(*Read);
   }
 
-  simulator::Simulator Sim(P.Training, P.M, Cost, P.Sim);
+  simulator::SimOptions Options = P.Sim;
+  Options.GradientBucketBytes = gradientBucketFor(P, Cost, S, FileBucket);
+  simulator::Simulator Sim(P.Training, P.M, Cost, Options);
   Sim.simulate(S);
   simulator::SimReport Report = Sim.report();
   if (llvm::Error E = writeTraceIfAsked(Sim))
@@ -327,6 +398,7 @@ llvm::Error runSimulate() {
                            {"num_devices", int64_t(NumDevices)},
                            {"strategy", StrategyFlag.getValue()},
                            {"optimizer", P.OptimizerName},
+                           {"gradient_bucket", Options.GradientBucketBytes},
                            {"time", Report.Time},
                            {"bytes_transferred", Report.BytesTransferred},
                            {"peak_memory", std::move(Peaks)},
@@ -344,6 +416,8 @@ llvm::Error runSimulate() {
   OS << llvm::formatv("model        {0}\n", P.Target.ModelFile);
   OS << llvm::formatv("cluster      {0}, {1} devices\n", P.M.Name, NumDevices);
   OS << llvm::formatv("strategy     {0}\n", StrategyFlag.getValue());
+  OS << llvm::formatv("buckets      {0}\n",
+                      formatGradientBucket(Options.GradientBucketBytes));
   OS << llvm::formatv("time         {0} per iteration\n",
                       formatSeconds(Report.Time));
   OS << llvm::formatv("transferred  {0}\n",

@@ -16,6 +16,7 @@
 #include "llvm/Support/Error.h"
 #include "llvm/Support/raw_ostream.h"
 #include <memory>
+#include <optional>
 
 namespace onnx2soap::cli {
 
@@ -58,6 +59,11 @@ struct Planning {
   soap_search::StrategyTarget Target;
   simulator::SimOptions Sim;
   std::string OptimizerName; ///< "sgd", "momentum", "adam"
+  /// --gradient-bucket auto (the default): each strategy gets the size it
+  /// runs fastest with (soap_search::defaultGradientBuckets()); Sim holds 0
+  /// until then. GradientBucketGiven: the flag was on the command line.
+  bool TuneGradientBucket = false;
+  bool GradientBucketGiven = false;
 };
 llvm::Expected<std::unique_ptr<Planning>>
 loadPlanning(const std::string &ModelPath);
@@ -66,6 +72,15 @@ loadPlanning(const std::string &ModelPath);
 /// over it. A profile whose device type is none of M's is refused.
 llvm::Expected<std::unique_ptr<simulator::CostModel>>
 loadCostModel(const simulator::Machine &M);
+/// The gradient bucket size to plan S with: --gradient-bucket's size when
+/// given as one; else the one its strategy file records (FromFile); else
+/// the one S runs fastest with. "auto" on the command line ignores the
+/// file's.
+double gradientBucketFor(const Planning &P, const simulator::CostModel &Cost,
+                         const simulator::Strategy &S,
+                         std::optional<double> FromFile);
+/// "25 MiB", "0 (one all-reduce per tensor)": for tables.
+std::string formatGradientBucket(double Bytes);
 /// Whether --gpus or --trace was given (search --sweep-gpus refuses them).
 bool gpusGiven();
 /// The --optimizer planning flag as given (sgd, momentum, adam, adamw).
@@ -81,6 +96,9 @@ writeFileAtomically(llvm::StringRef Path, llvm::StringRef Flag,
 llvm::Error writeTraceIfAsked(const simulator::Simulator &Sim);
 /// Whether --json was given.
 bool jsonOutput();
+/// "16GiB", "80GB", "1.5 T", "1000000": bytes (KB, MB, ... powers of 1000;
+/// K, KiB, M, MiB, ... powers of 1024), or nothing.
+std::optional<double> parseBytes(llvm::StringRef Text);
 /// "1.234 ms", "15.9 GiB": for tables.
 std::string formatSeconds(double Seconds);
 std::string formatBytes(double Bytes);

@@ -772,6 +772,15 @@ void Builder::makeCalls() {
   }
 }
 
+/// How many tensors a gradient all-reduce's parts belong to (a tensor's
+/// parts are adjacent).
+static size_t distinctTensors(llvm::ArrayRef<simulator::BucketPart> Parts) {
+  size_t Count = 0;
+  for (size_t I = 0; I < Parts.size(); ++I)
+    Count += I == 0 || Parts[I].Tensor != Parts[I - 1].Tensor;
+  return Count;
+}
+
 llvm::Error Builder::makeSteps(const simulator::TaskGraph &TG) {
   // The global order: a topological order of the task graph that follows
   // the simulated start times (ties: the structural key).
@@ -892,27 +901,45 @@ llvm::Error Builder::makeSteps(const simulator::TaskGraph &TG) {
       break;
     }
     case TaskKind::GradAllReduce: {
-      ir::TensorId Param = Node.Tensor;
-      const ir::Tensor &Value = G.tensor(Param);
-      const std::vector<simulator::GradientCells> &Cells = cellsOf(Param);
-      if (Node.Key.B >= Cells.size())
-        return fail("internal: gradient cells differ from the task graph's");
-      const simulator::GradientCells &Cell = Cells[Node.Key.B];
+      // One message: every part's cells, packed tensor by tensor, cell by
+      // cell, in the task graph's order (a gradient bucket holds several
+      // tensors' cells).
+      llvm::ArrayRef<simulator::BucketPart> Parts = TG.bucketParts(Id);
+      if (Parts.empty())
+        return fail("internal: a gradient all-reduce with no tensors");
+      const ir::Tensor &First = G.tensor(Parts.front().Tensor);
+      std::vector<const simulator::GradientCells *> Groups;
+      for (const simulator::BucketPart &Part : Parts) {
+        const std::vector<simulator::GradientCells> &Cells =
+            cellsOf(Part.Tensor);
+        if (Part.Cells >= Cells.size() ||
+            G.tensor(Part.Tensor).Type.Type != First.Type.Type)
+          return fail("internal: gradient cells differ from the task graph's");
+        Groups.push_back(&Cells[Part.Cells]);
+      }
+      const std::vector<DeviceId> &Holders = Groups.front()->Holders;
       Step.Kind = StepKind::AllReduce;
-      Step.Group = group(Cell.Holders);
-      Step.Type = toRuntime(Value.Type.Type);
-      Step.Elements = Cell.Elements;
-      Step.Label = Out.intern("gradient all-reduce " + Value.Name);
-      for (DeviceId Rank : Cell.Holders) {
-        const Box &Held = Boxes.at({Param, Rank});
+      Step.Group = group(Holders);
+      Step.Type = toRuntime(First.Type.Type);
+      Step.Elements = 0;
+      for (const simulator::GradientCells *Cells : Groups)
+        Step.Elements += Cells->Elements;
+      std::string Label = "gradient all-reduce " + First.Name;
+      if (size_t More = distinctTensors(Parts) - 1)
+        Label += " and " + std::to_string(More) + " more";
+      Step.Label = Out.intern(Label);
+      for (DeviceId Rank : Holders) {
         std::vector<CopyInfo> Pack, Unpack;
         int64_t Offset = 0;
-        for (const ir::Region &Part : Cell.Boxes) {
-          Pack.push_back(
-              copy(Held.Gradient, Held.Region, -1, {}, Part, false, Offset));
-          Unpack.push_back(
-              copy(-1, {}, Held.Gradient, Held.Region, Part, false, Offset));
-          Offset += ir::regionVolume(Part);
+        for (size_t I = 0; I < Parts.size(); ++I) {
+          const Box &Held = Boxes.at({Parts[I].Tensor, Rank});
+          for (const ir::Region &Part : Groups[I]->Boxes) {
+            Pack.push_back(
+                copy(Held.Gradient, Held.Region, -1, {}, Part, false, Offset));
+            Unpack.push_back(
+                copy(-1, {}, Held.Gradient, Held.Region, Part, false, Offset));
+            Offset += ir::regionVolume(Part);
+          }
         }
         StepInfo Member = Step;
         Member.FirstCopy = addCopies(Pack);

@@ -77,6 +77,63 @@ TaskGraph::TaskGraph(const ir::TrainingGraph &T, const Machine &M,
     if (Synced && ReadByComputation(Value.Id))
       SyncedTensors.push_back(Value.Id);
   }
+  segmentTensors(T);
+}
+
+/// The first op whose backward writes a gradient of Tensor, or NoOp.
+static ir::OpId firstGradientReader(const ir::TrainingGraph &T,
+                                    llvm::ArrayRef<ir::OpId> Readers,
+                                    const std::vector<bool> &WeightOnly,
+                                    ir::TensorId Tensor) {
+  ir::OpId First = ir::NoOp;
+  for (ir::OpId Id : Readers) {
+    if (WeightOnly[Id])
+      continue;
+    const ir::Op &O = T.G.op(Id);
+    for (unsigned Slot = 0; Slot < O.Inputs.size(); ++Slot)
+      if (O.Inputs[Slot] == Tensor && (T.BackwardInputs[Id] >> Slot & 1))
+        First = std::min(First, Id);
+  }
+  return First;
+}
+
+void TaskGraph::segmentTensors(const ir::TrainingGraph &T) {
+  // Backward produces a tensor's last gradient at its first reader's
+  // backward: later readers first. Segments do not depend on the strategy,
+  // so one op's new config touches only the segments of the tensors it
+  // reads.
+  std::vector<std::pair<ir::OpId, ir::TensorId>> Order;
+  for (ir::TensorId Id : SyncedTensors) {
+    ir::OpId First = firstGradientReader(T, Consumers[Id], WeightOnly, Id);
+    if (First != ir::NoOp)
+      Order.push_back({First, Id});
+  }
+  llvm::sort(Order, [](const auto &A, const auto &B) {
+    return A.first != B.first ? A.first > B.first : A.second < B.second;
+  });
+  SegmentOf.assign(G.numTensors(), ~0u);
+  double Filled = 0;
+  for (auto &[First, Id] : Order) {
+    double Bytes = G.tensor(Id).Type.byteSize();
+    if (Segments.empty() || Filled + Bytes > Options.GradientBucketBytes) {
+      Segments.emplace_back();
+      SegmentLevel.push_back(0);
+      Filled = 0;
+    }
+    Segments.back().push_back(Id);
+    SegmentLevel.back() =
+        std::max(SegmentLevel.back(), backwardLevel(First) + 1);
+    Filled += Bytes;
+    SegmentOf[Id] = Segments.size() - 1;
+  }
+  Syncs.resize(G.numTensors());
+}
+
+llvm::ArrayRef<ir::TensorId>
+TaskGraph::bucketSegment(ir::TensorId Tensor) const {
+  if (Tensor >= SegmentOf.size() || SegmentOf[Tensor] == ~0u)
+    return {};
+  return Segments[SegmentOf[Tensor]];
 }
 
 TaskId TaskGraph::addTask(Task New) {
@@ -93,13 +150,15 @@ TaskId TaskGraph::addTask(Task New) {
     Id = Tasks.size();
     Tasks.push_back(std::move(New));
   }
+  if (Id < Parts.size())
+    Parts[Id].clear();
   Created.push_back(Id);
   return Id;
 }
 
-void TaskGraph::addEdge(TaskId From, TaskId To) {
+void TaskGraph::addEdge(TaskId From, TaskId To, bool Fresh) {
   auto &Succs = Tasks[From].Succs;
-  if (std::find(Succs.begin(), Succs.end(), To) != Succs.end())
+  if (!Fresh && std::find(Succs.begin(), Succs.end(), To) != Succs.end())
     return;
   Succs.push_back(To);
   Tasks[To].Preds.push_back(From);
@@ -322,89 +381,116 @@ void TaskGraph::buildInputEdges(ir::OpId ConsumerId, unsigned Slot) {
 
 //===-- Parameters ------------------------------------------------------------
 
-namespace {
-/// One partition's use of a parameter: the region its backward writes the
-/// gradient of, where, and which task.
-struct ParamUse {
-  ir::Region Region;
-  DeviceId Device;
-  TaskId Backward;
-};
-} // namespace
-
-void TaskGraph::buildParameter(ir::TensorId Param) {
-  std::vector<TaskId> &Owned = ParamTasks[Param];
-  Owned.clear();
-  const ir::Tensor &Value = G.tensor(Param);
-  std::vector<ParamUse> Uses;
-  ir::OpId First = ir::NoOp;
-  for (ir::OpId Id : Consumers[Param]) {
+void TaskGraph::buildTensorSync(ir::TensorId Tensor) {
+  TensorSync &Sync = Syncs[Tensor];
+  Sync.Uses.clear();
+  Sync.Updates.clear();
+  // Every partition of every ordinary reader whose backward writes a
+  // gradient of the tensor.
+  for (ir::OpId Id : Consumers[Tensor]) {
     if (WeightOnly[Id])
       continue;
     const ir::Op &O = G.op(Id);
     const ParallelConfig &C = S[Id];
     const ir::OpKindInfo &Info = ir::opKindInfo(O.Kind);
     for (unsigned Slot = 0; Slot < O.Inputs.size(); ++Slot) {
-      if (O.Inputs[Slot] != Param || !(T.BackwardInputs[Id] >> Slot & 1))
+      if (O.Inputs[Slot] != Tensor || !(T.BackwardInputs[Id] >> Slot & 1))
         continue;
-      First = std::min(First, Id);
       for (unsigned P = 0; P < C.numPartitions(); ++P)
-        Uses.push_back({Info.InputRegion(G, O, Slot, outputRegion(G, O, C, P),
-                                         reductionSlice(G, O, C, P)),
-                        C.device(P), PerOp[Id].Backward[P]});
+        Sync.Uses.push_back(
+            {Info.InputRegion(G, O, Slot, outputRegion(G, O, C, P),
+                              reductionSlice(G, O, C, P)),
+             C.device(P), PerOp[Id].Backward[P]});
     }
   }
-  if (Uses.empty())
-    return;
-
   std::vector<std::pair<ir::Region, DeviceId>> Regions;
-  for (const ParamUse &U : Uses)
+  for (const TensorUse &U : Sync.Uses)
     Regions.push_back({U.Region, U.Device});
-  std::vector<GradientCells> Shared = gradientCells(Value.Type.Dims, Regions);
+  const ir::Tensor &Value = G.tensor(Tensor);
+  Sync.Cells = gradientCells(Value.Type.Dims, Regions);
 
-  double ElementSize = ir::dtypeSize(Value.Type.Type);
-  uint32_t Level = backwardLevel(First) + 1;
+  // Per device holding some of it: the optimizer update, after the
+  // backward tasks there that write its gradient (and the all-reduces of
+  // its cells: buildBuckets).
   std::map<DeviceId, int64_t> Held;
-  std::map<DeviceId, llvm::SmallVector<TaskId, 4>> UpdatePreds;
-  unsigned Index = 0;
-  for (const GradientCells &Cells : Shared) {
-    const std::vector<DeviceId> &Holders = Cells.Holders;
-    int64_t Elements = Cells.Elements;
-    for (DeviceId D : Holders)
-      Held[D] += Elements;
-    if (Holders.size() < 2) {
-      ++Index;
-      continue;
-    }
-    TaskId Sync = addAllReduce(TaskKind::GradAllReduce, Holders,
-                               double(Elements) * ElementSize,
-                               {Level, 1, Param, Index++, 0}, ir::NoOp, Param);
-    for (const ParamUse &U : Uses)
-      if (std::binary_search(Holders.begin(), Holders.end(), U.Device))
-        addEdge(U.Backward, Sync);
-    for (DeviceId D : Holders)
-      UpdatePreds[D].push_back(Sync);
-    Owned.push_back(Sync);
-  }
+  for (const GradientCells &Cells : Sync.Cells)
+    for (DeviceId D : Cells.Holders)
+      Held[D] += Cells.Elements;
+  double ElementSize = ir::dtypeSize(Value.Type.Type);
   for (auto &[Device, Elements] : Held) {
     Task Update;
     Update.Kind = TaskKind::Update;
-    Update.Key = {Level, 2, Param, Device, 0};
+    Update.Key = {SegmentLevel[SegmentOf[Tensor]], 2, Tensor, Device, 0};
     Update.Duration = Cost.updateTime(Options.Optimizer, double(Elements),
                                       Value.Type.Type, M.deviceType(Device));
-    Update.Tensor = Param;
+    Update.Tensor = Tensor;
     Update.Device = Device;
     Update.Resources = {Device};
     Update.Bytes = double(Elements) * ElementSize;
     Update.ParamMemory =
         Update.Bytes * (2 + optimizerStateCount(Options.Optimizer));
     TaskId Id = addTask(std::move(Update));
-    for (TaskId Sync : UpdatePreds[Device])
-      addEdge(Sync, Id);
-    for (const ParamUse &U : Uses)
+    for (const TensorUse &U : Sync.Uses)
       if (U.Device == Device)
         addEdge(U.Backward, Id);
-    Owned.push_back(Id);
+    Sync.Updates.push_back(Id);
+  }
+}
+
+void TaskGraph::buildBuckets(uint32_t Segment) {
+  std::vector<TaskId> &Owned = SegmentTasks[Segment];
+  Owned.clear();
+  // One all-reduce per group of devices (and element type): every cell of
+  // the segment's tensors summed over exactly those devices, after the
+  // backward tasks on them that write any of it, before those tensors'
+  // updates there.
+  struct Bucket {
+    double Bytes = 0;
+    std::vector<BucketPart> Parts;
+    std::vector<TaskId> After;
+  };
+  std::map<std::pair<std::vector<DeviceId>, ir::DType>, Bucket> Buckets;
+  for (ir::TensorId Tensor : Segments[Segment]) {
+    const TensorSync &Sync = Syncs[Tensor];
+    ir::DType Type = G.tensor(Tensor).Type.Type;
+    for (uint32_t Index = 0; Index < Sync.Cells.size(); ++Index) {
+      const GradientCells &Cells = Sync.Cells[Index];
+      if (Cells.Holders.size() < 2)
+        continue;
+      Bucket &B = Buckets[{Cells.Holders, Type}];
+      B.Bytes += double(Cells.Elements) * ir::dtypeSize(Type);
+      B.Parts.push_back({Tensor, Index});
+      for (const TensorUse &U : Sync.Uses)
+        if (std::binary_search(Cells.Holders.begin(), Cells.Holders.end(),
+                               U.Device))
+          B.After.push_back(U.Backward);
+    }
+  }
+  uint32_t Index = 0;
+  for (auto &[Key, B] : Buckets) {
+    const std::vector<DeviceId> &Holders = Key.first;
+    TaskId Sync = addAllReduce(
+        TaskKind::GradAllReduce, Holders, B.Bytes,
+        {SegmentLevel[Segment], 1, Segments[Segment].front(), Index++, 0},
+        ir::NoOp, B.Parts.front().Tensor);
+    llvm::sort(B.After);
+    B.After.erase(std::unique(B.After.begin(), B.After.end()), B.After.end());
+    for (TaskId Backward : B.After)
+      addEdge(Backward, Sync);
+    // A tensor's parts are adjacent: one edge per tensor and holder.
+    for (size_t I = 0; I < B.Parts.size(); ++I) {
+      ir::TensorId Tensor = B.Parts[I].Tensor;
+      if (I > 0 && B.Parts[I - 1].Tensor == Tensor)
+        continue;
+      for (TaskId Update : Syncs[Tensor].Updates)
+        if (std::binary_search(Holders.begin(), Holders.end(),
+                               Tasks[Update].Device))
+          addEdge(Sync, Update, /*Fresh=*/true);
+    }
+    if (Parts.size() <= Sync)
+      Parts.resize(Sync + 1);
+    Parts[Sync] = std::move(B.Parts);
+    Owned.push_back(Sync);
   }
 }
 
@@ -546,7 +632,8 @@ void TaskGraph::build(const Strategy &New) {
   Created.clear();
   PerOp.assign(NumOps, OpTasks());
   InputEdges.assign(NumOps, {});
-  ParamTasks.assign(G.numTensors(), {});
+  SegmentTasks.assign(Segments.size(), {});
+  Parts.clear();
   for (const ir::Op &O : G.ops()) {
     InputEdges[O.Id].resize(O.Inputs.size());
     buildOp(O.Id);
@@ -554,8 +641,11 @@ void TaskGraph::build(const Strategy &New) {
   for (const ir::Op &O : G.ops())
     for (unsigned Slot = 0; Slot < O.Inputs.size(); ++Slot)
       buildInputEdges(O.Id, Slot);
-  for (ir::TensorId Param : SyncedTensors)
-    buildParameter(Param);
+  for (uint32_t Segment = 0; Segment < Segments.size(); ++Segment) {
+    for (ir::TensorId Tensor : Segments[Segment])
+      buildTensorSync(Tensor);
+    buildBuckets(Segment);
+  }
   Created.clear();
   Gained.clear();
   Rewired.clear();
@@ -588,7 +678,8 @@ TaskGraph::changeConfigs(llvm::ArrayRef<ir::OpId> Ids,
   // edges from them, the parameters they read, and their own tasks.
   // Weight-only ops have none of these.
   std::vector<std::pair<ir::OpId, unsigned>> Edges;
-  std::vector<ir::TensorId> Params;
+  std::vector<ir::TensorId> ChangedTensors;
+  std::vector<uint32_t> ChangedSegments;
   std::vector<ir::OpId> Planned;
   for (ir::OpId Id : Ids) {
     if (WeightOnly[Id])
@@ -597,8 +688,10 @@ TaskGraph::changeConfigs(llvm::ArrayRef<ir::OpId> Ids,
     const ir::Op &O = G.op(Id);
     for (unsigned Slot = 0; Slot < O.Inputs.size(); ++Slot) {
       Edges.push_back({Id, Slot});
-      if (O.Inputs[Slot] != ir::NoTensor && isSynced(O.Inputs[Slot]))
-        Params.push_back(O.Inputs[Slot]);
+      if (O.Inputs[Slot] != ir::NoTensor && SegmentOf[O.Inputs[Slot]] != ~0u) {
+        ChangedTensors.push_back(O.Inputs[Slot]);
+        ChangedSegments.push_back(SegmentOf[O.Inputs[Slot]]);
+      }
     }
     for (ir::TensorId Out : O.Outputs)
       for (ir::OpId Consumer : Consumers[Out]) {
@@ -610,13 +703,21 @@ TaskGraph::changeConfigs(llvm::ArrayRef<ir::OpId> Ids,
   }
   llvm::sort(Edges);
   Edges.erase(std::unique(Edges.begin(), Edges.end()), Edges.end());
-  llvm::sort(Params);
-  Params.erase(std::unique(Params.begin(), Params.end()), Params.end());
+  llvm::sort(ChangedTensors);
+  ChangedTensors.erase(
+      std::unique(ChangedTensors.begin(), ChangedTensors.end()),
+      ChangedTensors.end());
+  llvm::sort(ChangedSegments);
+  ChangedSegments.erase(
+      std::unique(ChangedSegments.begin(), ChangedSegments.end()),
+      ChangedSegments.end());
 
   for (auto &[Consumer, Slot] : Edges)
     RemoveAll(InputEdges[Consumer][Slot]);
-  for (ir::TensorId Param : Params)
-    RemoveAll(ParamTasks[Param]);
+  for (uint32_t Segment : ChangedSegments)
+    RemoveAll(SegmentTasks[Segment]);
+  for (ir::TensorId Tensor : ChangedTensors)
+    RemoveAll(Syncs[Tensor].Updates);
   for (ir::OpId Id : Planned) {
     OpTasks &Own = PerOp[Id];
     RemoveAll(Own.Stats);
@@ -630,8 +731,10 @@ TaskGraph::changeConfigs(llvm::ArrayRef<ir::OpId> Ids,
     buildOp(Id);
   for (auto &[Consumer, Slot] : Edges)
     buildInputEdges(Consumer, Slot);
-  for (ir::TensorId Param : Params)
-    buildParameter(Param);
+  for (ir::TensorId Tensor : ChangedTensors)
+    buildTensorSync(Tensor);
+  for (uint32_t Segment : ChangedSegments)
+    buildBuckets(Segment);
 
   std::vector<TaskId> Changed = Created;
   Touched.insert(Touched.end(), Gained.begin(), Gained.end());

@@ -119,8 +119,33 @@ struct Task {
 /// Options of the training step being simulated.
 struct SimOptions {
   OptimizerKind Optimizer = OptimizerKind::SgdMomentum;
+  /// Gradient buckets: the synced tensors, in the order backward produces
+  /// their gradients, are cut into segments of about this many bytes
+  /// (unsharded), and within a segment the gradient cells summed over the
+  /// same devices (and of one element type) are all-reduced together, as
+  /// one collective (what PyTorch's DDP does with its 25 MiB buckets): one
+  /// latency instead of one per tensor. 0: one all-reduce per tensor's
+  /// group of cells.
+  double GradientBucketBytes = 0;
 };
 
+/// One tensor's gradient cells in a gradient all-reduce: the cells of
+/// gradientCells(Tensor's uses) at index Cells (a bucket holds several).
+struct BucketPart {
+  ir::TensorId Tensor = ir::NoTensor;
+  uint32_t Cells = 0;
+};
+
+/// Cells of a parameter whose gradients are summed over the same devices:
+/// the parameter is cut at every boundary of the regions its readers'
+/// partitions use, and each cell goes to the group of devices whose regions
+/// contain it. The task graph all-reduces each group with two or more
+/// devices; the generated program sends exactly these cells.
+struct GradientCells {
+  std::vector<DeviceId> Holders; ///< sorted
+  std::vector<ir::Region> Boxes; ///< row-major cell order
+  int64_t Elements = 0;
+};
 /// The task graph of one strategy, with what each op owns so that one op's
 /// config can be replaced in place.
 class TaskGraph {
@@ -159,6 +184,16 @@ public:
   /// repeats; may include removed and created tasks): what a copy of the
   /// edges must refresh.
   llvm::ArrayRef<TaskId> rewired() const { return Rewired; }
+  /// A gradient all-reduce's tensors and cells, in the order the generated
+  /// program packs them (empty for other tasks).
+  llvm::ArrayRef<BucketPart> bucketParts(TaskId Id) const {
+    return Id < Parts.size() ? llvm::ArrayRef<BucketPart>(Parts[Id])
+                             : llvm::ArrayRef<BucketPart>();
+  }
+  /// The segment of synced tensors whose gradients share buckets with
+  /// Tensor's (SimOptions::GradientBucketBytes), in backward order; empty
+  /// for tensors that are not synced.
+  llvm::ArrayRef<ir::TensorId> bucketSegment(ir::TensorId Tensor) const;
 
 private:
   struct OpTasks {
@@ -171,12 +206,19 @@ private:
   };
 
   TaskId addTask(Task T);
-  void addEdge(TaskId From, TaskId To);
+  /// An edge From -> To; Fresh: the caller knows it is new (no search of
+  /// From's successors).
+  void addEdge(TaskId From, TaskId To, bool Fresh = false);
   void removeTask(TaskId Id, std::vector<TaskId> &Touched);
 
   void buildOp(ir::OpId Op);
   void buildInputEdges(ir::OpId Consumer, unsigned Slot);
-  void buildParameter(ir::TensorId Param);
+  void segmentTensors(const ir::TrainingGraph &T);
+  /// A synced tensor's uses and cells under the current configs of its
+  /// readers, and its updates.
+  void buildTensorSync(ir::TensorId Tensor);
+  /// A segment's all-reduces, from its tensors' cells, and their edges.
+  void buildBuckets(uint32_t Segment);
   void addStatsSync(ir::OpId Op, bool Backward);
   void setForwardMemory(Task &Forward, llvm::ArrayRef<ir::Interval> Out,
                         ir::Interval Reduction) const;
@@ -209,8 +251,32 @@ private:
   /// Per op and input slot: the transfers of that input (forward and
   /// backward).
   std::vector<llvm::SmallVector<std::vector<TaskId>, 3>> InputEdges;
-  /// Per tensor (parameters only): its all-reduces and updates.
-  std::vector<std::vector<TaskId>> ParamTasks;
+  /// Synced tensors cut into bucket segments (in backward order: the
+  /// tensor whose first reader is last comes first), each segment's key
+  /// level (after every member's first reader's backward) and all-reduces,
+  /// and per tensor its segment (or ~0).
+  std::vector<std::vector<ir::TensorId>> Segments;
+  std::vector<uint32_t> SegmentLevel;
+  std::vector<std::vector<TaskId>> SegmentTasks;
+  std::vector<uint32_t> SegmentOf;
+  /// One partition's use of a synced tensor: the region its backward
+  /// writes the gradient of, where, and which task.
+  struct TensorUse {
+    ir::Region Region;
+    DeviceId Device;
+    TaskId Backward;
+  };
+  /// Per synced tensor (indexed by tensor id): its uses, its gradient
+  /// cells, and its updates (in device order). Rebuilt only when one of
+  /// its readers changes config; the buckets of its segment read them.
+  struct TensorSync {
+    std::vector<TensorUse> Uses;
+    std::vector<GradientCells> Cells;
+    std::vector<TaskId> Updates;
+  };
+  std::vector<TensorSync> Syncs;
+  /// Per task slot: the tensors and cells of a gradient all-reduce.
+  std::vector<std::vector<BucketPart>> Parts;
   /// Per tensor: the ops reading it.
   std::vector<llvm::SmallVector<ir::OpId, 2>> Consumers;
   /// Per op: it reads only parameters, constants, state and outputs of
@@ -222,9 +288,6 @@ private:
   /// Tensors whose gradients are all-reduced and updated: parameters read
   /// by ordinary ops, and outputs of weight-only ops that need gradients.
   std::vector<ir::TensorId> SyncedTensors;
-  bool isSynced(ir::TensorId Id) const {
-    return std::binary_search(SyncedTensors.begin(), SyncedTensors.end(), Id);
-  }
   std::vector<TaskId> Removed;
   /// Tasks added, and tasks that gained a predecessor, since the last
   /// build or change.
@@ -237,16 +300,6 @@ private:
 /// of such ops (see TaskGraph::WeightOnly).
 std::vector<bool> weightOnlyOps(const ir::Graph &G);
 
-/// Cells of a parameter whose gradients are summed over the same devices:
-/// the parameter is cut at every boundary of the regions its readers'
-/// partitions use, and each cell goes to the group of devices whose regions
-/// contain it. The task graph all-reduces each group with two or more
-/// devices; the generated program sends exactly these cells.
-struct GradientCells {
-  std::vector<DeviceId> Holders; ///< sorted
-  std::vector<ir::Region> Boxes; ///< row-major cell order
-  int64_t Elements = 0;
-};
 /// The groups for a parameter of shape Dims read as Uses (region, device),
 /// ordered by holder list.
 std::vector<GradientCells>

@@ -53,8 +53,19 @@ std::string traceEventName(const TaskGraph &Graph, TaskId Id) {
         .str();
   case TaskKind::StatsAllReduce:
     return llvm::formatv("stats {0}", OpName()).str();
-  case TaskKind::GradAllReduce:
+  case TaskKind::GradAllReduce: {
+    size_t Tensors = 0;
+    ir::TensorId Last = ir::NoTensor;
+    for (const BucketPart &Part : Graph.bucketParts(Id))
+      if (Part.Tensor != Last) {
+        ++Tensors;
+        Last = Part.Tensor;
+      }
+    if (Tensors > 1)
+      return llvm::formatv("allreduce {0} +{1}", TensorName(), Tensors - 1)
+          .str();
     return llvm::formatv("allreduce {0}", TensorName()).str();
+  }
   case TaskKind::Update:
     return llvm::formatv("update {0}", TensorName()).str();
   }
@@ -167,6 +178,16 @@ void writeChromeTrace(const TaskGraph &Graph, llvm::raw_ostream &OS) {
         Group.push_back(M.device(D).Name);
       Args["devices"] = std::move(Group);
       Args["bytes"] = T.Bytes;
+      if (T.Kind == TaskKind::GradAllReduce) {
+        llvm::json::Array Tensors;
+        ir::TensorId Last = ir::NoTensor;
+        for (const BucketPart &Part : Graph.bucketParts(E.Id))
+          if (Part.Tensor != Last) {
+            Tensors.push_back(G.tensor(Part.Tensor).Name);
+            Last = Part.Tensor;
+          }
+        Args["tensors"] = std::move(Tensors);
+      }
       break;
     }
     case TaskKind::Update:

@@ -161,7 +161,12 @@ private:
             W.Total += Task.Duration;
             break;
           case TaskKind::GradAllReduce:
-            if (!Owned(Task.Tensor))
+            // A bucket holding other ops' tensors depends on their
+            // configs too: left out (its tensors' updates still count).
+            if (!llvm::all_of(TG.bucketParts(Id),
+                              [&](const simulator::BucketPart &Part) {
+                                return Owned(Part.Tensor);
+                              }))
               continue;
             for (DeviceId D : Task.Group) {
               double &Sync = SyncUpdate[{Task.Tensor, D}].first;

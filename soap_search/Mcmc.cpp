@@ -50,8 +50,12 @@ struct CostFunction {
 };
 
 Candidate candidate(const Simulator &Sim, double Limit) {
-  return {Sim.strategy(), Sim.time(), Sim.peakMemory(),
-          Sim.memoryOverflow(Limit) <= 0};
+  return {Sim.strategy(),
+          Sim.time(),
+          Sim.peakMemory(),
+          Sim.memoryOverflow(Limit) <= 0,
+          0,
+          Sim.graph().options().GradientBucketBytes};
 }
 
 /// Whether A is a better answer than B.
@@ -419,6 +423,30 @@ runChain(const ir::TrainingGraph &T, const simulator::Machine &M,
   return Result;
 }
 
+std::vector<double> defaultGradientBuckets() {
+  constexpr double MiB = 1024.0 * 1024.0;
+  return {0, 1 * MiB, 4 * MiB, 16 * MiB, 64 * MiB};
+}
+
+double bestGradientBucket(const ir::TrainingGraph &T,
+                          const simulator::Machine &M,
+                          const simulator::CostModel &Cost,
+                          simulator::SimOptions Sim, const Strategy &S,
+                          llvm::ArrayRef<double> Candidates) {
+  assert(!Candidates.empty() && "no bucket size to choose from");
+  double Best = Candidates.front();
+  double BestTime = std::numeric_limits<double>::infinity();
+  for (double Bytes : Candidates) {
+    Sim.GradientBucketBytes = Bytes;
+    double Time = Simulator(T, M, Cost, Sim).simulate(S);
+    if (Time < BestTime) {
+      BestTime = Time;
+      Best = Bytes;
+    }
+  }
+  return Best;
+}
+
 SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
                     const simulator::CostModel &Cost,
                     simulator::SimOptions SimOpts,
@@ -427,6 +455,11 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
   const ir::Graph &G = T.G;
   ConfigSpace Space(G, M.numDevices(), Options.Space);
   SearchResult Result;
+  // Gradient buckets: the size data parallelism runs fastest with (the
+  // gradients of most strategies are synchronized much like its own).
+  if (!Options.GradientBuckets.empty())
+    SimOpts.GradientBucketBytes = bestGradientBucket(
+        T, M, Cost, SimOpts, dataParallel(G, M), Options.GradientBuckets);
 
   // The built-in strategies: answers to beat and chain starts.
   Strategy Starts[3] = {dataParallel(G, M), expert(G, M),
@@ -588,7 +621,11 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
     // differently).
     if (!Options.Space.restricts() ||
         Space.project(Half->Best.S) == Half->Best.S) {
-      Simulator Sim(T, M, Cost, SimOpts);
+      // With the gradient bucket size it was found with (that search
+      // chose its own).
+      simulator::SimOptions HalfOpts = SimOpts;
+      HalfOpts.GradientBucketBytes = Half->Best.GradientBucketBytes;
+      Simulator Sim(T, M, Cost, HalfOpts);
       Sim.simulate(Half->Best.S);
       HalfAnswer = candidate(Sim, Options.MemoryLimit);
       HalfAnswer->FoundAt = Offset + Half->BestFoundSeconds;

@@ -61,7 +61,26 @@ struct SearchOptions {
   ConfigSpaceOptions Space;
   /// Called about four times a second from the searching thread.
   std::function<void(const SearchProgress &)> Progress;
+  /// Gradient bucket sizes to choose from (SimOptions::GradientBucketBytes):
+  /// the search first takes the one under which data parallelism is
+  /// fastest, then searches with it (the search on half the devices
+  /// chooses its own; each candidate says which it has). Empty: the
+  /// SimOptions' own.
+  std::vector<double> GradientBuckets;
 };
+
+/// The gradient bucket sizes `--gradient-bucket auto` chooses from: 0 (one
+/// all-reduce per tensor) and 1, 4, 16 and 64 MiB.
+std::vector<double> defaultGradientBuckets();
+
+/// Of Candidates, the gradient bucket size (SimOptions::GradientBucketBytes)
+/// under which S is fastest; ties: the first.
+double bestGradientBucket(const ir::TrainingGraph &T,
+                          const simulator::Machine &M,
+                          const simulator::CostModel &Cost,
+                          simulator::SimOptions Sim,
+                          const simulator::Strategy &S,
+                          llvm::ArrayRef<double> Candidates);
 
 /// One strategy with what the simulator says of it.
 struct Candidate {
@@ -71,6 +90,9 @@ struct Candidate {
   bool Fits = false;
   /// Seconds from the start of the search until it was found.
   double FoundAt = 0;
+  /// The gradient bucket size it was simulated with
+  /// (SimOptions::GradientBucketBytes).
+  double GradientBucketBytes = 0;
 };
 
 /// A step of the answer's progress: a better strategy than any before it.

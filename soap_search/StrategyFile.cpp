@@ -137,7 +137,8 @@ static Object configObject(const ParallelConfig &C) {
 
 std::string writeStrategy(const ir::Graph &G, const Strategy &S,
                           const StrategyTarget &Target,
-                          const StrategyPrediction &Predicted) {
+                          const StrategyPrediction &Predicted,
+                          std::optional<double> GradientBucket) {
   assert(S.Configs.size() == G.numOps() && "a config per op");
   std::vector<std::string> Keys = strategyKeys(G);
   std::map<llvm::StringRef, ir::OpId> Sorted;
@@ -157,6 +158,8 @@ std::string writeStrategy(const ir::Graph &G, const Strategy &S,
                                   {"name", Target.ClusterName},
                                   {"sha256", Target.ClusterSha256}});
     J.attribute("format", StrategyFormatName);
+    if (GradientBucket)
+      J.attribute("gradient_bucket", int64_t(*GradientBucket));
     J.attribute("model", Object{{"file", Target.ModelFile},
                                 {"sha256", Target.ModelSha256}});
     J.attributeObject("ops", [&] {
@@ -391,7 +394,8 @@ readConfig(const Reader &R, const Value &V, const std::string &Path) {
 llvm::Expected<Strategy> parseStrategy(llvm::StringRef Text,
                                        llvm::StringRef Where,
                                        const ir::Graph &G,
-                                       const StrategyTarget &Target) {
+                                       const StrategyTarget &Target,
+                                       std::optional<double> *GradientBucket) {
   auto Parsed = llvm::json::parse(Text);
   if (!Parsed)
     return makeError(
@@ -463,6 +467,16 @@ llvm::Expected<Strategy> parseStrategy(llvm::StringRef Text,
                       shortHash(Target.ClusterSha256))
             .str());
 
+  // How the gradients are all-reduced (optional).
+  if (const Value *Bucket = Top->get("gradient_bucket")) {
+    auto Bytes = Bucket->getAsInteger();
+    if (!Bytes || *Bytes < 0)
+      return R.error("gradient_bucket",
+                     "expected a number of bytes (an integer of at least 0)");
+    if (GradientBucket)
+      *GradientBucket = double(*Bytes);
+  }
+
   // The configs.
   auto Ops = R.object(*Top, "ops", "ops");
   if (!Ops)
@@ -506,11 +520,12 @@ llvm::Expected<Strategy> parseStrategy(llvm::StringRef Text,
 }
 
 llvm::Expected<Strategy> readStrategy(llvm::StringRef Path, const ir::Graph &G,
-                                      const StrategyTarget &Target) {
+                                      const StrategyTarget &Target,
+                                      std::optional<double> *GradientBucket) {
   auto Buffer = llvm::MemoryBuffer::getFile(Path, /*IsText=*/true);
   if (!Buffer)
     return makeError(Path + ": cannot read: " + Buffer.getError().message());
-  return parseStrategy((*Buffer)->getBuffer(), Path, G, Target);
+  return parseStrategy((*Buffer)->getBuffer(), Path, G, Target, GradientBucket);
 }
 
 } // namespace onnx2soap::soap_search

@@ -98,23 +98,29 @@ llvm::Expected<StrategyTarget> makeTarget(llvm::StringRef ModelPath,
 /// shared with another op, "<name>#op<id>".
 std::string strategyKey(const ir::Graph &G, ir::OpId Op);
 
-/// The file's text.
+/// The file's text; GradientBucket, when given, is the gradient bucket
+/// size (simulator::SimOptions::GradientBucketBytes) the strategy was
+/// planned with.
 std::string writeStrategy(const ir::Graph &G, const simulator::Strategy &S,
                           const StrategyTarget &Target,
-                          const StrategyPrediction &Predicted);
+                          const StrategyPrediction &Predicted,
+                          std::optional<double> GradientBucket = std::nullopt);
 
 /// Parses a strategy file's Text (Where names it in errors) and checks it
 /// against the graph and target: format and version, model, settings,
 /// cluster, every op present exactly once and known, every config valid
 /// (simulator::checkStrategy).
-llvm::Expected<simulator::Strategy> parseStrategy(llvm::StringRef Text,
-                                                  llvm::StringRef Where,
-                                                  const ir::Graph &G,
-                                                  const StrategyTarget &Target);
+/// The file's gradient bucket size, when it has one, goes to
+/// *GradientBucket (when not null).
+llvm::Expected<simulator::Strategy>
+parseStrategy(llvm::StringRef Text, llvm::StringRef Where, const ir::Graph &G,
+              const StrategyTarget &Target,
+              std::optional<double> *GradientBucket = nullptr);
 /// Reads the file at Path, then parseStrategy.
-llvm::Expected<simulator::Strategy> readStrategy(llvm::StringRef Path,
-                                                 const ir::Graph &G,
-                                                 const StrategyTarget &Target);
+llvm::Expected<simulator::Strategy>
+readStrategy(llvm::StringRef Path, const ir::Graph &G,
+             const StrategyTarget &Target,
+             std::optional<double> *GradientBucket = nullptr);
 
 } // namespace onnx2soap::soap_search
 

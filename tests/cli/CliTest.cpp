@@ -596,6 +596,20 @@ TEST_F(CliTest, SearchIsReproducibleAndSimulateAgrees) {
   llvm::json::Object O = jsonObject(Simulated);
   EXPECT_DOUBLE_EQ(O.getNumber("time").getValueOr(-1),
                    Searched.getNumber("time").getValueOr(-2));
+  // With the gradient bucket size the search chose, which the file records.
+  double Bucket = Searched.getNumber("gradient_bucket").getValueOr(-1);
+  EXPECT_GE(Bucket, 0);
+  EXPECT_EQ(O.getNumber("gradient_bucket").getValueOr(-2), Bucket);
+  EXPECT_NE(
+      TextA.find("\"gradient_bucket\": " + std::to_string(int64_t(Bucket))),
+      std::string::npos);
+  // A size on the command line wins over the file's.
+  RunResult OneBucket = run(planArgs("simulate", "paper-p100",
+                                     {"--gpus", "4", "--strategy", A,
+                                      "--gradient-bucket", "64MiB", "--json"}));
+  ASSERT_EQ(OneBucket.ExitCode, 0) << OneBucket.Err;
+  EXPECT_EQ(jsonObject(OneBucket).getNumber("gradient_bucket").getValueOr(0),
+            64.0 * 1024 * 1024);
 
   // The strategy is refused for another model, cluster or batch: one line,
   // exit 2.
@@ -675,6 +689,10 @@ TEST_F(CliTest, PlanningRefusesBadInput) {
                   NotJson + ": not valid JSON: line 2, column 1");
   expectUserError(run(planArgs("search", "cpu:2", {"--objective", "fast"})),
                   "--objective fast");
+  expectUserError(
+      run(planArgs("simulate", "cpu:2",
+                   {"--strategy", "expert", "--gradient-bucket", "lots"})),
+      "--gradient-bucket lots: expected auto, or a size in bytes");
   expectUserError(run(planArgs("search", "cpu:2", {"--memory-limit", "16XB"})),
                   "--memory-limit 16XB");
   expectUserError(

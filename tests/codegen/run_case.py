@@ -314,9 +314,14 @@ def case_train(env, case):
     bytes vs the planner."""
     fixture, ranks, opt = case["fixture"], case["ranks"], case["optimizer"]
     project = env.path("project")
-    compile_project(env, fixture, ranks, case["strategy"], opt, project)
+    extra = ["--gradient-bucket", case["gradient_bucket"]] \
+        if "gradient_bucket" in case else []
+    compile_project(env, fixture, ranks, case["strategy"], opt, project,
+                    extra=extra)
     with open(os.path.join(project, "strategy.json")) as f:
-        ops = json.load(f)["ops"]
+        plan = json.load(f)
+    ops = plan["ops"]
+    log("gradient bucket: %s bytes" % plan.get("gradient_bucket"))
     log("strategy used:\n" + "\n".join(
         "  %s: %s" % (name, json.dumps(config, sort_keys=True))
         for name, config in sorted(ops.items())))

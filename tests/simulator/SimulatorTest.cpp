@@ -57,8 +57,31 @@ ir::TrainingGraph mlp() {
   return std::move(*T);
 }
 
-/// Two devices joined both ways by a link of 256 B/s and no latency.
-Machine twoDevices() {
+/// mlp() with a bias: Gemm(x, w[8,8], b[8]); two tensors to all-reduce.
+ir::TrainingGraph mlpWithBias() {
+  ir::Graph G;
+  ir::TensorId X = G.addTensor("x", f32({4, 8}), TensorRole::Input);
+  ir::TensorId Labels = G.addTensor("labels", i64({4}), TensorRole::Input);
+  G.addInput(X);
+  G.addInput(Labels);
+  G.tensor(X).BatchDim = 0;
+  G.tensor(Labels).BatchDim = 0;
+  ir::TensorId W = G.addTensor("w", f32({8, 8}), TensorRole::Parameter);
+  ir::TensorId B = G.addTensor("b", f32({8}), TensorRole::Parameter);
+  ir::TensorId H =
+      add(G, OpKind::Gemm, {X, W, B}, attrs({{"transB", int64_t(1)}}), "fc");
+  ir::TensorId R = add(G, OpKind::Relu, {H}, {}, "relu");
+  ir::TensorId L = add(G, OpKind::SoftmaxCrossEntropyLoss, {R, Labels},
+                       attrs({{"reduction", std::string("mean")}}), "loss");
+  G.addOutput(L);
+  auto T = ir::deriveTraining(std::move(G), ir::LossKind::ModelOutput);
+  EXPECT_TRUE(static_cast<bool>(T)) << llvm::toString(T.takeError());
+  return std::move(*T);
+}
+
+/// Two devices joined both ways by a link of 256 B/s and Latency seconds
+/// per message.
+Machine twoDevices(double Latency = 0) {
   MachineBuilder B("two");
   DeviceType Type;
   Type.Name = "fake";
@@ -69,7 +92,7 @@ Machine twoDevices() {
   B.addNode();
   EndpointId A = B.addDevice(T, "d0");
   EndpointId C = B.addDevice(T, "d1");
-  B.addDuplex(A, C, 256, 0, "test");
+  B.addDuplex(A, C, 256, Latency, "test");
   auto M = B.finish();
   EXPECT_TRUE(static_cast<bool>(M)) << llvm::toString(M.takeError());
   return std::move(*M);
@@ -210,6 +233,108 @@ TEST_P(SimulatorTest, ParameterSplitNeedsNoGradientSync) {
   EXPECT_EQ(Memory.Parameters[0], 3 * 32 * 4);
   EXPECT_EQ(Memory.Parameters[1], 3 * 32 * 4);
 }
+
+/// Data parallelism of mlpWithBias() over a link with 0.5 s of latency:
+/// a ring of two takes 2 latency steps, so an all-reduce of N bytes takes
+/// 1 + N / 256 s.
+class GradientBucketTest : public SimulatorTest {
+protected:
+  GradientBucketTest() {
+    Train = mlpWithBias();
+    M = twoDevices(0.5);
+  }
+  Strategy dataParallel() const {
+    Strategy S = allOn(Train.G, 0);
+    for (const ir::Op &O : Train.G.ops()) {
+      ParallelConfig &C = S[O.Id];
+      if (C.Degrees.empty())
+        C.Reduction = 2;
+      else
+        C.Degrees[0] = 2;
+    }
+    return S;
+  }
+  unsigned allReduces(const Simulator &Sim) const {
+    unsigned Count = 0;
+    for (TaskId Id = 0; Id < Sim.graph().size(); ++Id)
+      Count += Sim.graph().task(Id).Alive &&
+               Sim.graph().task(Id).Kind == K::GradAllReduce;
+    return Count;
+  }
+};
+
+TEST_P(GradientBucketTest, OneAllReducePerTensorWithoutBuckets) {
+  Simulator Sim(Train, M, Cost);
+  // Backward ends at 4.5 s (as in DataParallelAllReducesTheWeightGradient);
+  // w's 256 bytes take 1 + 1 s, then b's 32 bytes 1 + 0.125 s on the same
+  // link. Each device updates w at 6.5 and b at 7.625.
+  EXPECT_EQ(run(Sim, dataParallel()), 8.125);
+  EXPECT_EQ(allReduces(Sim), 2u);
+  using T = std::tuple<TaskKind, DeviceId, double, double>;
+  auto Timeline = tasks(Sim);
+  std::vector<T> Tail(Timeline.end() - 6, Timeline.end());
+  EXPECT_THAT(Tail, ::testing::ElementsAre(T{K::GradAllReduce, 0, 4.5, 6.5},
+                                           T{K::GradAllReduce, 0, 6.5, 7.625},
+                                           T{K::Update, 0, 6.5, 7},
+                                           T{K::Update, 1, 6.5, 7},
+                                           T{K::Update, 0, 7.625, 8.125},
+                                           T{K::Update, 1, 7.625, 8.125}));
+}
+
+TEST_P(GradientBucketTest, ABucketPaysTheLatencyOnce) {
+  SimOptions Options;
+  Options.GradientBucketBytes = 1024;
+  Simulator Sim(Train, M, Cost, Options);
+  // One all-reduce of 288 bytes: 1 + 1.125 s; then both updates on each
+  // device, w's first (its key).
+  EXPECT_EQ(run(Sim, dataParallel()), 7.625);
+  EXPECT_EQ(allReduces(Sim), 1u);
+  using T = std::tuple<TaskKind, DeviceId, double, double>;
+  auto Timeline = tasks(Sim);
+  std::vector<T> Tail(Timeline.end() - 5, Timeline.end());
+  EXPECT_THAT(Tail, ::testing::ElementsAre(T{K::GradAllReduce, 0, 4.5, 6.625},
+                                           T{K::Update, 0, 6.625, 7.125},
+                                           T{K::Update, 1, 6.625, 7.125},
+                                           T{K::Update, 0, 7.125, 7.625},
+                                           T{K::Update, 1, 7.125, 7.625}));
+  EXPECT_EQ(Sim.report().BytesSent[0], 288);
+  for (TaskId Id = 0; Id < Sim.graph().size(); ++Id) {
+    if (!Sim.graph().task(Id).Alive ||
+        Sim.graph().task(Id).Kind != K::GradAllReduce)
+      continue;
+    llvm::ArrayRef<BucketPart> Parts = Sim.graph().bucketParts(Id);
+    ASSERT_EQ(Parts.size(), 2u);
+    EXPECT_EQ(Train.G.tensor(Parts[0].Tensor).Name, "w");
+    EXPECT_EQ(Train.G.tensor(Parts[1].Tensor).Name, "b");
+  }
+}
+
+TEST_P(GradientBucketTest, ATensorOverTheBucketSizeStartsANewBucket) {
+  // w alone (256 bytes) is over 100: w and b are all-reduced apart.
+  SimOptions Options;
+  Options.GradientBucketBytes = 100;
+  Simulator Sim(Train, M, Cost, Options);
+  EXPECT_EQ(run(Sim, dataParallel()), 8.125);
+  EXPECT_EQ(allReduces(Sim), 2u);
+}
+
+TEST_P(GradientBucketTest, ParameterSplitTensorsAreNotInTheBucket) {
+  // The Gemm split over its outputs: each device holds its halves of w
+  // and b, nothing to all-reduce, bucket or not.
+  SimOptions Options;
+  Options.GradientBucketBytes = 1024;
+  Strategy S = allOn(Train.G, 1);
+  S[0].Degrees = {1, 2};
+  S[0].FirstDevice = 0;
+  Simulator Sim(Train, M, Cost, Options);
+  run(Sim, S);
+  EXPECT_EQ(allReduces(Sim), 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(FullAndDelta, GradientBucketTest, ::testing::Bool(),
+                         [](const auto &Info) {
+                           return Info.param ? "Delta" : "Full";
+                         });
 
 INSTANTIATE_TEST_SUITE_P(FullAndDelta, SimulatorTest, ::testing::Bool(),
                          [](const auto &Info) {

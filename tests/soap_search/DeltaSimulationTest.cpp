@@ -4,8 +4,10 @@
 // timeline repaired in place is the timeline built and simulated from
 // scratch, bit for bit, task by task. Random proposals from the search's own
 // config space on sample models (a CNN with branches, an RNN, and a
-// Transformer) and clusters with contended links; half of the proposals are
-// undone right after, as a rejected MCMC step is.
+// Transformer) and clusters with contended links, with one gradient
+// all-reduce per tensor and with buckets of several tensors (a change
+// rebuilds its tensors' whole segment); half of the proposals are undone
+// right after, as a rejected MCMC step is.
 //
 //===----------------------------------------------------------------------===//
 #include "PlannerTestUtil.h"
@@ -27,6 +29,8 @@ struct Case {
   const char *Preset;
   unsigned Devices;
   unsigned Proposals;
+  /// SimOptions::GradientBucketBytes: 0, or buckets of several tensors.
+  double Bucket = 0;
 };
 
 class DeltaSimulation : public ::testing::TestWithParam<Case> {};
@@ -43,7 +47,9 @@ TEST_P(DeltaSimulation, EqualsFullSimulationOnRandomProposals) {
   Strategy Start;
   for (const ir::Op &O : T.G.ops())
     Start.Configs.push_back(Space.random(O.Id, R));
-  Simulator Delta(T, M, Cost), Full(T, M, Cost);
+  SimOptions Options;
+  Options.GradientBucketBytes = C.Bucket;
+  Simulator Delta(T, M, Cost, Options), Full(T, M, Cost, Options);
   Delta.simulate(Start);
   unsigned Differences = 0;
   for (unsigned I = 0; I < C.Proposals; ++I) {
@@ -67,10 +73,18 @@ TEST_P(DeltaSimulation, EqualsFullSimulationOnRandomProposals) {
 
 INSTANTIATE_TEST_SUITE_P(
     Samples, DeltaSimulation,
-    ::testing::Values(Case{"tiny_cnn", 8, false, "paper-k80", 8, 400},
-                      Case{"inception_v3", 16, false, "paper-p100", 16, 200},
-                      Case{"rnnlm", 8, true, "paper-p100", 4, 200},
-                      Case{"bert_encoder", 8, false, "dgx-h100", 16, 300}),
-    [](const auto &Info) { return std::string(Info.param.Sample); });
+    ::testing::Values(
+        Case{"tiny_cnn", 8, false, "paper-k80", 8, 400},
+        Case{"inception_v3", 16, false, "paper-p100", 16, 200},
+        Case{"rnnlm", 8, true, "paper-p100", 4, 200},
+        Case{"bert_encoder", 8, false, "dgx-h100", 16, 300},
+        Case{"tiny_cnn", 8, false, "paper-k80", 8, 400, 4096},
+        Case{"inception_v3", 16, false, "paper-p100", 16, 200, 4 << 20},
+        Case{"rnnlm", 8, true, "paper-p100", 4, 200, 1 << 20},
+        Case{"bert_encoder", 8, false, "dgx-h100", 16, 300, 8 << 20}),
+    [](const auto &Info) {
+      return std::string(Info.param.Sample) +
+             (Info.param.Bucket ? "_buckets" : "");
+    });
 
 } // namespace

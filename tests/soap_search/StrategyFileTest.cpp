@@ -95,6 +95,27 @@ TEST_F(StrategyFileTest, RoundTripsBuiltinAndRandomStrategies) {
   }
 }
 
+TEST_F(StrategyFileTest, RecordsTheGradientBucketWhenGiven) {
+  AnalyticCostModel Cost;
+  Strategy S = builtin(Builtin::DataParallel, G, M, Cost);
+  std::optional<double> Bucket;
+  auto Read = parseStrategy(write(S), "strategy.json", G, Target, &Bucket);
+  ASSERT_TRUE(static_cast<bool>(Read)) << llvm::toString(Read.takeError());
+  EXPECT_FALSE(Bucket.has_value()) << "not written, not read";
+  for (double Bytes : {0.0, 4194304.0}) {
+    std::string Text = writeStrategy(
+        G, S, Target, {1.5e-3, {1e9, 2e9, 3e9, 4e9}, true, "momentum"}, Bytes);
+    EXPECT_NE(Text.find("\"gradient_bucket\": " +
+                        std::to_string(int64_t(Bytes)) + ",\n"),
+              std::string::npos)
+        << Text;
+    Read = parseStrategy(Text, "strategy.json", G, Target, &Bucket);
+    ASSERT_TRUE(static_cast<bool>(Read)) << llvm::toString(Read.takeError());
+    EXPECT_TRUE(*Read == S);
+    EXPECT_EQ(Bucket, Bytes);
+  }
+}
+
 TEST_F(StrategyFileTest, KeysAreSortedAndOneOpPerLine) {
   AnalyticCostModel Cost;
   std::string Text = write(builtin(Builtin::DataParallel, G, M, Cost));
@@ -186,6 +207,12 @@ TEST_F(StrategyFileTest, RefusesFilesThatDoNotMatch) {
       {"settings type",
        [](Object &F, auto &) { object(F, "settings")["unroll_rnn"] = 1; },
        "strategy.json: settings.unroll_rnn: expected true or false"},
+      {"gradient bucket", [](Object &F, auto &) { F["gradient_bucket"] = -1; },
+       "strategy.json: gradient_bucket: expected a number of bytes (an "
+       "integer of at least 0)"},
+      {"gradient bucket type",
+       [](Object &F, auto &) { F["gradient_bucket"] = "4MiB"; },
+       "strategy.json: gradient_bucket: expected a number of bytes"},
       {"unknown op",
        [](Object &F, auto &) {
          object(F, "ops")["conv99"] = Object{{"degrees", {1}}};
