@@ -142,10 +142,10 @@ def main():
         print("| model | cluster | GPUs | batch | data parallel ms | expert ms "
               "| searched ms | speedup vs DP | vs expert |" + ideal_head +
               " GiB moved DP / expert / searched | search s | time to best "
-              "s | to 1 % s | iterations |")
+              "s | to 1 % s | iterations | bucket MiB |")
         print("|---|---|---:|---:|---:|---:|---:|---:|---:|" +
               ("---:|---:|" if PER_GPU_BATCH else "") +
-              "---|---:|---:|---:|---:|")
+              "---|---:|---:|---:|---:|---:|")
         goal_rows = []
         for model in models:
             for cluster, counts in CLUSTERS:
@@ -163,7 +163,7 @@ def main():
                     ideal = (" %s | %.2f |" % (ms(one_gpu), r["time"] / one_gpu)
                              if PER_GPU_BATCH else "")
                     print("| %s | %s | %d | %d%s | %s | %s | %s | %.2f | "
-                          "%.2f |%s %s / %s / %s | %.1f | %.2f | %.2f | %d |" % (
+                          "%.2f |%s %s / %s / %s | %.1f | %.2f | %.2f | %d | %g |" % (
                               model[0], cluster, gpus, batch,
                               " (memory ignored)" if r["memory_ignored"] else "",
                               ms(r["data_parallel_time"]),
@@ -172,7 +172,8 @@ def main():
                               r["expert_time"] / r["time"], ideal, gib(dp),
                               gib(ex), gib(r["bytes_transferred"]),
                               r["search_seconds"], r["best_found_seconds"],
-                              r["within_1pct_seconds"], r["iterations"]),
+                              r["within_1pct_seconds"], r["iterations"],
+                              r.get("gradient_bucket", 0) / 2**20),
                           flush=True)
                     if cluster == "paper-k80":
                         goal_rows.append((model[0], gpus, r))

@@ -438,8 +438,10 @@ double bestGradientBucket(const ir::TrainingGraph &T,
   double BestTime = std::numeric_limits<double>::infinity();
   for (double Bytes : Candidates) {
     Sim.GradientBucketBytes = Bytes;
+    // Only a real gain: sizes that make no difference (one device, no
+    // all-reduce) differ by rounding alone, and the first of them stays.
     double Time = Simulator(T, M, Cost, Sim).simulate(S);
-    if (Time < BestTime) {
+    if (Time < BestTime * (1 - 1e-9)) {
       BestTime = Time;
       Best = Bytes;
     }

@@ -74,7 +74,7 @@ struct SearchOptions {
 std::vector<double> defaultGradientBuckets();
 
 /// Of Candidates, the gradient bucket size (SimOptions::GradientBucketBytes)
-/// under which S is fastest; ties: the first.
+/// under which S is fastest; ties (within a relative 1e-9): the first.
 double bestGradientBucket(const ir::TrainingGraph &T,
                           const simulator::Machine &M,
                           const simulator::CostModel &Cost,
