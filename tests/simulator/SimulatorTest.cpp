@@ -36,8 +36,9 @@ public:
 };
 
 /// x[4,8] -> Gemm(W[8,8]) -> Relu -> SoftmaxCrossEntropyLoss(labels[4]),
-/// the model's own loss.
-ir::TrainingGraph mlp() {
+/// the model's own loss; WithBias: Gemm(x, w, b[8]), two tensors to
+/// all-reduce.
+ir::TrainingGraph mlp(bool WithBias = false) {
   ir::Graph G;
   ir::TensorId X = G.addTensor("x", f32({4, 8}), TensorRole::Input);
   ir::TensorId Labels = G.addTensor("labels", i64({4}), TensorRole::Input);
@@ -46,30 +47,12 @@ ir::TrainingGraph mlp() {
   G.tensor(X).BatchDim = 0;
   G.tensor(Labels).BatchDim = 0;
   ir::TensorId W = G.addTensor("w", f32({8, 8}), TensorRole::Parameter);
+  auto Trans = attrs({{"transB", int64_t(1)}});
   ir::TensorId H =
-      add(G, OpKind::Gemm, {X, W}, attrs({{"transB", int64_t(1)}}), "fc");
-  ir::TensorId R = add(G, OpKind::Relu, {H}, {}, "relu");
-  ir::TensorId L = add(G, OpKind::SoftmaxCrossEntropyLoss, {R, Labels},
-                       attrs({{"reduction", std::string("mean")}}), "loss");
-  G.addOutput(L);
-  auto T = ir::deriveTraining(std::move(G), ir::LossKind::ModelOutput);
-  EXPECT_TRUE(static_cast<bool>(T)) << llvm::toString(T.takeError());
-  return std::move(*T);
-}
-
-/// mlp() with a bias: Gemm(x, w[8,8], b[8]); two tensors to all-reduce.
-ir::TrainingGraph mlpWithBias() {
-  ir::Graph G;
-  ir::TensorId X = G.addTensor("x", f32({4, 8}), TensorRole::Input);
-  ir::TensorId Labels = G.addTensor("labels", i64({4}), TensorRole::Input);
-  G.addInput(X);
-  G.addInput(Labels);
-  G.tensor(X).BatchDim = 0;
-  G.tensor(Labels).BatchDim = 0;
-  ir::TensorId W = G.addTensor("w", f32({8, 8}), TensorRole::Parameter);
-  ir::TensorId B = G.addTensor("b", f32({8}), TensorRole::Parameter);
-  ir::TensorId H =
-      add(G, OpKind::Gemm, {X, W, B}, attrs({{"transB", int64_t(1)}}), "fc");
+      WithBias ? add(G, OpKind::Gemm,
+                     {X, W, G.addTensor("b", f32({8}), TensorRole::Parameter)},
+                     Trans, "fc")
+               : add(G, OpKind::Gemm, {X, W}, Trans, "fc");
   ir::TensorId R = add(G, OpKind::Relu, {H}, {}, "relu");
   ir::TensorId L = add(G, OpKind::SoftmaxCrossEntropyLoss, {R, Labels},
                        attrs({{"reduction", std::string("mean")}}), "loss");
@@ -234,13 +217,13 @@ TEST_P(SimulatorTest, ParameterSplitNeedsNoGradientSync) {
   EXPECT_EQ(Memory.Parameters[1], 3 * 32 * 4);
 }
 
-/// Data parallelism of mlpWithBias() over a link with 0.5 s of latency:
-/// a ring of two takes 2 latency steps, so an all-reduce of N bytes takes
-/// 1 + N / 256 s.
+/// Data parallelism of mlp(/*WithBias=*/true) over a link with 0.5 s of
+/// latency: a ring of two takes 2 latency steps, so an all-reduce of N bytes
+/// takes 1 + N / 256 s.
 class GradientBucketTest : public SimulatorTest {
 protected:
   GradientBucketTest() {
-    Train = mlpWithBias();
+    Train = mlp(/*WithBias=*/true);
     M = twoDevices(0.5);
   }
   Strategy dataParallel() const {
