@@ -772,15 +772,6 @@ void Builder::makeCalls() {
   }
 }
 
-/// How many tensors a gradient all-reduce's parts belong to (a tensor's
-/// parts are adjacent).
-static size_t distinctTensors(llvm::ArrayRef<simulator::BucketPart> Parts) {
-  size_t Count = 0;
-  for (size_t I = 0; I < Parts.size(); ++I)
-    Count += I == 0 || Parts[I].Tensor != Parts[I - 1].Tensor;
-  return Count;
-}
-
 llvm::Error Builder::makeSteps(const simulator::TaskGraph &TG) {
   // The global order: a topological order of the task graph that follows
   // the simulated start times (ties: the structural key).
@@ -925,7 +916,7 @@ llvm::Error Builder::makeSteps(const simulator::TaskGraph &TG) {
       for (const simulator::GradientCells *Cells : Groups)
         Step.Elements += Cells->Elements;
       std::string Label = "gradient all-reduce " + First.Name;
-      if (size_t More = distinctTensors(Parts) - 1)
+      if (size_t More = simulator::bucketTensors(Parts).size() - 1)
         Label += " and " + std::to_string(More) + " more";
       Step.Label = Out.intern(Label);
       for (DeviceId Rank : Holders) {

@@ -77,36 +77,42 @@ TaskGraph::TaskGraph(const ir::TrainingGraph &T, const Machine &M,
     if (Synced && ReadByComputation(Value.Id))
       SyncedTensors.push_back(Value.Id);
   }
-  segmentTensors(T);
+  segmentTensors();
 }
 
-/// The first op whose backward writes a gradient of Tensor, or NoOp.
-static ir::OpId firstGradientReader(const ir::TrainingGraph &T,
-                                    llvm::ArrayRef<ir::OpId> Readers,
-                                    const std::vector<bool> &WeightOnly,
-                                    ir::TensorId Tensor) {
-  ir::OpId First = ir::NoOp;
-  for (ir::OpId Id : Readers) {
+llvm::SmallVector<std::pair<ir::OpId, unsigned>, 2>
+TaskGraph::gradientReads(ir::TensorId Tensor) const {
+  llvm::SmallVector<std::pair<ir::OpId, unsigned>, 2> Reads;
+  for (ir::OpId Id : Consumers[Tensor]) {
     if (WeightOnly[Id])
       continue;
-    const ir::Op &O = T.G.op(Id);
+    const ir::Op &O = G.op(Id);
     for (unsigned Slot = 0; Slot < O.Inputs.size(); ++Slot)
       if (O.Inputs[Slot] == Tensor && (T.BackwardInputs[Id] >> Slot & 1))
-        First = std::min(First, Id);
+        Reads.push_back({Id, Slot});
   }
-  return First;
+  return Reads;
 }
 
-void TaskGraph::segmentTensors(const ir::TrainingGraph &T) {
+llvm::SmallVector<ir::TensorId, 4>
+bucketTensors(llvm::ArrayRef<BucketPart> Parts) {
+  llvm::SmallVector<ir::TensorId, 4> Tensors;
+  for (const BucketPart &Part : Parts)
+    if (Tensors.empty() || Tensors.back() != Part.Tensor)
+      Tensors.push_back(Part.Tensor);
+  return Tensors;
+}
+
+void TaskGraph::segmentTensors() {
   // Backward produces a tensor's last gradient at its first reader's
   // backward: later readers first. Segments do not depend on the strategy,
   // so one op's new config touches only the segments of the tensors it
   // reads.
   std::vector<std::pair<ir::OpId, ir::TensorId>> Order;
   for (ir::TensorId Id : SyncedTensors) {
-    ir::OpId First = firstGradientReader(T, Consumers[Id], WeightOnly, Id);
-    if (First != ir::NoOp)
-      Order.push_back({First, Id});
+    auto Reads = gradientReads(Id);
+    if (!Reads.empty())
+      Order.push_back({Reads.front().first, Id});
   }
   llvm::sort(Order, [](const auto &A, const auto &B) {
     return A.first != B.first ? A.first > B.first : A.second < B.second;
@@ -127,13 +133,6 @@ void TaskGraph::segmentTensors(const ir::TrainingGraph &T) {
     SegmentOf[Id] = Segments.size() - 1;
   }
   Syncs.resize(G.numTensors());
-}
-
-llvm::ArrayRef<ir::TensorId>
-TaskGraph::bucketSegment(ir::TensorId Tensor) const {
-  if (Tensor >= SegmentOf.size() || SegmentOf[Tensor] == ~0u)
-    return {};
-  return Segments[SegmentOf[Tensor]];
 }
 
 TaskId TaskGraph::addTask(Task New) {
@@ -387,21 +386,15 @@ void TaskGraph::buildTensorSync(ir::TensorId Tensor) {
   Sync.Updates.clear();
   // Every partition of every ordinary reader whose backward writes a
   // gradient of the tensor.
-  for (ir::OpId Id : Consumers[Tensor]) {
-    if (WeightOnly[Id])
-      continue;
+  for (auto [Id, Slot] : gradientReads(Tensor)) {
     const ir::Op &O = G.op(Id);
     const ParallelConfig &C = S[Id];
     const ir::OpKindInfo &Info = ir::opKindInfo(O.Kind);
-    for (unsigned Slot = 0; Slot < O.Inputs.size(); ++Slot) {
-      if (O.Inputs[Slot] != Tensor || !(T.BackwardInputs[Id] >> Slot & 1))
-        continue;
-      for (unsigned P = 0; P < C.numPartitions(); ++P)
-        Sync.Uses.push_back(
-            {Info.InputRegion(G, O, Slot, outputRegion(G, O, C, P),
-                              reductionSlice(G, O, C, P)),
-             C.device(P), PerOp[Id].Backward[P]});
-    }
+    for (unsigned P = 0; P < C.numPartitions(); ++P)
+      Sync.Uses.push_back(
+          {Info.InputRegion(G, O, Slot, outputRegion(G, O, C, P),
+                            reductionSlice(G, O, C, P)),
+           C.device(P), PerOp[Id].Backward[P]});
   }
   std::vector<std::pair<ir::Region, DeviceId>> Regions;
   for (const TensorUse &U : Sync.Uses)
@@ -477,16 +470,12 @@ void TaskGraph::buildBuckets(uint32_t Segment) {
     B.After.erase(std::unique(B.After.begin(), B.After.end()), B.After.end());
     for (TaskId Backward : B.After)
       addEdge(Backward, Sync);
-    // A tensor's parts are adjacent: one edge per tensor and holder.
-    for (size_t I = 0; I < B.Parts.size(); ++I) {
-      ir::TensorId Tensor = B.Parts[I].Tensor;
-      if (I > 0 && B.Parts[I - 1].Tensor == Tensor)
-        continue;
+    // One edge per tensor and holder.
+    for (ir::TensorId Tensor : bucketTensors(B.Parts))
       for (TaskId Update : Syncs[Tensor].Updates)
         if (std::binary_search(Holders.begin(), Holders.end(),
                                Tasks[Update].Device))
           addEdge(Sync, Update, /*Fresh=*/true);
-    }
     if (Parts.size() <= Sync)
       Parts.resize(Sync + 1);
     Parts[Sync] = std::move(B.Parts);

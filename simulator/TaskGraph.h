@@ -135,6 +135,10 @@ struct BucketPart {
   ir::TensorId Tensor = ir::NoTensor;
   uint32_t Cells = 0;
 };
+/// The tensors of a gradient all-reduce's parts, each once, in order (a
+/// tensor's parts are adjacent).
+llvm::SmallVector<ir::TensorId, 4>
+bucketTensors(llvm::ArrayRef<BucketPart> Parts);
 
 /// Cells of a parameter whose gradients are summed over the same devices:
 /// the parameter is cut at every boundary of the regions its readers'
@@ -190,10 +194,6 @@ public:
     return Id < Parts.size() ? llvm::ArrayRef<BucketPart>(Parts[Id])
                              : llvm::ArrayRef<BucketPart>();
   }
-  /// The segment of synced tensors whose gradients share buckets with
-  /// Tensor's (SimOptions::GradientBucketBytes), in backward order; empty
-  /// for tensors that are not synced.
-  llvm::ArrayRef<ir::TensorId> bucketSegment(ir::TensorId Tensor) const;
 
 private:
   struct OpTasks {
@@ -213,7 +213,11 @@ private:
 
   void buildOp(ir::OpId Op);
   void buildInputEdges(ir::OpId Consumer, unsigned Slot);
-  void segmentTensors(const ir::TrainingGraph &T);
+  void segmentTensors();
+  /// The (reader, input slot) pairs of Tensor whose backward writes a
+  /// gradient of it, weight-only readers left out.
+  llvm::SmallVector<std::pair<ir::OpId, unsigned>, 2>
+  gradientReads(ir::TensorId Tensor) const;
   /// A synced tensor's uses and cells under the current configs of its
   /// readers, and its updates.
   void buildTensorSync(ir::TensorId Tensor);

@@ -54,13 +54,7 @@ std::string traceEventName(const TaskGraph &Graph, TaskId Id) {
   case TaskKind::StatsAllReduce:
     return llvm::formatv("stats {0}", OpName()).str();
   case TaskKind::GradAllReduce: {
-    size_t Tensors = 0;
-    ir::TensorId Last = ir::NoTensor;
-    for (const BucketPart &Part : Graph.bucketParts(Id))
-      if (Part.Tensor != Last) {
-        ++Tensors;
-        Last = Part.Tensor;
-      }
+    size_t Tensors = bucketTensors(Graph.bucketParts(Id)).size();
     if (Tensors > 1)
       return llvm::formatv("allreduce {0} +{1}", TensorName(), Tensors - 1)
           .str();
@@ -180,12 +174,8 @@ void writeChromeTrace(const TaskGraph &Graph, llvm::raw_ostream &OS) {
       Args["bytes"] = T.Bytes;
       if (T.Kind == TaskKind::GradAllReduce) {
         llvm::json::Array Tensors;
-        ir::TensorId Last = ir::NoTensor;
-        for (const BucketPart &Part : Graph.bucketParts(E.Id))
-          if (Part.Tensor != Last) {
-            Tensors.push_back(G.tensor(Part.Tensor).Name);
-            Last = Part.Tensor;
-          }
+        for (ir::TensorId Tensor : bucketTensors(Graph.bucketParts(E.Id)))
+          Tensors.push_back(G.tensor(Tensor).Name);
         Args["tensors"] = std::move(Tensors);
       }
       break;
