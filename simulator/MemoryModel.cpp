@@ -12,6 +12,21 @@ void MemoryBreakdown::add(const Task &T, double Sign) {
   Parameters[Where] += Sign * T.ParamMemory;
   Fixed[Where] += Sign * T.FixedMemory;
   Activations[Where] += Sign * T.ActivationMemory;
+  if (T.MessageBytes <= 0)
+    return;
+  auto Count = [&](DeviceId D) {
+    uint32_t &N = Messages[D][T.MessageBytes];
+    N += Sign > 0 ? 1 : -1;
+    if (N == 0)
+      Messages[D].erase(T.MessageBytes);
+  };
+  if (T.Kind == TaskKind::GradAllReduce) {
+    for (DeviceId D : T.Group)
+      Count(D);
+  } else {
+    Count(T.Device);
+    Count(T.Peer);
+  }
 }
 
 std::vector<double> MemoryBreakdown::total() const {

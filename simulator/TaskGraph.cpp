@@ -310,6 +310,7 @@ void TaskGraph::connect(TaskId From, DeviceId FromDevice, TaskId To,
   Transfer.Key = Key;
   Transfer.Duration = M.transferTime(FromDevice, ToDevice, Bytes);
   Transfer.Bytes = Bytes;
+  Transfer.MessageBytes = Bytes;
   Transfer.Op = Op;
   Transfer.Device = FromDevice;
   Transfer.Peer = ToDevice;
@@ -542,6 +543,10 @@ TaskId TaskGraph::addAllReduce(TaskKind Kind, llvm::ArrayRef<DeviceId> Devices,
   CollectiveCost C = allReduceCost(M, Collective.Group, Bytes);
   Collective.Duration = C.Time;
   Collective.Bytes = C.BytesPerDevice;
+  // BatchNorm statistics are all-reduced in place (the program's own small
+  // buffers); gradients are packed into the message buffer.
+  if (Kind == TaskKind::GradAllReduce)
+    Collective.MessageBytes = Bytes;
   for (LinkId L : C.Links)
     Collective.Resources.push_back(M.numDevices() + L);
   return addTask(std::move(Collective));

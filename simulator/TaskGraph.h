@@ -114,6 +114,11 @@ struct Task {
   double ParamMemory = 0;
   double FixedMemory = 0;
   double ActivationMemory = 0;
+  /// Bytes of the message buffer it needs on each device it involves (a
+  /// transfer's sender and receiver, a gradient all-reduce's members): its
+  /// payload, packed. A generated program keeps one buffer per device, as
+  /// large as its largest message.
+  double MessageBytes = 0;
 };
 
 /// Options of the training step being simulated.

@@ -432,17 +432,25 @@ double bestGradientBucket(const ir::TrainingGraph &T,
                           const simulator::Machine &M,
                           const simulator::CostModel &Cost,
                           simulator::SimOptions Sim, const Strategy &S,
-                          llvm::ArrayRef<double> Candidates) {
+                          llvm::ArrayRef<double> Candidates,
+                          double MemoryLimit) {
   assert(!Candidates.empty() && "no bucket size to choose from");
   double Best = Candidates.front();
   double BestTime = std::numeric_limits<double>::infinity();
+  bool BestFits = false;
   for (double Bytes : Candidates) {
     Sim.GradientBucketBytes = Bytes;
+    // The bucket is packed into the message buffer, so a larger one can
+    // make the strategy not fit.
+    Simulator Run(T, M, Cost, Sim);
+    double Time = Run.simulate(S);
+    bool Fits = Run.memoryOverflow(MemoryLimit) <= 0;
     // Only a real gain: sizes that make no difference (one device, no
     // all-reduce) differ by rounding alone, and the first of them stays.
-    double Time = Simulator(T, M, Cost, Sim).simulate(S);
-    if (Time < BestTime * (1 - 1e-9)) {
+    if ((Fits && !BestFits) ||
+        (Fits == BestFits && Time < BestTime * (1 - 1e-9))) {
       BestTime = Time;
+      BestFits = Fits;
       Best = Bytes;
     }
   }
@@ -460,8 +468,9 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
   // Gradient buckets: the size data parallelism runs fastest with (the
   // gradients of most strategies are synchronized much like its own).
   if (!Options.GradientBuckets.empty())
-    SimOpts.GradientBucketBytes = bestGradientBucket(
-        T, M, Cost, SimOpts, dataParallel(G, M), Options.GradientBuckets);
+    SimOpts.GradientBucketBytes =
+        bestGradientBucket(T, M, Cost, SimOpts, dataParallel(G, M),
+                           Options.GradientBuckets, Options.MemoryLimit);
 
   // The built-in strategies: answers to beat and chain starts.
   Strategy Starts[3] = {dataParallel(G, M), expert(G, M),

@@ -215,6 +215,11 @@ TEST_P(SimulatorTest, ParameterSplitNeedsNoGradientSync) {
   MemoryBreakdown Memory = memoryBreakdown(Sim.graph());
   EXPECT_EQ(Memory.Parameters[0], 3 * 32 * 4);
   EXPECT_EQ(Memory.Parameters[1], 3 * 32 * 4);
+  // And a message buffer for the largest message it sends or receives.
+  EXPECT_EQ(Memory.message(0), 64);
+  EXPECT_EQ(Memory.message(1), 64);
+  EXPECT_EQ(Memory.total(0), Memory.Parameters[0] + Memory.Fixed[0] +
+                                 Memory.Activations[0] + 64);
 }
 
 /// Data parallelism of mlp(/*WithBias=*/true) over a link with 0.5 s of
@@ -253,6 +258,8 @@ TEST_P(GradientBucketTest, OneAllReducePerTensorWithoutBuckets) {
   // link. Each device updates w at 6.5 and b at 7.625.
   EXPECT_EQ(run(Sim, dataParallel()), 8.125);
   EXPECT_EQ(allReduces(Sim), 2u);
+  // w's gradient is the largest message.
+  EXPECT_EQ(memoryBreakdown(Sim.graph()).message(0), 256);
   using T = std::tuple<TaskKind, DeviceId, double, double>;
   auto Timeline = tasks(Sim);
   std::vector<T> Tail(Timeline.end() - 6, Timeline.end());
@@ -281,6 +288,9 @@ TEST_P(GradientBucketTest, ABucketPaysTheLatencyOnce) {
                                            T{K::Update, 0, 7.125, 7.625},
                                            T{K::Update, 1, 7.125, 7.625}));
   EXPECT_EQ(Sim.report().BytesSent[0], 288);
+  // The packed bucket is the largest message: w and b together.
+  EXPECT_EQ(memoryBreakdown(Sim.graph()).message(0), 288);
+  EXPECT_EQ(memoryBreakdown(Sim.graph()).message(1), 288);
   for (TaskId Id = 0; Id < Sim.graph().size(); ++Id) {
     if (!Sim.graph().task(Id).Alive ||
         Sim.graph().task(Id).Kind != K::GradAllReduce)

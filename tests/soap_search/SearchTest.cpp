@@ -111,6 +111,33 @@ TEST(Search, ChoosesTheGradientBucketDataParallelismRunsFastestWith) {
   EXPECT_LT(Time, 0.95 * Simulator(T, M, Cost).simulate(DataParallel));
 }
 
+// A bucket is packed into each device's message buffer: with a memory limit
+// the strategy meets only with smaller buckets, the fastest of those wins.
+TEST(Search, TheGradientBucketMustLeaveTheStrategyWithinTheMemoryLimit) {
+  ir::TrainingGraph T = test::sample("inception_v3", 64);
+  Machine M = test::machine("paper-p100", 16);
+  AnalyticCostModel Cost;
+  Strategy DataParallel = dataParallel(T.G, M);
+  auto Run = [&](double Bytes) {
+    SimOptions O;
+    O.GradientBucketBytes = Bytes;
+    Simulator Sim(T, M, Cost, O);
+    Sim.simulate(DataParallel);
+    return std::make_pair(Sim.time(), Sim.peakMemory());
+  };
+  // 64 MiB buckets are faster than one all-reduce per tensor, and their
+  // buffer is larger than the largest gradient tensor (8 MB).
+  const double Large = 64 * 1024.0 * 1024.0;
+  std::vector<double> Sizes = {0, Large};
+  ASSERT_EQ(bestGradientBucket(T, M, Cost, {}, DataParallel, Sizes), Large);
+  double Limit = Run(Large).second - 1;
+  ASSERT_LE(Run(0).second, Limit);
+  EXPECT_EQ(bestGradientBucket(T, M, Cost, {}, DataParallel, Sizes, Limit), 0);
+  // Nothing fits: the fastest.
+  EXPECT_EQ(bestGradientBucket(T, M, Cost, {}, DataParallel, Sizes, 1e6),
+            Large);
+}
+
 // The search on 8 devices first searches on the first 4 with half the
 // steps (and that one on 2): its answer is a strategy for 8 devices too,
 // and the answer on 8 is never worse than it.
