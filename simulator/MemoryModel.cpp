@@ -15,12 +15,14 @@ void MemoryBreakdown::add(const Task &T, double Sign) {
   if (T.MessageBytes <= 0)
     return;
   auto Count = [&](DeviceId D) {
-    uint32_t &N = Messages[D][T.MessageBytes];
-    N += Sign > 0 ? 1 : -1;
-    if (N == 0)
-      Messages[D].erase(T.MessageBytes);
+    std::map<double, uint32_t> &Sizes = Messages[D];
+    if (Sign > 0)
+      ++Sizes[T.MessageBytes];
+    else if (--Sizes[T.MessageBytes] == 0)
+      Sizes.erase(T.MessageBytes);
   };
-  if (T.Kind == TaskKind::GradAllReduce) {
+  // A collective's members, or a transfer's two ends.
+  if (!T.Group.empty()) {
     for (DeviceId D : T.Group)
       Count(D);
   } else {
