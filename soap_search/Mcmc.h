@@ -64,8 +64,9 @@ struct SearchOptions {
   /// Gradient bucket sizes to choose from (SimOptions::GradientBucketBytes):
   /// the search first takes the one under which data parallelism is
   /// fastest, then searches with it (the search on half the devices
-  /// chooses its own; each candidate says which it has). Empty: the
-  /// SimOptions' own.
+  /// chooses its own; each candidate says which it has), and last gives
+  /// the answer the one it runs fastest with (except for
+  /// Objective::Frontier). Empty: the SimOptions' own.
   std::vector<double> GradientBuckets;
 };
 
