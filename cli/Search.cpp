@@ -214,7 +214,15 @@ static llvm::Error runSweep(const Planning &P, SearchOptions O) {
   struct Row {
     unsigned Devices;
     SearchResult Result;
+    /// The device count whose search found Result.Best.
+    unsigned FoundOn;
   };
+  // Fewest devices first: a strategy for the first N devices is one for
+  // more of them, so each count's answer is at least as good as every
+  // smaller count's (the best time with up to N devices, never more
+  // than with fewer).
+  llvm::sort(*Counts);
+  Counts->erase(std::unique(Counts->begin(), Counts->end()), Counts->end());
   std::vector<Row> Rows;
   for (unsigned N : *Counts) {
     auto M = P.Cluster.firstDevices(N);
@@ -222,8 +230,17 @@ static llvm::Error runSweep(const Planning &P, SearchOptions O) {
       return usageError("--sweep-gpus " + llvm::Twine(N) + ": " +
                         llvm::toString(M.takeError()));
     O.Progress = progressLine(llvm::formatv("[{0} devices] ", N).str());
-    Rows.push_back({N, soap_search::search(P.Training, *M, Cost, P.Sim, O)});
+    Row R{N, soap_search::search(P.Training, *M, Cost, P.Sim, O), N};
     clearProgressLine();
+    for (const Row &Fewer : Rows) {
+      Candidate C = soap_search::evaluate(P.Training, *M, Cost, P.Sim,
+                                          Fewer.Result.Best, O.MemoryLimit);
+      if (soap_search::better(O.Goal, C, R.Result.Best)) {
+        R.Result.Best = std::move(C);
+        R.FoundOn = Fewer.FoundOn;
+      }
+    }
+    Rows.push_back(std::move(R));
   }
 
   if (jsonOutput()) {
@@ -242,23 +259,24 @@ static llvm::Error runSweep(const Planning &P, SearchOptions O) {
                               speedup(S.DataParallel.Time, S.Best.Time)},
                              {"iterations", int64_t(S.Iterations)},
                              {"search_seconds", S.Seconds},
-                             {"gradient_bucket", S.Best.GradientBucketBytes}});
+                             {"gradient_bucket", S.Best.GradientBucketBytes},
+                             {"found_on_devices", int64_t(R.FoundOn)}});
     }
     llvm::outs() << llvm::formatv("{0:2}", llvm::json::Value(std::move(List)))
                  << "\n";
     return llvm::Error::success();
   }
   llvm::raw_ostream &OS = llvm::outs();
-  OS << llvm::formatv("{0,7} {1,12} {2,12} {3,12} {4,8} {5,12} {6,5}\n",
+  OS << llvm::formatv("{0,7} {1,12} {2,12} {3,12} {4,8} {5,12} {6,5} {7,8}\n",
                       "devices", "best", "data par.", "expert", "speedup",
-                      "peak memory", "fits");
+                      "peak memory", "fits", "found on");
   for (const Row &R : Rows) {
     const SearchResult &S = R.Result;
     OS << llvm::formatv(
-        "{0,7} {1,12} {2,12} {3,12} {4,7:F2}x {5,12} {6,5}\n", R.Devices,
+        "{0,7} {1,12} {2,12} {3,12} {4,7:F2}x {5,12} {6,5} {7,8}\n", R.Devices,
         formatSeconds(S.Best.Time), formatSeconds(S.DataParallel.Time),
         formatSeconds(S.Expert.Time), speedup(S.DataParallel.Time, S.Best.Time),
-        formatBytes(S.Best.PeakMemory), S.Best.Fits ? "yes" : "no");
+        formatBytes(S.Best.PeakMemory), S.Best.Fits ? "yes" : "no", R.FoundOn);
   }
   return llvm::Error::success();
 }

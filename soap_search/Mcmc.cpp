@@ -58,15 +58,6 @@ Candidate candidate(const Simulator &Sim, double Limit) {
           Sim.graph().options().GradientBucketBytes};
 }
 
-/// Whether A is a better answer than B.
-bool better(Objective Goal, const Candidate &A, const Candidate &B) {
-  if (A.Fits != B.Fits)
-    return A.Fits;
-  if (Goal == Objective::Memory && A.PeakMemory != B.PeakMemory)
-    return A.PeakMemory < B.PeakMemory;
-  return A.Time < B.Time;
-}
-
 /// Adds C to a Pareto set over (time, peak memory) unless it is dominated.
 void addToFrontier(std::vector<Candidate> &Set, const Simulator &Sim,
                    double Limit) {
@@ -106,6 +97,23 @@ struct Shared {
 };
 
 } // namespace
+
+bool better(Objective Goal, const Candidate &A, const Candidate &B) {
+  if (A.Fits != B.Fits)
+    return A.Fits;
+  if (Goal == Objective::Memory && A.PeakMemory != B.PeakMemory)
+    return A.PeakMemory < B.PeakMemory;
+  return A.Time < B.Time;
+}
+
+Candidate evaluate(const ir::TrainingGraph &T, const simulator::Machine &M,
+                   const simulator::CostModel &Cost, simulator::SimOptions Sim,
+                   const Candidate &C, double MemoryLimit) {
+  Sim.GradientBucketBytes = C.GradientBucketBytes;
+  Simulator Run(T, M, Cost, Sim);
+  Run.simulate(C.S);
+  return candidate(Run, MemoryLimit);
+}
 
 /// Ops[I] takes Configs[I]: by delta simulation, or by simulating the
 /// changed strategy from scratch.
@@ -634,11 +642,8 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
         Space.project(Half->Best.S) == Half->Best.S) {
       // With the gradient bucket size it was found with (that search
       // chose its own).
-      simulator::SimOptions HalfOpts = SimOpts;
-      HalfOpts.GradientBucketBytes = Half->Best.GradientBucketBytes;
-      Simulator Sim(T, M, Cost, HalfOpts);
-      Sim.simulate(Half->Best.S);
-      HalfAnswer = candidate(Sim, Options.MemoryLimit);
+      HalfAnswer =
+          evaluate(T, M, Cost, SimOpts, Half->Best, Options.MemoryLimit);
       HalfAnswer->FoundAt = Offset + Half->BestFoundSeconds;
       // Its improvements on the way count in the progression when the idle
       // devices changed nothing (as they should: the first devices of a
@@ -677,14 +682,12 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
   // one it runs fastest with, as found only now.
   std::optional<Candidate> Retuned;
   if (!Options.GradientBuckets.empty() && Options.Goal != Objective::Frontier) {
-    simulator::SimOptions Opts = SimOpts;
-    Opts.GradientBucketBytes =
+    Candidate Sized = Result.Best;
+    Sized.GradientBucketBytes =
         bestGradientBucket(T, M, Cost, SimOpts, Result.Best.S,
                            Options.GradientBuckets, Options.MemoryLimit);
-    if (Opts.GradientBucketBytes != Result.Best.GradientBucketBytes) {
-      Simulator Sim(T, M, Cost, Opts);
-      Sim.simulate(Result.Best.S);
-      Candidate C = candidate(Sim, Options.MemoryLimit);
+    if (Sized.GradientBucketBytes != Result.Best.GradientBucketBytes) {
+      Candidate C = evaluate(T, M, Cost, SimOpts, Sized, Options.MemoryLimit);
       if (better(Options.Goal, C, Result.Best)) {
         C.FoundAt = std::chrono::duration<double>(Clock::now() - Begin).count();
         Retuned = C;

@@ -98,6 +98,19 @@ struct Candidate {
   double GradientBucketBytes = 0;
 };
 
+/// Whether A is a better answer than B for Goal: one that fits before one
+/// that does not, then (Objective::Memory) the smaller peak memory, then the
+/// shorter time.
+bool better(Objective Goal, const Candidate &A, const Candidate &B);
+
+/// C's strategy simulated on M with C's gradient bucket size, as a
+/// candidate (found at 0 s) that fits if it fits MemoryLimit bytes per
+/// device (0: each device's capacity). A strategy found for a cluster's
+/// first devices is one for all of them.
+Candidate evaluate(const ir::TrainingGraph &T, const simulator::Machine &M,
+                   const simulator::CostModel &Cost, simulator::SimOptions Sim,
+                   const Candidate &C, double MemoryLimit);
+
 /// A step of the answer's progress: a better strategy than any before it.
 struct Improvement {
   double Seconds = 0; ///< from the start of the search
