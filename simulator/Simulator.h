@@ -52,6 +52,9 @@ public:
 
   /// Full simulation of S from scratch; returns the iteration time.
   double simulate(const Strategy &S);
+  /// Gradient buckets of about Bytes (SimOptions::GradientBucketBytes)
+  /// from the next simulate() on, which must come before any change().
+  void setGradientBucket(double Bytes) { Graph.setGradientBucket(Bytes); }
   /// Delta simulation: op Op takes config C (checked by the caller);
   /// returns the new iteration time. simulate() must have run first.
   double change(ir::OpId Op, const ParallelConfig &C);

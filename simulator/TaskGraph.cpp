@@ -645,6 +645,13 @@ void TaskGraph::build(const Strategy &New) {
   Rewired.clear();
 }
 
+void TaskGraph::setGradientBucket(double Bytes) {
+  Options.GradientBucketBytes = Bytes;
+  Segments.clear();
+  SegmentLevel.clear();
+  segmentTensors();
+}
+
 std::vector<TaskId> TaskGraph::changeConfig(ir::OpId Id,
                                             const ParallelConfig &C) {
   return changeConfigs({Id}, {C});

@@ -164,6 +164,9 @@ public:
 
   /// Builds every task for S (which must pass checkStrategy).
   void build(const Strategy &S);
+  /// Gradient buckets of about Bytes from now on
+  /// (SimOptions::GradientBucketBytes): the next build() uses them.
+  void setGradientBucket(double Bytes);
   /// Replaces op Op's config with C: removes the tasks that depend on it,
   /// adds the new ones, and returns the live tasks whose predecessors
   /// changed (new tasks, and tasks that gained or lost a predecessor). The

@@ -274,6 +274,38 @@ neighbours(const ir::Graph &G, const std::vector<bool> &WeightOnly) {
   return Near;
 }
 
+/// Of Candidates, the gradient bucket size under which S is fastest, among
+/// those under which it fits MemoryLimit if any does; ties (within a
+/// relative 1e-9): the first. Sim is left holding S simulated with it.
+static double fastestBucket(Simulator &Sim, const Strategy &S,
+                            llvm::ArrayRef<double> Candidates,
+                            double MemoryLimit) {
+  assert(!Candidates.empty() && "no bucket size to choose from");
+  double Best = Candidates.front();
+  double BestTime = std::numeric_limits<double>::infinity();
+  bool BestFits = false;
+  for (double Bytes : Candidates) {
+    Sim.setGradientBucket(Bytes);
+    double Time = Sim.simulate(S);
+    // The bucket is packed into the message buffer, so a larger one can
+    // make the strategy not fit.
+    bool Fits = Sim.memoryOverflow(MemoryLimit) <= 0;
+    // Only a real gain: sizes that make no difference (one device, no
+    // all-reduce) differ by rounding alone, and the first of them stays.
+    if ((Fits && !BestFits) ||
+        (Fits == BestFits && Time < BestTime * (1 - 1e-9))) {
+      BestTime = Time;
+      BestFits = Fits;
+      Best = Bytes;
+    }
+  }
+  if (Best != Candidates.back()) {
+    Sim.setGradientBucket(Best);
+    Sim.simulate(S);
+  }
+  return Best;
+}
+
 static ChainResult
 runChain(const ir::TrainingGraph &T, const simulator::Machine &M,
          const simulator::CostModel &Cost, simulator::SimOptions SimOpts,
@@ -379,7 +411,31 @@ runChain(const ir::TrainingGraph &T, const simulator::Machine &M,
     }
   }
 
+  // The chain's gradient bucket size: the one its strategy runs fastest
+  // with, chosen after the start and again whenever the chain's best has
+  // improved by a tenth since (5 full simulations each time): a strategy
+  // that synchronizes other gradients among other replicas than data
+  // parallelism may want another size (AlexNet on 64 K80s: 4 MiB where data
+  // parallelism wants 16), and finding the size only at the end would find
+  // the answer only then.
+  bool Resizes =
+      Options.Goal == Objective::Time && Options.GradientBuckets.size() > 1;
+  double SizedFor = 0;
+  auto Resize = [&] {
+    Strategy S = Sim.strategy();
+    fastestBucket(Sim, S, Options.GradientBuckets, F.Limit);
+    Result.Steps += Options.GradientBuckets.size();
+    Progress.Iterations.fetch_add(Options.GradientBuckets.size(),
+                                  std::memory_order_relaxed);
+    Accept(F(Sim, Sim.time()));
+    SizedFor = Result.Best.Time;
+  };
+  if (Resizes)
+    Resize();
+
   for (uint64_t Step = 0;; ++Step) {
+    if (Resizes && Result.Best.Time < 0.9 * SizedFor)
+      Resize();
     if (Options.Iterations ? Step >= Options.Iterations : Step % 16 == 0) {
       if (Options.Iterations)
         break;
@@ -442,27 +498,8 @@ double bestGradientBucket(const ir::TrainingGraph &T,
                           simulator::SimOptions Sim, const Strategy &S,
                           llvm::ArrayRef<double> Candidates,
                           double MemoryLimit) {
-  assert(!Candidates.empty() && "no bucket size to choose from");
-  double Best = Candidates.front();
-  double BestTime = std::numeric_limits<double>::infinity();
-  bool BestFits = false;
-  for (double Bytes : Candidates) {
-    Sim.GradientBucketBytes = Bytes;
-    // The bucket is packed into the message buffer, so a larger one can
-    // make the strategy not fit.
-    Simulator Run(T, M, Cost, Sim);
-    double Time = Run.simulate(S);
-    bool Fits = Run.memoryOverflow(MemoryLimit) <= 0;
-    // Only a real gain: sizes that make no difference (one device, no
-    // all-reduce) differ by rounding alone, and the first of them stays.
-    if ((Fits && !BestFits) ||
-        (Fits == BestFits && Time < BestTime * (1 - 1e-9))) {
-      BestTime = Time;
-      BestFits = Fits;
-      Best = Bytes;
-    }
-  }
-  return Best;
+  Simulator Run(T, M, Cost, Sim);
+  return fastestBucket(Run, S, Candidates, MemoryLimit);
 }
 
 SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,

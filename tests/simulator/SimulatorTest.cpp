@@ -311,6 +311,22 @@ TEST_P(GradientBucketTest, ATensorOverTheBucketSizeStartsANewBucket) {
   EXPECT_EQ(allReduces(Sim), 2u);
 }
 
+TEST_P(GradientBucketTest, ASimulatorCanChangeItsBucketSize) {
+  // Without buckets, then one bucket, then without again: the timelines of
+  // the two tests above, and delta simulation goes on from there.
+  Simulator Sim(Train, M, Cost);
+  EXPECT_EQ(run(Sim, dataParallel()), 8.125);
+  Sim.setGradientBucket(1024);
+  EXPECT_EQ(run(Sim, dataParallel()), 7.625);
+  EXPECT_EQ(allReduces(Sim), 1u);
+  EXPECT_EQ(Sim.graph().options().GradientBucketBytes, 1024);
+  EXPECT_EQ(memoryBreakdown(Sim.graph()).message(0), 288);
+  Sim.setGradientBucket(0);
+  EXPECT_EQ(run(Sim, dataParallel()), 8.125);
+  EXPECT_EQ(allReduces(Sim), 2u);
+  EXPECT_EQ(memoryBreakdown(Sim.graph()).message(0), 256);
+}
+
 TEST_P(GradientBucketTest, ParameterSplitTensorsAreNotInTheBucket) {
   // The Gemm split over its outputs: each device holds its halves of w
   // and b, nothing to all-reduce, bucket or not.
