@@ -423,10 +423,12 @@ runChain(const ir::TrainingGraph &T, const simulator::Machine &M,
   double SizedFor = 0;
   auto Resize = [&] {
     Strategy S = Sim.strategy();
-    fastestBucket(Sim, S, Options.GradientBuckets, F.Limit);
-    Result.Steps += Options.GradientBuckets.size();
-    Progress.Iterations.fetch_add(Options.GradientBuckets.size(),
-                                  std::memory_order_relaxed);
+    double Bytes = fastestBucket(Sim, S, Options.GradientBuckets, F.Limit);
+    // Its simulations count as steps.
+    uint64_t Simulations = Options.GradientBuckets.size() +
+                           (Bytes != Options.GradientBuckets.back());
+    Result.Steps += Simulations;
+    Progress.Iterations.fetch_add(Simulations, std::memory_order_relaxed);
     Accept(F(Sim, Sim.time()));
     SizedFor = Result.Best.Time;
   };
@@ -712,24 +714,21 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
     Result.Best = *HalfAnswer;
   if (Half)
     Result.Iterations += Half->Iterations;
-  // The gradient bucket size was chosen for data parallelism, but the
-  // answer may synchronize other gradients among other replicas (AlexNet on
-  // 64 K80s: its fully-connected layers split over a few devices, its
-  // convolutions on all 64) and run faster with another size. It takes the
-  // one it runs fastest with, as found only now.
-  std::optional<Candidate> Retuned;
+  // The chains size their gradient buckets as they go, but the answer may
+  // have changed since its chain last chose (or be a built-in, or the
+  // answer on half the devices): it takes the size it runs fastest with,
+  // found now.
+  std::optional<Candidate> Resized;
   if (!Options.GradientBuckets.empty() && Options.Goal != Objective::Frontier) {
-    Candidate Sized = Result.Best;
-    Sized.GradientBucketBytes =
-        bestGradientBucket(T, M, Cost, SimOpts, Result.Best.S,
-                           Options.GradientBuckets, Options.MemoryLimit);
-    if (Sized.GradientBucketBytes != Result.Best.GradientBucketBytes) {
-      Candidate C = evaluate(T, M, Cost, SimOpts, Sized, Options.MemoryLimit);
-      if (better(Options.Goal, C, Result.Best)) {
-        C.FoundAt = std::chrono::duration<double>(Clock::now() - Begin).count();
-        Retuned = C;
-        Result.Best = std::move(C);
-      }
+    Simulator Sim(T, M, Cost, SimOpts);
+    fastestBucket(Sim, Result.Best.S, Options.GradientBuckets,
+                  Options.MemoryLimit);
+    Candidate C = candidate(Sim, Options.MemoryLimit);
+    if (C.GradientBucketBytes != Result.Best.GradientBucketBytes &&
+        better(Options.Goal, C, Result.Best)) {
+      C.FoundAt = std::chrono::duration<double>(Clock::now() - Begin).count();
+      Resized = C;
+      Result.Best = std::move(C);
     }
   }
   if (Options.Goal == Objective::Frontier) {
@@ -760,8 +759,8 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
     Seen.push_back(improvement(*HalfAnswer));
   for (const ChainResult &C : Results)
     Seen.insert(Seen.end(), C.Improvements.begin(), C.Improvements.end());
-  if (Retuned)
-    Seen.push_back(improvement(*Retuned));
+  if (Resized)
+    Seen.push_back(improvement(*Resized));
   std::stable_sort(Seen.begin(), Seen.end(),
                    [](const Improvement &A, const Improvement &B) {
                      return A.Seconds < B.Seconds;
