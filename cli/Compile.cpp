@@ -182,7 +182,12 @@ llvm::Error runCompile() {
       soap_search::writeStrategy(G, S, P.Target, Predicted, Bucket),
       planningOptimizerName(),
       ir::lossKindName(T.Loss).str(),
-      ONNX2SOAP_VERSION};
+      ONNX2SOAP_VERSION,
+      // The plan hash heads the weight shard file: programs whose first
+      // weights differ must not share it.
+      Options.Init == codegen::InitKind::Random
+          ? "random " + std::to_string(Options.Seed)
+          : "onnx"};
   auto Files = codegen::projectFiles(In);
   if (!Files)
     return usageError(llvm::toString(Files.takeError()));

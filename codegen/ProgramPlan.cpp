@@ -1305,13 +1305,13 @@ llvm::Expected<ProgramPlan> buildProgramPlan(const ir::TrainingGraph &T,
                                              const simulator::CostModel &Cost,
                                              const PlanOptions &Options) {
   if (llvm::Error E = simulator::checkStrategy(T.G, S, M.numDevices()))
-    return std::move(E);
+    return E;
   simulator::Simulator Sim(T, M, Cost, Options.Sim);
   Sim.simulate(S);
   ProgramPlan Plan;
   Builder B(T, S, M, Options, Plan);
   if (llvm::Error E = B.run(Sim))
-    return std::move(E);
+    return E;
   return Plan;
 }
 

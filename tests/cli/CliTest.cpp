@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "../onnx_import/ModelBuilder.h"
 #include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/JSON.h"
@@ -1036,6 +1037,30 @@ TEST_F(CliTest, CompileGraphOnlyModelNeedsRandomInit) {
   ASSERT_EQ(R.ExitCode, 0) << R.Err;
   EXPECT_FALSE(readFile(Random + "/weights/shards.bin").empty());
   EXPECT_FALSE(readFile(Random + "/manifest.json").empty());
+}
+
+// The plan hash heads the weight shard file and every checkpoint: programs
+// whose first weights differ (--init, the seed of random values) must not
+// share it, or a shard file copied from one would load into the other.
+TEST_F(CliTest, ThePlanHashDependsOnWhereTheWeightsComeFrom) {
+  auto PlanHash = [&](std::vector<std::string> Init) {
+    std::string Out = Dir.file("project-" + llvm::join(Init, "-"));
+    std::vector<std::string> More{"--strategy", "data-parallel", "-o", Out};
+    More.insert(More.end(), Init.begin(), Init.end());
+    RunResult R = run(compileArgs(More));
+    EXPECT_EQ(R.ExitCode, 0) << R.Err;
+    std::string Plan = readFile(Out + "/src/plan.cpp");
+    size_t At = Plan.find("ull, // plan hash");
+    EXPECT_NE(At, std::string::npos);
+    return At == std::string::npos ? std::string() : Plan.substr(At - 18, 18);
+  };
+  std::string Onnx = PlanHash({"--init", "onnx"});
+  std::string Seven = PlanHash({"--init", "random", "--seed", "7"});
+  std::string Eight = PlanHash({"--init", "random", "--seed", "8"});
+  ASSERT_EQ(Onnx.substr(0, 2), "0x");
+  EXPECT_NE(Onnx, Seven);
+  EXPECT_NE(Seven, Eight);
+  EXPECT_EQ(Seven, PlanHash({"--seed", "7", "--init", "random"}));
 }
 
 } // namespace
