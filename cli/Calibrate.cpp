@@ -304,19 +304,10 @@ strategiesToMeasure(const Planning &P) {
       Result.push_back(soap_search::builtin(Kind, G, P.M, Cost));
     return Result;
   }
-  if (auto Kind = soap_search::parseBuiltin(StrategyFlag)) {
-    Result.push_back(soap_search::builtin(*Kind, G, P.M, Cost));
-    return Result;
-  }
-  if (!llvm::sys::fs::exists(StrategyFlag))
-    return usageError(llvm::formatv(
-        "--strategy {0}: no such file, and not a built-in strategy "
-        "(data-parallel, model-parallel, expert)",
-        StrategyFlag.getValue()));
-  auto Read = soap_search::readStrategy(StrategyFlag, G, P.Target);
-  if (!Read)
-    return Read.takeError();
-  Result.push_back(std::move(*Read));
+  auto Named = namedStrategy(StrategyFlag, P, Cost);
+  if (!Named)
+    return Named.takeError();
+  Result.push_back(std::move(*Named));
   return Result;
 }
 

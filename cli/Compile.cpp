@@ -136,22 +136,12 @@ llvm::Error runCompile() {
     S = R.Best.S;
     Bucket = R.Best.GradientBucketBytes;
     StrategyName = "searched";
-  } else if (auto Kind = soap_search::parseBuiltin(StrategyFlag)) {
-    S = soap_search::builtin(*Kind, G, P.M, Cost);
-    Bucket = gradientBucketFor(P, Cost, S, std::nullopt);
-    StrategyName = StrategyFlag;
   } else {
-    if (!llvm::sys::fs::exists(StrategyFlag))
-      return usageError(llvm::formatv(
-          "--strategy {0}: no such file, and not a built-in strategy "
-          "(data-parallel, model-parallel, expert)",
-          StrategyFlag.getValue()));
     std::optional<double> FileBucket;
-    auto Read =
-        soap_search::readStrategy(StrategyFlag, G, P.Target, &FileBucket);
-    if (!Read)
-      return Read.takeError();
-    S = std::move(*Read);
+    auto Named = namedStrategy(StrategyFlag, P, Cost, &FileBucket);
+    if (!Named)
+      return Named.takeError();
+    S = std::move(*Named);
     Bucket = gradientBucketFor(P, Cost, S, FileBucket);
     StrategyName = StrategyFlag;
   }
@@ -175,13 +165,9 @@ llvm::Error runCompile() {
   soap_search::StrategyPrediction Predicted{Report.Time, Report.PeakMemory,
                                             Report.Fits, P.OptimizerName};
   codegen::ProjectInputs In{
-      *Plan,
-      P.M,
-      P.Target,
-      (*ModelBytes)->getBuffer(),
+      *Plan, P.M, P.Target, (*ModelBytes)->getBuffer(),
       soap_search::writeStrategy(G, S, P.Target, Predicted, Bucket),
-      planningOptimizerName(),
-      ir::lossKindName(T.Loss).str(),
+      planningOptimizerName(), ir::lossKindName(T.Loss).str(),
       ONNX2SOAP_VERSION,
       // The plan hash heads the weight shard file: programs whose first
       // weights differ must not share it.

@@ -124,6 +124,20 @@ std::optional<double> parseBytes(llvm::StringRef Text) {
   return std::nullopt;
 }
 
+llvm::Expected<simulator::Strategy>
+namedStrategy(llvm::StringRef Flag, const Planning &P,
+              const simulator::CostModel &Cost,
+              std::optional<double> *FromFile) {
+  if (auto Kind = soap_search::parseBuiltin(Flag))
+    return soap_search::builtin(*Kind, P.Training.G, P.M, Cost);
+  if (!llvm::sys::fs::exists(Flag))
+    return usageError(llvm::formatv("--strategy {0}: no such file, and not a "
+                                    "built-in strategy (data-parallel, "
+                                    "model-parallel, expert)",
+                                    Flag));
+  return soap_search::readStrategy(Flag, P.Training.G, P.Target, FromFile);
+}
+
 double gradientBucketFor(const Planning &P, const simulator::CostModel &Cost,
                          const simulator::Strategy &S,
                          std::optional<double> FromFile) {
@@ -348,28 +362,16 @@ llvm::Error runSimulate() {
   if (!Loaded)
     return Loaded.takeError();
   const Planning &P = **Loaded;
-  const ir::Graph &G = P.Training.G;
   auto CostModel = loadCostModel(P.M);
   if (!CostModel)
     return CostModel.takeError();
   const simulator::CostModel &Cost = **CostModel;
 
-  simulator::Strategy S;
   std::optional<double> FileBucket;
-  if (auto Kind = soap_search::parseBuiltin(StrategyFlag)) {
-    S = soap_search::builtin(*Kind, G, P.M, Cost);
-  } else {
-    if (!llvm::sys::fs::exists(StrategyFlag))
-      return usageError(llvm::formatv(
-          "--strategy {0}: no such file, and not a built-in strategy "
-          "(data-parallel, model-parallel, expert)",
-          StrategyFlag.getValue()));
-    auto Read =
-        soap_search::readStrategy(StrategyFlag, G, P.Target, &FileBucket);
-    if (!Read)
-      return Read.takeError();
-    S = std::move(*Read);
-  }
+  auto Named = namedStrategy(StrategyFlag, P, Cost, &FileBucket);
+  if (!Named)
+    return Named.takeError();
+  const simulator::Strategy &S = *Named;
 
   simulator::SimOptions Options = P.Sim;
   Options.GradientBucketBytes = gradientBucketFor(P, Cost, S, FileBucket);

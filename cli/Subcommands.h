@@ -79,6 +79,14 @@ loadCostModel(const simulator::Machine &M);
 double gradientBucketFor(const Planning &P, const simulator::CostModel &Cost,
                          const simulator::Strategy &S,
                          std::optional<double> FromFile);
+/// The strategy `--strategy Flag` names: a built-in one (data-parallel,
+/// model-parallel, expert) for P.M, or a strategy file made for P.Target
+/// (refused, with the reason, when it was not); FromFile, when given,
+/// receives the gradient bucket size the file records.
+llvm::Expected<simulator::Strategy>
+namedStrategy(llvm::StringRef Flag, const Planning &P,
+              const simulator::CostModel &Cost,
+              std::optional<double> *FromFile = nullptr);
 /// "25 MiB", "0 (one all-reduce per tensor)": for tables.
 std::string formatGradientBucket(double Bytes);
 /// Whether --gpus or --trace was given (search --sweep-gpus refuses them).
