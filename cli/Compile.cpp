@@ -13,6 +13,7 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include <algorithm>
 
 namespace onnx2soap::cli {
 
@@ -180,13 +181,34 @@ llvm::Error runCompile() {
   if (llvm::Error E = codegen::writeProject(Output, *Files))
     return usageError(llvm::toString(std::move(E)));
 
+  // The program allocates every buffer for the whole run (activation
+  // gradients too), more than the planner's peak, which counts only what
+  // is live when the backward pass begins.
+  std::vector<double> Allocated = Plan->allocatedBytes();
+  size_t Fullest =
+      std::max_element(Allocated.begin(), Allocated.end()) - Allocated.begin();
   llvm::outs() << llvm::formatv(
       "wrote {0}: {1} ranks on {2}, strategy {3}, predicted {4} per step\n"
+      "memory: {5} allocated on rank {6} (the fullest; the planner's peak "
+      "there: {7})\n"
       "build: cmake -S {0} -B {0}/build && cmake --build {0}/build\n"
       "run:   mpirun -np {1} {0}/build/train --inputs INPUT.pb --labels "
       "LABELS.pb\n",
       Output.getValue(), Plan->NumRanks, P.M.Name, StrategyName,
-      formatSeconds(Plan->Prediction.Time));
+      formatSeconds(Plan->Prediction.Time), formatBytes(Allocated[Fullest]),
+      Fullest, formatBytes(Plan->Prediction.PeakMemory[Fullest]));
+  for (size_t Rank = 0; Rank < Allocated.size(); ++Rank) {
+    double Capacity = double(P.M.deviceType(Rank).MemoryCapacity);
+    if (Allocated[Rank] > Capacity) {
+      llvm::errs() << llvm::formatv(
+          "warning: rank {0} allocates {1}, more than its device's {2}: the "
+          "program will fail to start there (search with a lower "
+          "--memory-limit and compile its strategy file, or use more "
+          "devices)\n",
+          Rank, formatBytes(Allocated[Rank]), formatBytes(Capacity));
+      break;
+    }
+  }
   return llvm::Error::success();
 }
 

@@ -1264,6 +1264,18 @@ llvm::Error Builder::run(const simulator::Simulator &Sim) {
 
 } // namespace
 
+std::vector<double> ProgramPlan::allocatedBytes() const {
+  rt::program::Plan P = view("", "", 0);
+  std::vector<double> Bytes(NumRanks);
+  for (int32_t Rank = 0; Rank < NumRanks; ++Rank)
+    Bytes[Rank] = double(rt::program::messageBufferBytes(P, Rank));
+  // One pass over the buffers (rt::program::allocatedBytes makes one per
+  // rank).
+  for (const rt::program::BufferInfo &Info : Buffers)
+    Bytes[Info.Rank] += double(rt::program::bufferBytes(Info));
+  return Bytes;
+}
+
 rt::program::Plan ProgramPlan::view(const char *Generator,
                                     const char *ModelName,
                                     uint64_t Hash) const {

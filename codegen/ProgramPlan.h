@@ -72,6 +72,9 @@ struct ProgramPlan {
   /// A view for the runner (valid while this object lives).
   rt::program::Plan view(const char *Generator, const char *ModelName,
                          uint64_t Hash) const;
+  /// Per rank: the device memory its runner allocates and holds for the
+  /// whole run (rt::program::allocatedBytes).
+  std::vector<double> allocatedBytes() const;
 };
 
 /// How weights get their first values.

@@ -558,6 +558,13 @@ llvm::Expected<ProjectFiles> projectFiles(const ProjectInputs &In) {
   }
   for (auto &[Path, Hash] : Pending)
     FileHashes[Path] = Hash.get();
+  // Per rank: the planner's peak and what the runner allocates (every
+  // buffer for the whole run, activation gradients included).
+  llvm::json::Array PredictedPeak, Allocated;
+  for (double Bytes : P.Prediction.PeakMemory)
+    PredictedPeak.push_back(int64_t(Bytes));
+  for (double Bytes : P.allocatedBytes())
+    Allocated.push_back(int64_t(Bytes));
   llvm::json::Object Manifest{
       {"format", "onnx2soap-project"},
       {"version", 1},
@@ -574,6 +581,8 @@ llvm::Expected<ProjectFiles> projectFiles(const ProjectInputs &In) {
       {"ranks", int64_t(P.NumRanks)},
       {"plan_hash", llvm::formatv("{0:x16}", Hash).str()},
       {"predicted_step_seconds", P.Prediction.Time},
+      {"predicted_peak_memory", std::move(PredictedPeak)},
+      {"allocated_bytes", std::move(Allocated)},
       {"files", std::move(FileHashes)},
   };
   std::string Text;

@@ -204,9 +204,17 @@ int run(const Plan &P, const Platform &Platform, int Argc, char **Argv) {
         (O.CheckpointEvery == 0 || R.stepsDone() % O.CheckpointEvery != 0))
       saveCheckpoint(R, *C, P, O.Checkpoint);
 
-    // Bytes each rank sent per step against the planner's prediction, all
-    // printed by rank 0 (ranks' output streams interleave arbitrarily).
+    // Bytes each rank sent per step against the planner's prediction, and
+    // the device memory it allocated against the plan's, all printed by
+    // rank 0 (ranks' output streams interleave arbitrarily).
     int64_t StepsRun = R.stepsDone() - FirstStep;
+    for (int Other = 0; Other < C->size(); ++Other) {
+      double Held =
+          C->sumOverRanks(Other == Rank ? double(R.allocatedBytes()) : 0);
+      if (Rank == 0 && !O.Quiet)
+        std::printf("rank %d allocated %.17g bytes (plan: %.17g)\n", Other,
+                    Held, double(allocatedBytes(P, Other)));
+    }
     for (int Other = 0; Other < C->size(); ++Other) {
       double Sent = C->sumOverRanks(Other == Rank ? double(C->bytesSent()) : 0);
       if (Rank == 0 && !O.Quiet && StepsRun > 0)

@@ -21,6 +21,8 @@
 
 #include "../Backend.h"
 #include "../Types.h"
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 
 namespace onnx2soap::rt::program {
@@ -237,6 +239,36 @@ struct Plan {
   Table<int32_t> DataInputs;
   int32_t Labels; ///< -1 when the model computes its own loss
 };
+
+/// The message buffer the runner allocates on Rank: as large as its largest
+/// message or packed all-reduce, and at least 64 bytes.
+inline size_t messageBufferBytes(const Plan &P, int32_t Rank) {
+  size_t Bytes = 0;
+  const Range &Steps = P.RankSteps[Rank];
+  for (int32_t S = Steps.First; S < Steps.First + Steps.Count; ++S)
+    Bytes = std::max(Bytes,
+                     size_t(P.Steps[S].Elements) * dtypeSize(P.Steps[S].Type));
+  return std::max<size_t>(Bytes, 64);
+}
+
+/// Bytes of one buffer as the runner allocates it (at least one).
+inline size_t bufferBytes(const BufferInfo &Info) {
+  size_t Elements = 1;
+  for (int32_t D = 0; D < Info.Dims; ++D)
+    Elements *= size_t(Info.Extent[D]);
+  return std::max<size_t>(1, Elements * dtypeSize(Info.Type));
+}
+
+/// Device memory the runner allocates for Rank and holds for the whole run:
+/// every buffer of the rank and its message buffer. Kernels' scratch memory
+/// and the communication library's own buffers come on top.
+inline size_t allocatedBytes(const Plan &P, int32_t Rank) {
+  size_t Bytes = messageBufferBytes(P, Rank);
+  for (int32_t Id = 0; Id < P.Buffers.Size; ++Id)
+    if (P.Buffers[Id].Rank == Rank)
+      Bytes += bufferBytes(P.Buffers[Id]);
+  return Bytes;
+}
 
 } // namespace onnx2soap::rt::program
 

@@ -294,7 +294,7 @@ Runner::Runner(const Plan &P, Backend &B, Comm &C,
       continue;
     std::vector<int64_t> Dims(Info.Extent, Info.Extent + Info.Dims);
     TensorView View = TensorView::contiguous(Info.Type, Dims, nullptr);
-    I->Memory[Id] = DeviceBuffer(B, std::max<size_t>(1, View.byteSize()));
+    I->Memory[Id] = DeviceBuffer(B, bufferBytes(Info));
     View.Data = I->Memory[Id].data();
     I->Views[Id] = View;
     if (Info.Kind == BufferKind::Gradient ||
@@ -306,11 +306,8 @@ Runner::Runner(const Plan &P, Backend &B, Comm &C,
       I->LossParts.push_back(Id);
   }
   // The largest message or packed all-reduce of this rank.
-  const Range &Steps = P.RankSteps[Rank];
-  for (int32_t S = Steps.First; S < Steps.First + Steps.Count; ++S)
-    I->MessageBytes = std::max(I->MessageBytes, size_t(P.Steps[S].Elements) *
-                                                    dtypeSize(P.Steps[S].Type));
-  I->Message = DeviceBuffer(B, std::max<size_t>(I->MessageBytes, 64));
+  I->MessageBytes = messageBufferBytes(P, Rank);
+  I->Message = DeviceBuffer(B, I->MessageBytes);
 
   // Initial values of parameters, state and constants.
   std::string Path = WeightsDir + "/shards.bin";
@@ -349,6 +346,13 @@ Runner::Runner(const Plan &P, Backend &B, Comm &C,
 }
 
 Runner::~Runner() = default;
+
+size_t Runner::allocatedBytes() const {
+  size_t Bytes = I->Message.size();
+  for (const DeviceBuffer &Buffer : I->Memory)
+    Bytes += Buffer.size();
+  return Bytes;
+}
 
 void Runner::setBatch(const std::vector<HostTensor> &Inputs,
                       const HostTensor *Labels) {

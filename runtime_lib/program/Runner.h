@@ -40,6 +40,9 @@ public:
   /// the ranks that hold parts of it (the same value on every rank).
   double step();
   int64_t stepsDone() const { return Step; }
+  /// Device memory this rank's buffers and message buffer took (the plan
+  /// promises allocatedBytes(P, rank)).
+  size_t allocatedBytes() const;
 
   /// This rank's persistent state (parameters, optimizer slots, running
   /// statistics) as named blobs, for checkpoints; restore() takes them back.

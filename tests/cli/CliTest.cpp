@@ -1039,6 +1039,54 @@ TEST_F(CliTest, CompileGraphOnlyModelNeedsRandomInit) {
   EXPECT_FALSE(readFile(Random + "/manifest.json").empty());
 }
 
+// compile says how much device memory the program will allocate per rank
+// (manifest.json: allocated_bytes, next to the planner's peak), which is
+// more than the planner's peak (it holds activation gradients for the whole
+// run), and warns when a rank's device is too small for it.
+TEST_F(CliTest, CompileReportsTheMemoryTheProgramAllocates) {
+  std::string Out = Dir.file("project");
+  RunResult R = run(compileArgs({"--strategy", "data-parallel", "-o", Out}));
+  ASSERT_EQ(R.ExitCode, 0) << R.Err;
+  EXPECT_EQ(R.Err, "");
+  EXPECT_THAT(R.Out, ::testing::HasSubstr("allocated on rank 0 (the fullest; "
+                                          "the planner's peak there: "));
+  auto Manifest = llvm::json::parse(readFile(Out + "/manifest.json"));
+  ASSERT_TRUE(bool(Manifest)) << llvm::toString(Manifest.takeError());
+  const llvm::json::Array *Allocated =
+      Manifest->getAsObject()->getArray("allocated_bytes");
+  const llvm::json::Array *Peak =
+      Manifest->getAsObject()->getArray("predicted_peak_memory");
+  ASSERT_TRUE(Allocated && Peak);
+  ASSERT_EQ(Allocated->size(), 2u);
+  ASSERT_EQ(Peak->size(), 2u);
+  for (size_t Rank = 0; Rank < 2; ++Rank)
+    EXPECT_GT(*(*Allocated)[Rank].getAsInteger(),
+              *(*Peak)[Rank].getAsInteger());
+
+  // The same two ranks with 100 KiB each.
+  std::string Cluster = Dir.file("small.json");
+  ASSERT_TRUE(writeBytes(Cluster, R"json({
+  "name": "small",
+  "device_types": [{"name": "c", "peak_TFLOPS_f32": 0.1,
+    "memory_bandwidth_GBps": 10, "memory_GiB": 0.00009536743,
+    "launch_overhead_us": 1}],
+  "nodes": [{"devices": {"type": "c", "count": 2}, "switches": ["shm"],
+    "links": [{"from": "cpu0", "to": "shm", "kind": "shm",
+               "bandwidth_GBps": 10, "latency_us": 0.5},
+              {"from": "cpu1", "to": "shm", "kind": "shm",
+               "bandwidth_GBps": 10, "latency_us": 0.5}]}]
+})json"));
+  std::string Small = Dir.file("small-project");
+  R = run({"compile", fixturePath("cnn_bn", "model.onnx"), "--batch", "8",
+           "--cluster", Cluster, "--optimizer", "sgd", "--strategy",
+           "data-parallel", "-o", Small});
+  ASSERT_EQ(R.ExitCode, 0) << R.Err;
+  EXPECT_THAT(R.Err, ::testing::HasSubstr("warning: rank 0 allocates "));
+  EXPECT_THAT(R.Err, ::testing::HasSubstr(
+                         "more than its device's 100 KiB: the program will "
+                         "fail to start there"));
+}
+
 // The plan hash heads the weight shard file and every checkpoint: programs
 // whose first weights differ (--init, the seed of random values) must not
 // share it, or a shard file copied from one would load into the other.

@@ -255,6 +255,36 @@ def check_bytes(sent):
     return errors
 
 
+def check_allocated(out, project, ranks):
+    """Each rank's device memory as the program allocated it, against the
+    plan's figure and compile's manifest (allocated_bytes)."""
+    with open(os.path.join(project, "manifest.json")) as f:
+        manifest = json.load(f)
+    promised = manifest["allocated_bytes"]
+    held = {}
+    for line in out.splitlines():
+        m = re.match(r"rank (\d+) allocated (\S+) bytes \(plan: (\S+)\)$",
+                     line)
+        if m:
+            held[int(m.group(1))] = (float(m.group(2)), float(m.group(3)))
+    errors = []
+    if len(promised) != ranks:
+        errors.append("manifest.json: allocated_bytes has %d ranks, not %d" %
+                      (len(promised), ranks))
+    for rank in range(ranks):
+        if rank not in held:
+            errors.append("rank %d: no allocated line" % rank)
+            continue
+        got, plan = held[rank]
+        want = promised[rank] if rank < len(promised) else None
+        if not (got == plan == want):
+            errors.append("rank %d allocated %.17g bytes, plan %.17g, "
+                          "manifest %s" % (rank, got, plan, want))
+    log("allocated per rank: %s (planner's peak: %s)" %
+        (promised, manifest.get("predicted_peak_memory")))
+    return errors
+
+
 @contextlib.contextmanager
 def locked(path):
     with open(path, "a+") as lock:
@@ -326,12 +356,13 @@ def case_train(env, case):
         "  %s: %s" % (name, json.dumps(config, sort_keys=True))
         for name, config in sorted(ops.items())))
     program = build_project(env, project)
-    losses, sent, _ = train(env, program, fixture, ranks)
+    losses, sent, out = train(env, program, fixture, ranks)
     errors = check_losses(losses, torch_losses(fixture, opt), "PyTorch")
     one_rank = one_rank_losses(env, fixture, opt)
     errors += check_losses(losses, [float(one_rank[step]) for step in
                                     sorted(one_rank)], "1 rank")
     errors += check_bytes(sent)
+    errors += check_allocated(out, project, ranks)
     if errors:
         raise Failure("\n".join(errors))
 
