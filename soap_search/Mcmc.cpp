@@ -419,7 +419,7 @@ runChain(const ir::TrainingGraph &T, const simulator::Machine &M,
   // parallel; an embedding split over its features on all devices). A try
   // of a layer in 64 parts against 64 parts around it makes thousands of
   // transfers: AlexNet on 64 K80s gained 1.46 x over data parallelism in
-  // 5 s splitting over all 64 devices, 1.95 x in 0.4 s this way. A whole
+  // 5 s splitting over all 64 devices, 1.96 x in 0.4 s this way. A whole
   // recurrent layer costs nearly a full simulation a try, so units of
   // several ops do not split here.
   auto SplitHeavyOps = [&] {
