@@ -18,6 +18,7 @@
 #include "OpAttrs.h"
 #include "Types.h"
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace onnx2soap::rt {
@@ -64,6 +65,9 @@ public:
 
   /// Device memory, zero-filled; freed by deallocate.
   virtual void *allocate(size_t Bytes) = 0;
+  /// Bytes of device memory free for allocate(), where the device says
+  /// (a GPU); nullopt where it does not (host memory).
+  virtual std::optional<size_t> freeMemory() const { return std::nullopt; }
   virtual void deallocate(void *Pointer) = 0;
   virtual void copyFromHost(void *Device, const void *Host, size_t Bytes) = 0;
   virtual void copyToHost(void *Host, const void *Device, size_t Bytes) = 0;

@@ -92,6 +92,12 @@ public:
           "cudaMemsetAsync");
     return P;
   }
+  std::optional<size_t> freeMemory() const override {
+    size_t Free = 0, Total = 0;
+    if (cudaMemGetInfo(&Free, &Total) != cudaSuccess)
+      return std::nullopt;
+    return Free;
+  }
   void deallocate(void *Pointer) override {
     cudaStreamSynchronize(Ctx.Stream);
     cudaFree(Pointer);

@@ -14,6 +14,7 @@
 #include "Dataset.h"
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -248,6 +249,26 @@ struct Runner::Impl {
   }
 };
 
+/// "12884901888 bytes (12.0 GiB)".
+static std::string bytesText(size_t Bytes) {
+  char Text[64];
+  std::snprintf(Text, sizeof Text, "%zu bytes (%.1f GiB)", Bytes,
+                double(Bytes) / (1024.0 * 1024.0 * 1024.0));
+  return Text;
+}
+
+void checkDeviceMemory(const Plan &P, int32_t Rank, size_t Free) {
+  size_t Needed = allocatedBytes(P, Rank);
+  if (Needed > Free)
+    fail("train", "rank " + std::to_string(Rank) + " needs " +
+                      bytesText(Needed) +
+                      " of device memory for its buffers, and the device "
+                      "has " +
+                      bytesText(Free) +
+                      " free (plan with a lower --memory-limit, or use more "
+                      "devices)");
+}
+
 Runner::Runner(const Plan &P, Backend &B, Comm &C,
                const std::string &WeightsDir)
     : I(new Impl(P, B, C)) {
@@ -256,6 +277,8 @@ Runner::Runner(const Plan &P, Backend &B, Comm &C,
     fail("train", "this program runs on " + std::to_string(P.NumRanks) +
                       " ranks, it was started on " + std::to_string(C.size()) +
                       " (mpirun -np " + std::to_string(P.NumRanks) + ")");
+  if (std::optional<size_t> Free = B.freeMemory())
+    checkDeviceMemory(P, Rank, *Free);
   // Attributes, once.
   for (const OpInfo &Op : P.Ops) {
     OpAttrs Attrs;

@@ -21,6 +21,12 @@ namespace onnx2soap::rt::program {
 
 class Dataset;
 
+/// Fails, naming the rank and both sizes, when the buffers Rank allocates
+/// for the whole run (allocatedBytes) need more than Free bytes of device
+/// memory: a clear error before the first allocation instead of an
+/// out-of-memory error halfway through them.
+void checkDeviceMemory(const Plan &P, int32_t Rank, size_t Free);
+
 class Runner {
 public:
   /// Allocates this rank's buffers and loads their initial values from the
