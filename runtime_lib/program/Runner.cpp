@@ -260,13 +260,10 @@ static std::string bytesText(size_t Bytes) {
 void checkDeviceMemory(const Plan &P, int32_t Rank, size_t Free) {
   size_t Needed = allocatedBytes(P, Rank);
   if (Needed > Free)
-    fail("train", "rank " + std::to_string(Rank) + " needs " +
-                      bytesText(Needed) +
-                      " of device memory for its buffers, and the device "
-                      "has " +
-                      bytesText(Free) +
-                      " free (plan with a lower --memory-limit, or use more "
-                      "devices)");
+    fail("device memory",
+         "rank " + std::to_string(Rank) + "'s buffers need " +
+             bytesText(Needed) + ", the device has " + bytesText(Free) +
+             " free (plan with a lower --memory-limit, or use more devices)");
 }
 
 Runner::Runner(const Plan &P, Backend &B, Comm &C,

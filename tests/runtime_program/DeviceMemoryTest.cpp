@@ -75,9 +75,9 @@ TEST(DeviceMemoryTest, RefusesADeviceWithTooLittleFreeMemory) {
     FAIL() << "no error";
   } catch (const std::exception &E) {
     EXPECT_EQ(std::string(E.what()),
-              "train: rank 0 needs 185 bytes (0.0 GiB) of device memory for "
-              "its buffers, and the device has 184 bytes (0.0 GiB) free (plan "
-              "with a lower --memory-limit, or use more devices)");
+              "device memory: rank 0's buffers need 185 bytes (0.0 GiB), the "
+              "device has 184 bytes (0.0 GiB) free (plan with a lower "
+              "--memory-limit, or use more devices)");
   }
 }
 
