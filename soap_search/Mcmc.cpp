@@ -427,21 +427,26 @@ runChain(const ir::TrainingGraph &T, const simulator::Machine &M,
       const std::vector<ir::OpId> &Unit = Units[U];
       if (Unit.size() != 1)
         continue;
+      // Its shapes that split no Attribute dim, on the first devices.
       ir::ParallelDims Dims = ir::parallelDims(T.G, T.G.op(Unit.front()));
+      std::vector<ParallelConfig> Splits;
+      for (const ParallelConfig &Shape : Space.shapes(Unit.front())) {
+        bool SplitsAttribute = false;
+        for (unsigned D = 0; D < Shape.Degrees.size(); ++D)
+          SplitsAttribute |=
+              Shape.Degrees[D] > 1 && Dims.Output[D] == ir::DimKind::Attribute;
+        if (Shape.numPartitions() > 1 && !SplitsAttribute)
+          Splits.push_back(Space.place(Shape, 0));
+      }
       double BestCost = Current;
       std::optional<ParallelConfig> BestConfig;
       for (unsigned Parts = 2; Parts <= N; ++Parts) {
         if (N % Parts)
           continue;
         std::vector<ParallelConfig> Tries;
-        for (const ParallelConfig &Shape : Space.shapes(Unit.front())) {
-          bool SplitsAttribute = false;
-          for (unsigned D = 0; D < Shape.Degrees.size(); ++D)
-            SplitsAttribute |= Shape.Degrees[D] > 1 &&
-                               Dims.Output[D] == ir::DimKind::Attribute;
-          if (Shape.numPartitions() == Parts && !SplitsAttribute)
-            Tries.push_back(Space.place(Shape, 0));
-        }
+        for (const ParallelConfig &Split : Splits)
+          if (Split.numPartitions() == Parts)
+            Tries.push_back(Split);
         if (!TryAll(Unit, Tries, BestCost, BestConfig) && Parts >= 8)
           break;
       }

@@ -42,7 +42,6 @@ struct Runner::Impl {
   std::vector<int32_t> Zeroed, Loaded, LossParts;
   std::vector<OpAttrs> Attrs; // by op
   DeviceBuffer Message;
-  size_t MessageBytes = 0;
   /// Host copies of the global batch, by tensor index.
   std::vector<HostTensor> Batch;
   /// --data: the dataset, and each tensor's file in it (-1: none).
@@ -326,8 +325,7 @@ Runner::Runner(const Plan &P, Backend &B, Comm &C,
       I->LossParts.push_back(Id);
   }
   // The largest message or packed all-reduce of this rank.
-  I->MessageBytes = messageBufferBytes(P, Rank);
-  I->Message = DeviceBuffer(B, I->MessageBytes);
+  I->Message = DeviceBuffer(B, messageBufferBytes(P, Rank));
 
   // Initial values of parameters, state and constants.
   std::string Path = WeightsDir + "/shards.bin";
