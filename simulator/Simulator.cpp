@@ -186,8 +186,7 @@ double Simulator::change(llvm::ArrayRef<ir::OpId> Ops,
     Nodes[New].Pending = true; // marks new tasks while tau is worked out
   }
   Rewired.assign(Graph.rewired().begin(), Graph.rewired().end());
-  llvm::sort(Rewired);
-  Rewired.erase(std::unique(Rewired.begin(), Rewired.end()), Rewired.end());
+  Marks.dedupe(Rewired);
   for (TaskId Id : Rewired)
     if (Graph.task(Id).Alive && !Nodes[Id].Pending)
       syncNode(Id);

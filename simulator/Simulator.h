@@ -168,6 +168,7 @@ private:
   MemoryBreakdown Memory;
   /// Scratch of change() and schedule().
   std::vector<TaskId> Dirty, Rewired;
+  TaskMarks Marks;
   /// A task ready to be scheduled; the heap yields the smallest (ready
   /// time, key) first.
   struct QueueEntry {

@@ -739,8 +739,7 @@ TaskGraph::changeConfigs(llvm::ArrayRef<ir::OpId> Ids,
 
   std::vector<TaskId> Changed = Created;
   Touched.insert(Touched.end(), Gained.begin(), Gained.end());
-  std::sort(Touched.begin(), Touched.end());
-  Touched.erase(std::unique(Touched.begin(), Touched.end()), Touched.end());
+  Marks.dedupe(Touched);
   for (TaskId Task : Touched)
     if (Tasks[Task].Alive)
       Changed.push_back(Task);
