@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <set>
@@ -142,6 +143,25 @@ static bool isWeight(const ir::Graph &G, const std::vector<bool> &WeightOnly,
   const ir::Tensor &T = G.tensor(Id);
   return T.Role == ir::TensorRole::Parameter ||
          (T.Role == ir::TensorRole::Activation && WeightOnly[T.Producer]);
+}
+
+/// Whether O's weights are larger than the activations it reads and
+/// writes. Splitting an op over fewer devices than the ops around it trades
+/// the all-reduce of its gradients (its weights) for moving its activations
+/// in and out: the fully-connected layers and embeddings, where that can
+/// pay, not the convolutions (ResNet-101's heaviest have a third of their
+/// activations' size, AlexNet's a thirtieth).
+static bool outweighsActivations(const ir::Graph &G,
+                                 const std::vector<bool> &WeightOnly,
+                                 const ir::Op &O) {
+  double Weights = 0, Activations = 0;
+  for (ir::TensorId In : O.Inputs)
+    if (In != ir::NoTensor)
+      (isWeight(G, WeightOnly, In) ? Weights : Activations) +=
+          G.tensor(In).Type.byteSize();
+  for (ir::TensorId Out : O.Outputs)
+    Activations += G.tensor(Out).Type.byteSize();
+  return Weights > Activations;
 }
 
 /// Per op: whether it reads weights (so splitting it over samples
@@ -412,20 +432,60 @@ runChain(const ir::TrainingGraph &T, const simulator::Machine &M,
       Move(Unit, BestConfig);
     }
   };
-  // Then each heavy unit of a single op tries every split of its Sample,
+  // The ops around a moved op try its config, and keep it when that gains;
+  // then the ops around those, and so on outward. Ops that move with others
+  // (a recurrent layer's cells and glue) are left to their group's moves: one
+  // cell of a layer moved alone only adds transfers, and costs nearly a full
+  // simulation to try.
+  std::vector<bool> Grouped(T.G.numOps(), false);
+  for (const std::vector<ir::OpId> &Unit : Units)
+    if (Unit.size() > 1)
+      for (ir::OpId Op : Unit)
+        Grouped[Op] = true;
+  auto Spread = [&](ir::OpId From) {
+    std::deque<std::pair<ir::OpId, ir::OpId>> Work;
+    std::vector<bool> Seen(T.G.numOps(), false);
+    Seen[From] = true;
+    for (ir::OpId Op : Near[From])
+      Work.push_back({Op, From});
+    while (!Work.empty()) {
+      auto [Op, Source] = Work.front();
+      Work.pop_front();
+      if (Seen[Op] || Grouped[Op])
+        continue;
+      Seen[Op] = true;
+      ir::OpId Unit[1] = {Op};
+      double BestCost = Current;
+      std::optional<ParallelConfig> BestConfig;
+      if (!TryAll(Unit, {Sim.strategy()[Source]}, BestCost, BestConfig))
+        continue;
+      Move(Unit, BestConfig);
+      for (ir::OpId Next : Near[Op])
+        Work.push_back({Next, Op});
+    }
+  };
+  // Each heavy unit of a single op tries every split of its Sample,
   // Parameter and contraction dims over the first 2 devices, the first 4,
-  // 8, and beyond 8 while a larger count gains (FlexFlow's fully-connected
-  // layers split over their channels with the convolutions around them data
-  // parallel; an embedding split over its features on all devices). A try
-  // of a layer in 64 parts against 64 parts around it makes thousands of
-  // transfers: AlexNet on 64 K80s gained 1.46 x over data parallelism in
-  // 5 s splitting over all 64 devices, 1.96 x in 0.4 s this way. A whole
-  // recurrent layer costs nearly a full simulation a try, so units of
-  // several ops do not split here.
-  auto SplitHeavyOps = [&] {
+  // 8, and beyond 8 while a larger count gains, each on the first devices
+  // and spread one part per node (FlexFlow's fully-connected layers split
+  // over their channels with the convolutions around them data parallel;
+  // an embedding split over its features on all devices); the ops around
+  // the split op then spread its config. A try of a layer in 64 parts
+  // against 64 parts around it makes thousands of transfers: AlexNet on 64
+  // K80s gained 1.46 x over data parallelism in 5 s splitting over all 64
+  // devices, 1.96 x in 0.4 s this way. A whole recurrent layer costs nearly
+  // a full simulation a try, so units of several ops do not split here.
+  // The ops whose weights outweigh their activations split first (where
+  // WeightsFirst), the others after (ResNet-101's heaviest convolutions
+  // gain 0.6 % split over samples and their contraction dim on 8 K80s;
+  // AlexNet's gain nothing and cost 80 tries, a sixth of a second on 64
+  // K80s).
+  auto SplitHeavyOps = [&](bool WeightsFirst) {
     for (size_t U : Heavy) {
       const std::vector<ir::OpId> &Unit = Units[U];
-      if (Unit.size() != 1)
+      if (Unit.size() != 1 ||
+          outweighsActivations(T.G, WeightOnly, T.G.op(Unit.front())) !=
+              WeightsFirst)
         continue;
       // Its shapes that split no Attribute dim, on the first devices.
       ir::ParallelDims Dims = ir::parallelDims(T.G, T.G.op(Unit.front()));
@@ -443,14 +503,48 @@ runChain(const ir::TrainingGraph &T, const simulator::Machine &M,
       for (unsigned Parts = 2; Parts <= N; ++Parts) {
         if (N % Parts)
           continue;
+        // Each split on the first devices, and spread evenly (one part per
+        // node, where a part's link to the others is its node's NIC).
         std::vector<ParallelConfig> Tries;
         for (const ParallelConfig &Split : Splits)
-          if (Split.numPartitions() == Parts)
+          if (Split.numPartitions() == Parts) {
             Tries.push_back(Split);
+            if (Space.numPlacements(Parts) > N / Parts)
+              Tries.push_back(Space.place(Split, N / Parts));
+          }
         if (!TryAll(Unit, Tries, BestCost, BestConfig) && Parts >= 8)
           break;
       }
       Move(Unit, BestConfig);
+      if (BestConfig)
+        Spread(Unit.front());
+    }
+  };
+  // Each op of its own tries the configs of the ops it exchanges
+  // activations with and keeps the best that gains, pass after pass while
+  // one gains (at most three): a split layer's activations and dropout
+  // follow it at once, where random steps take a while to find them
+  // (AlexNet on 64 K80s: 32.7 ms after the splits, 23.8 ms after this,
+  // 0.03 s later).
+  auto FollowNeighbours = [&] {
+    for (unsigned Pass = 0; Pass < 3; ++Pass) {
+      bool Gained = false;
+      for (const std::vector<ir::OpId> &Unit : Units) {
+        if (Unit.size() != 1 || Grouped[Unit.front()])
+          continue;
+        std::vector<ParallelConfig> Tries;
+        for (ir::OpId Other : Near[Unit.front()])
+          if (!llvm::is_contained(Tries, Sim.strategy()[Other]))
+            Tries.push_back(Sim.strategy()[Other]);
+        double BestCost = Current;
+        std::optional<ParallelConfig> BestConfig;
+        if (TryAll(Unit, Tries, BestCost, BestConfig)) {
+          Move(Unit, BestConfig);
+          Gained = true;
+        }
+      }
+      if (!Gained)
+        break;
     }
   };
   if (Index == 0) {
@@ -467,7 +561,11 @@ runChain(const ir::TrainingGraph &T, const simulator::Machine &M,
       if (KeptCost < Current)
         Accept(F(Sim, Sim.simulate(Kept)));
     }
-    SplitHeavyOps();
+    // The layers whose weights outweigh their activations split, the ops
+    // around them follow, then the other heavy ops try their splits.
+    SplitHeavyOps(/*WeightsFirst=*/true);
+    FollowNeighbours();
+    SplitHeavyOps(/*WeightsFirst=*/false);
   }
 
   // The chain's gradient bucket size: the one its strategy runs fastest
