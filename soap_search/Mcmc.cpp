@@ -466,13 +466,12 @@ runChain(const ir::TrainingGraph &T, const simulator::Machine &M,
   };
   // Each heavy unit of a single op tries every split of its Sample,
   // Parameter and contraction dims over the first 2 devices, the first 4,
-  // 8, and beyond 8 while a larger count gains, each on the first devices
-  // and spread one part per node (FlexFlow's fully-connected layers split
-  // over their channels with the convolutions around them data parallel;
-  // an embedding split over its features on all devices); the ops around
-  // the split op then spread its config. A try of a layer in 64 parts
-  // against 64 parts around it makes thousands of transfers: AlexNet on 64
-  // K80s gained 1.46 x over data parallelism in 5 s splitting over all 64
+  // 8, and beyond 8 while a larger count gains (FlexFlow's fully-connected
+  // layers split over their channels with the convolutions around them data
+  // parallel; an embedding split over its features on all devices); the
+  // ops around the split op then spread its config. A try of a layer in 64
+  // parts against 64 parts around it makes thousands of transfers: AlexNet on
+  // 64 K80s gained 1.46 x over data parallelism in 5 s splitting over all 64
   // devices, 1.96 x in 0.4 s this way. A whole recurrent layer costs nearly
   // a full simulation a try, so units of several ops do not split here.
   // The ops whose weights outweigh their activations split first (where
@@ -503,13 +502,14 @@ runChain(const ir::TrainingGraph &T, const simulator::Machine &M,
       for (unsigned Parts = 2; Parts <= N; ++Parts) {
         if (N % Parts)
           continue;
-        // Each split on the first devices, and spread evenly (one part per
-        // node, where a part's link to the others is its node's NIC).
+        // Each split on the first devices; the layers that outweigh their
+        // activations spread evenly too (one part per node: each part's
+        // activations come and go through its own node's network card).
         std::vector<ParallelConfig> Tries;
         for (const ParallelConfig &Split : Splits)
           if (Split.numPartitions() == Parts) {
             Tries.push_back(Split);
-            if (Space.numPlacements(Parts) > N / Parts)
+            if (WeightsFirst && Space.numPlacements(Parts) > N / Parts)
               Tries.push_back(Space.place(Split, N / Parts));
           }
         if (!TryAll(Unit, Tries, BestCost, BestConfig) && Parts >= 8)
