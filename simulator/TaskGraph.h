@@ -42,40 +42,32 @@ constexpr TaskId NoTask = ~TaskId(0);
 /// LinkId).
 using ResourceId = uint32_t;
 
-/// Marks on task ids, all forgotten at once in O(1): takes the duplicates
-/// out of a list of ids in the order they first appear, where sorting the
-/// list cost a tenth of a search step (thousands of ids when a layer in 64
-/// parts meets 64 parts).
+/// Takes the duplicates out of lists of task ids, first appearances kept in
+/// order, by marking each id (all marks forgotten at once in O(1)) where
+/// sorting the list cost a tenth of a search step (thousands of ids when a
+/// layer in 64 parts meets 64 parts).
 class TaskMarks {
 public:
-  /// Forgets every mark.
-  void clear() {
+  void dedupe(std::vector<TaskId> &List) {
     if (++Epoch == 0) {
       std::fill(Stamps.begin(), Stamps.end(), 0);
       Epoch = 1;
     }
-  }
-  /// Marks Id; says whether it was unmarked.
-  bool mark(TaskId Id) {
-    if (Id >= Stamps.size())
-      Stamps.resize(Id + 1, 0);
-    if (Stamps[Id] == Epoch)
-      return false;
-    Stamps[Id] = Epoch;
-    return true;
-  }
-  /// List without its duplicates, first appearances kept in order; clears
-  /// the marks first.
-  void dedupe(std::vector<TaskId> &List) {
-    clear();
     List.erase(std::remove_if(List.begin(), List.end(),
-                              [&](TaskId Id) { return !mark(Id); }),
+                              [&](TaskId Id) {
+                                if (Id >= Stamps.size())
+                                  Stamps.resize(Id + 1, 0);
+                                bool Seen = Stamps[Id] == Epoch;
+                                Stamps[Id] = Epoch;
+                                return Seen;
+                              }),
                List.end());
   }
 
 private:
+  /// Per task: the epoch of its last mark.
   std::vector<uint32_t> Stamps;
-  uint32_t Epoch = 1;
+  uint32_t Epoch = 0;
 };
 
 enum class TaskKind : uint8_t {
