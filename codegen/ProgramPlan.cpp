@@ -17,6 +17,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/ProgramPlan.h"
+#include "codegen/BufferLayout.h"
 #include "ir/BatchDims.h"
 #include "runtime_lib/HostBox.h"
 #include "simulator/ProfileCostModel.h"
@@ -1269,10 +1270,8 @@ std::vector<double> ProgramPlan::allocatedBytes() const {
   std::vector<double> Bytes(NumRanks);
   for (int32_t Rank = 0; Rank < NumRanks; ++Rank)
     Bytes[Rank] = double(rt::program::messageBufferBytes(P, Rank));
-  // One pass over the buffers (rt::program::allocatedBytes makes one per
-  // rank).
-  for (const rt::program::BufferInfo &Info : Buffers)
-    Bytes[Info.Rank] += double(rt::program::bufferBytes(Info));
+  for (int32_t Rank = 0; Rank < NumRanks; ++Rank)
+    Bytes[Rank] += double(ArenaBytes[Rank]);
   return Bytes;
 }
 
@@ -1305,6 +1304,7 @@ rt::program::Plan ProgramPlan::view(const char *Generator,
   P.GroupRanks = Of(GroupRanks);
   P.RankSteps = Of(RankSteps);
   P.RankStateCopies = Of(RankStateCopies);
+  P.ArenaBytes = Of(ArenaBytes);
   P.LossTensor = LossTensor;
   P.DataInputs = Of(DataInputs);
   P.Labels = Labels;
@@ -1324,6 +1324,7 @@ llvm::Expected<ProgramPlan> buildProgramPlan(const ir::TrainingGraph &T,
   Builder B(T, S, M, Options, Plan);
   if (llvm::Error E = B.run(Sim))
     return E;
+  layoutBuffers(Plan);
   return Plan;
 }
 

@@ -53,6 +53,7 @@ struct ProgramPlan {
   std::vector<int32_t> GroupRanks;
   std::vector<rt::program::Range> RankSteps;
   std::vector<rt::program::Range> RankStateCopies;
+  std::vector<int64_t> ArenaBytes;
   int32_t LossTensor = -1;
   std::vector<int32_t> DataInputs;
   int32_t Labels = -1;
@@ -73,7 +74,7 @@ struct ProgramPlan {
   rt::program::Plan view(const char *Generator, const char *ModelName,
                          uint64_t Hash) const;
   /// Per rank: the device memory its runner allocates and holds for the
-  /// whole run (rt::program::allocatedBytes).
+  /// whole run, its arena and message buffer (rt::program::allocatedBytes).
   std::vector<double> allocatedBytes() const;
 };
 

@@ -317,6 +317,12 @@ static std::string planSource(const ProgramPlan &P, const ProjectInputs &In,
         },
         "{0, 0}");
     W2.write(
+        "int64_t", "ArenaBytes", P.ArenaBytes,
+        [](int64_t V, size_t Index) {
+          return std::to_string(V) + " // rank " + std::to_string(Index);
+        },
+        "0");
+    W2.write(
         "int32_t", "DataInputs", P.DataInputs,
         [](int32_t V, size_t) { return std::to_string(V); }, "0");
     W2.write(
@@ -370,10 +376,11 @@ static std::string planSource(const ProgramPlan &P, const ProjectInputs &In,
                     std::string("BufferKind::") + bufferKindName(B.Kind),
                     std::string("DType::") + dtypeEnumerator(B.Type),
                     str(B.Tensor), str(B.Dims), ints(B.Extent, B.Dims),
-                    ints(B.Origin, B.Dims), str(B.WeightOffset)}) +
+                    ints(B.Origin, B.Dims), str(B.WeightOffset),
+                    str(B.Offset)}) +
                " // " + str(Index) + (What.empty() ? "" : " ") + What;
       },
-      "{0, BufferKind::Activation, DType::Float32, -1, 0, {}, {}, -1}");
+      "{0, BufferKind::Activation, DType::Float32, -1, 0, {}, {}, -1, 0}");
   W.write(
       "CallInfo", "Calls", P.Calls,
       [&](const CallInfo &C, size_t Index) {
@@ -420,7 +427,7 @@ static std::string planSource(const ProgramPlan &P, const ProjectInputs &In,
   for (const char *Name :
        {"PredictedBytes", "Tensors", "Ops", "Attrs", "IntValues", "FloatValues",
         "Buffers", "Calls", "Operands", "Copies", "Steps", "Groups",
-        "GroupRanks", "RankSteps", "RankStateCopies"})
+        "GroupRanks", "RankSteps", "RankStateCopies", "ArenaBytes"})
     Out += "      " + W.table(Name) + ",\n";
   Out += "      " + std::to_string(P.LossTensor) + ", // loss\n";
   Out += "      " + W.table("DataInputs") + ",\n";

@@ -75,7 +75,15 @@ struct BufferInfo {
   /// Parameter, State, Constant: the byte offset of the initial value in
   /// weights/shards.bin (ranks holding the same box share it); else -1.
   int64_t WeightOffset;
+  /// Where the buffer lies in its rank's arena (bytes, a multiple of
+  /// BufferAlignment). Buffers whose lifetimes do not meet
+  /// (BufferLifetimes.h) may share memory.
+  int64_t Offset;
 };
+
+/// Every buffer starts at a multiple of this many bytes in its arena (what
+/// cudaMalloc guarantees, and more than any kernel needs).
+constexpr int64_t BufferAlignment = 256;
 
 /// Attribute values of the op table; lists live in the IntValues and
 /// FloatValues tables, strings in Text.
@@ -233,6 +241,8 @@ struct Plan {
   /// (new BatchNorm running statistics into the state boxes).
   Table<Range> RankSteps;
   Table<Range> RankStateCopies;
+  /// Per rank: the bytes of its arena, which holds all of its buffers.
+  Table<int64_t> ArenaBytes;
   /// Index of the loss tensor and of the graph inputs in Tensors, in the
   /// order the program's --inputs / --labels options give them.
   int32_t LossTensor;
@@ -260,14 +270,10 @@ inline size_t bufferBytes(const BufferInfo &Info) {
 }
 
 /// Device memory the runner allocates for Rank and holds for the whole run:
-/// every buffer of the rank and its message buffer. Kernels' scratch memory
+/// the arena of its buffers and its message buffer. Kernels' scratch memory
 /// and the communication library's own buffers come on top.
 inline size_t allocatedBytes(const Plan &P, int32_t Rank) {
-  size_t Bytes = messageBufferBytes(P, Rank);
-  for (int32_t Id = 0; Id < P.Buffers.Size; ++Id)
-    if (P.Buffers[Id].Rank == Rank)
-      Bytes += bufferBytes(P.Buffers[Id]);
-  return Bytes;
+  return size_t(P.ArenaBytes[Rank]) + messageBufferBytes(P, Rank);
 }
 
 } // namespace onnx2soap::rt::program

@@ -1,16 +1,19 @@
 //===- runtime_lib/program/Runner.cpp - Walking a plan
 //---------------------===//
 //
-// A step: zero the gradient and accumulation buffers, load this rank's
-// regions of the batch, walk the rank's steps in plan order, then move new
-// running statistics into the state boxes. Buffers are whole regions; copies
-// between them are boxes (Backend::copyBox). Every communication call is made
-// in the plan's global order, which all ranks share.
+// A step: load this rank's regions of the batch, walk the rank's steps in
+// plan order, zeroing each gradient and accumulation buffer right before the
+// first step that adds into it, then move new running statistics into the
+// state boxes. Buffers are whole regions at their plan offsets in one arena
+// per rank (buffers whose lifetimes do not meet share memory); copies between
+// them are boxes (Backend::copyBox). Every communication call is made in the
+// plan's global order, which all ranks share.
 //
 //===----------------------------------------------------------------------===//
 #include "Runner.h"
 #include "../Error.h"
 #include "../HostBox.h"
+#include "BufferLifetimes.h"
 #include "Dataset.h"
 #include <algorithm>
 #include <chrono>
@@ -33,13 +36,17 @@ struct Runner::Impl {
   Backend &B;
   Comm &C;
   int Rank;
-  /// By buffer id: this rank's memory, or empty for other ranks' buffers,
-  /// and the dense view over it (absent for other ranks').
-  std::vector<DeviceBuffer> Memory;
+  /// This rank's buffers, and by buffer id the dense view of each (absent
+  /// for other ranks' buffers).
+  DeviceBuffer Arena;
   std::vector<TensorView> Views;
-  /// This rank's buffers that a step starts by zeroing (gradients, sums),
-  /// loading (its regions of the batch), and reads the loss from.
-  std::vector<int32_t> Zeroed, Loaded, LossParts;
+  /// By the rank's step index + 1: the accumulators (gradients, sums) that
+  /// start at zero before that step (index 0: at the start of a training
+  /// step).
+  std::vector<std::vector<int32_t>> ZeroedBefore;
+  /// This rank's buffers that a step starts by loading (its regions of the
+  /// batch), and those the loss is read from.
+  std::vector<int32_t> Loaded, LossParts;
   std::vector<OpAttrs> Attrs; // by op
   DeviceBuffer Message;
   /// Host copies of the global batch, by tensor index.
@@ -73,6 +80,12 @@ struct Runner::Impl {
 
   TensorView view(int32_t Buffer) const {
     return Buffer < 0 ? TensorView::absent() : Views[Buffer];
+  }
+  void *data(int32_t Buffer) const { return Views[Buffer].Data; }
+
+  void zeroBefore(int32_t LocalStep) {
+    for (int32_t Id : ZeroedBefore[LocalStep + 1])
+      B.fillZero(data(Id), Views[Id].byteSize());
   }
 
   /// The box of Copy's source or destination: a strided view into a buffer
@@ -139,16 +152,16 @@ struct Runner::Impl {
     if (Info.Type == DType::Float64) {
       double Value = 1;
       if (!Set)
-        B.copyToHost(&Value, Memory[Buffer].data(), sizeof Value);
+        B.copyToHost(&Value, data(Buffer), sizeof Value);
       Value *= Scale;
-      B.copyFromHost(Memory[Buffer].data(), &Value, sizeof Value);
+      B.copyFromHost(data(Buffer), &Value, sizeof Value);
       return;
     }
     float Value = 1;
     if (!Set)
-      B.copyToHost(&Value, Memory[Buffer].data(), sizeof Value);
+      B.copyToHost(&Value, data(Buffer), sizeof Value);
     Value = static_cast<float>(Value * Scale);
-    B.copyFromHost(Memory[Buffer].data(), &Value, sizeof Value);
+    B.copyFromHost(data(Buffer), &Value, sizeof Value);
   }
 
   void forward(const StepInfo &S, int64_t Step) {
@@ -304,21 +317,28 @@ Runner::Runner(const Plan &P, Backend &B, Comm &C,
     }
     I->Attrs.push_back(std::move(Attrs));
   }
-  // Buffers of this rank, zero-filled, and what each step does with them.
-  I->Memory.resize(P.Buffers.Size);
+  // Buffers of this rank in one zero-filled arena, and what each step does
+  // with them.
+  size_t ArenaBytes = size_t(P.ArenaBytes[Rank]);
+  I->Arena = DeviceBuffer(B, ArenaBytes);
   I->Views.assign(P.Buffers.Size, TensorView::absent());
+  std::vector<Lifetime> Live = bufferLifetimes(P, Rank);
+  I->ZeroedBefore.resize(size_t(P.RankSteps[Rank].Count) + 1);
   for (int32_t Id = 0; Id < P.Buffers.Size; ++Id) {
     const BufferInfo &Info = P.Buffers[Id];
     if (Info.Rank != Rank)
       continue;
+    if (Info.Offset < 0 || Info.Offset % BufferAlignment != 0 ||
+        size_t(Info.Offset) + bufferBytes(Info) > ArenaBytes)
+      fail("plan", "buffer " + std::to_string(Id) + " lies outside rank " +
+                       std::to_string(Rank) +
+                       "'s arena (regenerate the "
+                       "project)");
     std::vector<int64_t> Dims(Info.Extent, Info.Extent + Info.Dims);
-    TensorView View = TensorView::contiguous(Info.Type, Dims, nullptr);
-    I->Memory[Id] = DeviceBuffer(B, bufferBytes(Info));
-    View.Data = I->Memory[Id].data();
-    I->Views[Id] = View;
-    if (Info.Kind == BufferKind::Gradient ||
-        Info.Kind == BufferKind::Accumulated)
-      I->Zeroed.push_back(Id);
+    I->Views[Id] = TensorView::contiguous(
+        Info.Type, Dims, static_cast<char *>(I->Arena.data()) + Info.Offset);
+    if (isAccumulator(Info.Kind) && Live[Id].First < P.RankSteps[Rank].Count)
+      I->ZeroedBefore[size_t(Live[Id].First + 1)].push_back(Id);
     if (Info.Kind == BufferKind::Input)
       I->Loaded.push_back(Id);
     if (Info.Kind == BufferKind::Activation && Info.Tensor == P.LossTensor)
@@ -353,7 +373,7 @@ Runner::Runner(const Plan &P, Backend &B, Comm &C,
     File.read(Bytes.data(), Bytes.size());
     if (!File)
       fail(Path, "is truncated (buffer " + std::to_string(Id) + ")");
-    B.copyFromHost(I->Memory[Id].data(), Bytes.data(), Bytes.size());
+    B.copyFromHost(I->data(Id), Bytes.data(), Bytes.size());
   }
 
   std::vector<std::vector<int>> Groups;
@@ -366,10 +386,7 @@ Runner::Runner(const Plan &P, Backend &B, Comm &C,
 Runner::~Runner() = default;
 
 size_t Runner::allocatedBytes() const {
-  size_t Bytes = I->Message.size();
-  for (const DeviceBuffer &Buffer : I->Memory)
-    Bytes += Buffer.size();
-  return Bytes;
+  return I->Arena.size() + I->Message.size();
 }
 
 void Runner::setBatch(const std::vector<HostTensor> &Inputs,
@@ -416,9 +433,10 @@ double Runner::step() {
   Backend &B = I->B;
   int Rank = I->Rank;
   ++Step;
-  // Accumulators start at zero; inputs are this rank's regions of the batch.
-  for (int32_t Id : I->Zeroed)
-    B.fillZero(I->Memory[Id].data(), I->Memory[Id].size());
+  // Inputs are this rank's regions of the batch; accumulators start at
+  // zero, each right before its first step (until then its memory may hold
+  // another buffer).
+  I->zeroBefore(-1);
   std::vector<char> Host;
   for (int32_t Id : I->Loaded) {
     const BufferInfo &Info = P.Buffers[Id];
@@ -435,11 +453,13 @@ double Runner::step() {
       copyHostBox(Host.data(), Whole.Bytes.data(), Whole.Dims, Info.Origin,
                   Info.Extent, Info.Dims, dtypeSize(Info.Type));
     }
-    B.copyFromHost(I->Memory[Id].data(), Host.data(), Host.size());
+    B.copyFromHost(I->data(Id), Host.data(), Host.size());
   }
   const Range &Steps = P.RankSteps[Rank];
-  for (int32_t S = Steps.First; S < Steps.First + Steps.Count; ++S)
-    I->run(P.Steps[S], Step);
+  for (int32_t Local = 0; Local < Steps.Count; ++Local) {
+    I->zeroBefore(Local);
+    I->run(P.Steps[Steps.First + Local], Step);
+  }
   const Range &State = P.RankStateCopies[Rank];
   I->runCopies(State.First, State.Count);
   B.synchronize();
@@ -449,11 +469,11 @@ double Runner::step() {
   for (int32_t Id : I->LossParts) {
     if (P.Buffers[Id].Type == DType::Float64) {
       double Value;
-      B.copyToHost(&Value, I->Memory[Id].data(), sizeof Value);
+      B.copyToHost(&Value, I->data(Id), sizeof Value);
       Loss += Value;
     } else {
       float Value;
-      B.copyToHost(&Value, I->Memory[Id].data(), sizeof Value);
+      B.copyToHost(&Value, I->data(Id), sizeof Value);
       Loss += Value;
     }
   }
@@ -470,7 +490,7 @@ std::vector<NamedBlob> Runner::persistentState() {
          Info.Kind != BufferKind::OptimizerState))
       continue;
     std::vector<char> Bytes(I->view(Id).byteSize());
-    I->B.copyToHost(Bytes.data(), I->Memory[Id].data(), Bytes.size());
+    I->B.copyToHost(Bytes.data(), I->data(Id), Bytes.size());
     Result.push_back({"buffer-" + std::to_string(Id), std::move(Bytes)});
   }
   return Result;
@@ -487,7 +507,7 @@ void Runner::restore(int64_t StepsDone, const std::vector<NamedBlob> &State) {
     if (Id < 0 || Id >= P.Buffers.Size || P.Buffers[Id].Rank != I->Rank ||
         Bytes.size() != I->view(Id).byteSize())
       fail("checkpoint", "entry '" + Name + "' does not belong to this plan");
-    I->B.copyFromHost(I->Memory[Id].data(), Bytes.data(), Bytes.size());
+    I->B.copyFromHost(I->data(Id), Bytes.data(), Bytes.size());
   }
   Step = StepsDone;
 }
@@ -596,11 +616,11 @@ std::vector<HostTensor> Runner::gatherWeights() {
       Elements *= Info.Extent[D];
     Bytes.resize(Elements * dtypeSize(Info.Type));
     if (Info.Rank == I->Rank && I->Rank != 0)
-      C.send(0, I->Memory[Id].data(), Bytes.size(), "gather weights");
+      C.send(0, I->data(Id), Bytes.size(), "gather weights");
     if (I->Rank != 0)
       continue;
     if (Info.Rank == 0) {
-      I->B.copyToHost(Bytes.data(), I->Memory[Id].data(), Bytes.size());
+      I->B.copyToHost(Bytes.data(), I->data(Id), Bytes.size());
     } else {
       DeviceBuffer Incoming(I->B, Bytes.size());
       C.recv(Info.Rank, Incoming.data(), Bytes.size(), "gather weights");

@@ -1,9 +1,9 @@
 //===- tests/runtime_program/DeviceMemoryTest.cpp - What a rank allocates -===//
 //
-// allocatedBytes: every buffer of the rank (at least one byte each) and one
-// message buffer as large as the rank's largest message (at least 64
-// bytes), on a hand-made plan; checkDeviceMemory refuses a device with less
-// free memory than that, naming the rank and both sizes.
+// allocatedBytes: the rank's arena, as the plan sizes it, and one message
+// buffer as large as the rank's largest message (at least 64 bytes), on a
+// hand-made plan; checkDeviceMemory refuses a device with less free memory
+// than that, naming the rank and both sizes.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime_lib/program/Runner.h"
@@ -41,42 +41,44 @@ template <typename T> Table<T> table(const std::vector<T> &V) {
 }
 
 struct TwoRanks {
-  // Rank 0: 2x3 floats (24 bytes), 5 int64 (40), an empty region (1 byte);
-  // its largest message 30 floats (120 bytes). Rank 1: 4 halves (8 bytes),
-  // no message (the buffer is still 64 bytes).
+  // Rank 0: 2x3 floats, 5 int64 and an empty region in an arena of 768
+  // bytes; its largest message 30 floats (120 bytes). Rank 1: 4 halves in
+  // 256 bytes, no message (the buffer is still 64 bytes).
   std::vector<BufferInfo> Buffers{
       buffer(0, DType::Float32, {2, 3}), buffer(1, DType::Float16, {4}),
       buffer(0, DType::Int64, {5}), buffer(0, DType::Float32, {0, 7})};
   std::vector<StepInfo> Steps{message(10, DType::Float32),
                               message(30, DType::Float32)};
   std::vector<Range> RankSteps{{0, 2}, {2, 0}};
+  std::vector<int64_t> ArenaBytes{768, 256};
   Plan P{};
   TwoRanks() {
     P.NumRanks = 2;
     P.Buffers = table(Buffers);
     P.Steps = table(Steps);
     P.RankSteps = table(RankSteps);
+    P.ArenaBytes = table(ArenaBytes);
   }
 };
 
-TEST(DeviceMemoryTest, EveryBufferAndTheMessageBuffer) {
+TEST(DeviceMemoryTest, TheArenaAndTheMessageBuffer) {
   TwoRanks Plan;
   EXPECT_EQ(messageBufferBytes(Plan.P, 0), 120u);
   EXPECT_EQ(messageBufferBytes(Plan.P, 1), 64u);
-  EXPECT_EQ(allocatedBytes(Plan.P, 0), 24u + 40u + 1u + 120u);
-  EXPECT_EQ(allocatedBytes(Plan.P, 1), 8u + 64u);
+  EXPECT_EQ(allocatedBytes(Plan.P, 0), 768u + 120u);
+  EXPECT_EQ(allocatedBytes(Plan.P, 1), 256u + 64u);
 }
 
 TEST(DeviceMemoryTest, RefusesADeviceWithTooLittleFreeMemory) {
   TwoRanks Plan;
-  checkDeviceMemory(Plan.P, 0, 185); // exactly enough
+  checkDeviceMemory(Plan.P, 0, 888); // exactly enough
   try {
-    checkDeviceMemory(Plan.P, 0, 184);
+    checkDeviceMemory(Plan.P, 0, 887);
     FAIL() << "no error";
   } catch (const std::exception &E) {
     EXPECT_EQ(std::string(E.what()),
-              "device memory: rank 0's buffers need 185 bytes (0.0 GiB), the "
-              "device has 184 bytes (0.0 GiB) free (plan with a lower "
+              "device memory: rank 0's buffers need 888 bytes (0.0 GiB), the "
+              "device has 887 bytes (0.0 GiB) free (plan with a lower "
               "--memory-limit, or use more devices)");
   }
 }

@@ -1,0 +1,39 @@
+//===- codegen/BufferLayout.h - Where each buffer lies in memory -*- C++
+//-*-===//
+//
+// A generated program holds each rank's buffers in one arena allocated at
+// start-up. Buffers whose lifetimes (runtime_lib/program/BufferLifetimes.h)
+// do not meet share memory: an activation's gradient takes the place of
+// activations whose backward calls are done, a gathered input region that
+// of one no longer needed. The layout is decided here, at generation time,
+// so the program's device memory is a fixed number that `compile` reports
+// and the runner checks against the device before it allocates.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ONNX2SOAP_CODEGEN_BUFFERLAYOUT_H
+#define ONNX2SOAP_CODEGEN_BUFFERLAYOUT_H
+
+#include "codegen/ProgramPlan.h"
+#include <cstdint>
+#include <vector>
+
+namespace onnx2soap::codegen {
+
+/// Sets every buffer's Offset and each rank's ArenaBytes in Plan.
+///
+/// Per rank, the buffers that persist between training steps come first, in
+/// buffer order; the others are placed as a linear scan over the rank's
+/// steps meets them: at each step, the buffers whose last step has passed
+/// are freed, then the buffers that begin there are placed, largest first,
+/// each in the smallest free block that holds it (the lowest such block on
+/// a tie), or on top of the arena. Deterministic: the same plan gives the
+/// same layout.
+void layoutBuffers(ProgramPlan &Plan);
+
+/// Per rank: the most bytes its buffers hold at one time (each rounded up to
+/// rt::program::BufferAlignment), a lower bound on any layout's arena.
+std::vector<int64_t> liveBytesPeak(const ProgramPlan &Plan);
+
+} // namespace onnx2soap::codegen
+
+#endif

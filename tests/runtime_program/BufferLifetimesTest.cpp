@@ -1,0 +1,104 @@
+//===- tests/runtime_program/BufferLifetimesTest.cpp - Live step ranges ---===//
+//
+// bufferLifetimes on a hand-made plan of one linear layer and its loss on
+// rank 0: each buffer is live from the first step that names it to the last,
+// graph inputs from the start of the training step, the loss until its end,
+// parameters, optimizer slots and buffers no step names throughout, and
+// other ranks' buffers never.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime_lib/program/BufferLifetimes.h"
+
+#include <gtest/gtest.h>
+#include <vector>
+
+using namespace onnx2soap::rt;
+using namespace onnx2soap::rt::program;
+
+namespace {
+
+BufferInfo buffer(int32_t Rank, BufferKind Kind, int32_t Tensor = -1) {
+  BufferInfo B{};
+  B.Rank = Rank;
+  B.Kind = Kind;
+  B.Type = DType::Float32;
+  B.Tensor = Tensor;
+  B.WeightOffset = -1;
+  return B;
+}
+
+CallInfo call(int32_t FirstOperand, int32_t Inputs) {
+  CallInfo C{};
+  C.FirstOperand = FirstOperand;
+  C.NumInputs = Inputs;
+  C.NumOutputs = 1;
+  C.HasBackward = true;
+  C.Scale = 1;
+  return C;
+}
+
+StepInfo step(StepKind Kind, int32_t Call) {
+  StepInfo S{};
+  S.Kind = Kind;
+  S.Call = Call;
+  S.Buffer = S.Gradient = -1;
+  return S;
+}
+
+template <typename T> Table<T> table(const std::vector<T> &V) {
+  return {V.data(), int32_t(V.size())};
+}
+
+enum : int32_t { W, X, Y, Loss, DLoss, DY, DW, Slot, Unused, Elsewhere };
+
+TEST(BufferLifetimesTest, FromFirstToLastStepThatNamesTheBuffer) {
+  std::vector<BufferInfo> Buffers{
+      buffer(0, BufferKind::Parameter),  buffer(0, BufferKind::Input),
+      buffer(0, BufferKind::Activation), buffer(0, BufferKind::Activation, 0),
+      buffer(0, BufferKind::Gradient),   buffer(0, BufferKind::Gradient),
+      buffer(0, BufferKind::Gradient),   buffer(0, BufferKind::OptimizerState),
+      buffer(0, BufferKind::Activation), buffer(1, BufferKind::Activation)};
+  // y = f(x, w): inputs, output, output gradient, input gradients (none
+  // for x); loss = g(y): input, output, their gradients.
+  std::vector<int32_t> Operands{X, W, Y, DY, -1, DW, Y, Loss, DLoss, DY};
+  std::vector<CallInfo> Calls{call(0, 2), call(6, 1)};
+  StepInfo Update = step(StepKind::Update, -1);
+  Update.Buffer = W;
+  Update.Gradient = DW;
+  Update.State[0] = Slot;
+  Update.NumState = 1;
+  std::vector<StepInfo> Steps{
+      step(StepKind::Forward, 0), step(StepKind::Forward, 1),
+      step(StepKind::Backward, 1), step(StepKind::Backward, 0), Update};
+  std::vector<Range> RankSteps{{0, 5}, {5, 0}};
+  std::vector<Range> StateCopies{{0, 0}, {0, 0}};
+  Plan P{};
+  P.NumRanks = 2;
+  P.Buffers = table(Buffers);
+  P.Operands = table(Operands);
+  P.Calls = table(Calls);
+  P.Steps = table(Steps);
+  P.RankSteps = table(RankSteps);
+  P.RankStateCopies = table(StateCopies);
+  P.LossTensor = 0;
+
+  std::vector<Lifetime> Live = bufferLifetimes(P, 0);
+  auto Expect = [&](int32_t Id, int32_t First, int32_t Last) {
+    EXPECT_EQ(Live[Id].First, First) << "buffer " << Id;
+    EXPECT_EQ(Live[Id].Last, Last) << "buffer " << Id;
+  };
+  Expect(W, -1, 5);
+  Expect(X, -1, 3);
+  Expect(Y, 0, 3);
+  Expect(Loss, 1, 5);
+  Expect(DLoss, 2, 2);
+  Expect(DY, 2, 3);
+  Expect(DW, 3, 4);
+  Expect(Slot, -1, 5);
+  Expect(Unused, -1, 5);
+  EXPECT_GT(Live[Elsewhere].First, Live[Elsewhere].Last);
+  EXPECT_FALSE(Live[DLoss].meets(Live[DW]));
+  EXPECT_TRUE(Live[DY].meets(Live[DW]));
+}
+
+} // namespace
