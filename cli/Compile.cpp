@@ -181,9 +181,9 @@ llvm::Error runCompile() {
   if (llvm::Error E = codegen::writeProject(Output, *Files))
     return usageError(llvm::toString(std::move(E)));
 
-  // The program allocates every buffer for the whole run (activation
-  // gradients too), more than the planner's peak, which counts only what
-  // is live when the backward pass begins.
+  // What the program allocates (its buffers' arena and message buffer) is
+  // not what the planner's peak counts (docs/planner.md, "Memory"): both
+  // are reported.
   std::vector<double> Allocated = Plan->allocatedBytes();
   size_t Fullest =
       std::max_element(Allocated.begin(), Allocated.end()) - Allocated.begin();

@@ -565,8 +565,8 @@ llvm::Expected<ProjectFiles> projectFiles(const ProjectInputs &In) {
   }
   for (auto &[Path, Hash] : Pending)
     FileHashes[Path] = Hash.get();
-  // Per rank: the planner's peak and what the runner allocates (every
-  // buffer for the whole run, activation gradients included).
+  // Per rank: the planner's peak and what the runner allocates (its arena
+  // and message buffer).
   llvm::json::Array PredictedPeak, Allocated;
   for (double Bytes : P.Prediction.PeakMemory)
     PredictedPeak.push_back(int64_t(Bytes));

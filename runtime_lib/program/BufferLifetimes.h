@@ -51,6 +51,16 @@ inline bool isAccumulator(BufferKind Kind) {
   return Kind == BufferKind::Gradient || Kind == BufferKind::Accumulated;
 }
 
+/// Whether the backward kernels of Kind read only the gradients: ops that
+/// move elements (both backends add the output gradient back along the
+/// forward's index map, which the views' shapes give), so their backward
+/// steps do not keep their inputs and outputs live.
+inline bool backwardReadsOnlyGradients(OpKind Kind) {
+  return Kind == OpKind::Reshape || Kind == OpKind::Transpose ||
+         Kind == OpKind::Concat || Kind == OpKind::Split ||
+         Kind == OpKind::Slice || Kind == OpKind::Expand;
+}
+
 /// The steps [First, Last] of its rank over which a buffer is live, in the
 /// rank's step indices (0 is the rank's first step; -1 and Count as above).
 struct Lifetime {
@@ -65,7 +75,8 @@ struct Lifetime {
 /// get an empty range, First > Last). A buffer of Rank that no step touches
 /// is live over the whole training step, as a persistent one. What a step
 /// touches follows Runner.cpp: a forward call its inputs, outputs and
-/// statistics; a backward call all of its operands; messages and
+/// statistics; a backward call all of its operands (only the gradients for
+/// ops that move elements); messages and
 /// all-reduces their copies; an update its parameter, gradient and slots.
 /// Header-only: codegen, which does not link the program library, lays out
 /// buffers with it.
@@ -98,10 +109,14 @@ inline std::vector<Lifetime> bufferLifetimes(const Plan &P, int32_t Rank) {
       const CallInfo &Call = P.Calls[S.Call];
       bool Backward =
           S.Kind == StepKind::Backward || S.Kind == StepKind::StatsBackward;
-      int32_t Count = Call.NumInputs + Call.NumOutputs;
-      if (Backward && Call.HasBackward)
-        Count *= 2;
-      for (int32_t I = 0; I < Count; ++I)
+      int32_t Values = Call.NumInputs + Call.NumOutputs;
+      int32_t First = 0, Count = Values;
+      if (Backward && Call.HasBackward) {
+        Count = 2 * Values;
+        if (backwardReadsOnlyGradients(P.Ops[Call.Op].Kind))
+          First = Values;
+      }
+      for (int32_t I = First; I < Count; ++I)
         Use(P.Operands[Call.FirstOperand + I], Local);
       if (Call.Flags == CallFlags::GlobalStatistics) {
         Use(Call.Statistics, Local);

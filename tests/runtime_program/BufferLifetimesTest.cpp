@@ -1,10 +1,11 @@
 //===- tests/runtime_program/BufferLifetimesTest.cpp - Live step ranges ---===//
 //
-// bufferLifetimes on a hand-made plan of one linear layer and its loss on
-// rank 0: each buffer is live from the first step that names it to the last,
-// graph inputs from the start of the training step, the loss until its end,
-// parameters, optimizer slots and buffers no step names throughout, and
-// other ranks' buffers never.
+// bufferLifetimes on hand-made plans of a layer and its loss on rank 0: each
+// buffer is live from the first step that names it to the last, graph inputs
+// from the start of the training step, the loss until its end, parameters,
+// optimizer slots and buffers no step names throughout, and other ranks'
+// buffers never. The backward step of an op that moves elements names only
+// its gradients.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime_lib/program/BufferLifetimes.h"
@@ -45,6 +46,8 @@ StepInfo step(StepKind Kind, int32_t Call) {
   return S;
 }
 
+OpInfo op(OpKind Kind) { return OpInfo{Kind, "op", 0, 0}; }
+
 template <typename T> Table<T> table(const std::vector<T> &V) {
   return {V.data(), int32_t(V.size())};
 }
@@ -61,7 +64,10 @@ TEST(BufferLifetimesTest, FromFirstToLastStepThatNamesTheBuffer) {
   // y = f(x, w): inputs, output, output gradient, input gradients (none
   // for x); loss = g(y): input, output, their gradients.
   std::vector<int32_t> Operands{X, W, Y, DY, -1, DW, Y, Loss, DLoss, DY};
+  std::vector<OpInfo> Ops{op(OpKind::Gemm),
+                          op(OpKind::SoftmaxCrossEntropyLoss)};
   std::vector<CallInfo> Calls{call(0, 2), call(6, 1)};
+  Calls[1].Op = 1;
   StepInfo Update = step(StepKind::Update, -1);
   Update.Buffer = W;
   Update.Gradient = DW;
@@ -75,6 +81,7 @@ TEST(BufferLifetimesTest, FromFirstToLastStepThatNamesTheBuffer) {
   Plan P{};
   P.NumRanks = 2;
   P.Buffers = table(Buffers);
+  P.Ops = table(Ops);
   P.Operands = table(Operands);
   P.Calls = table(Calls);
   P.Steps = table(Steps);
@@ -99,6 +106,43 @@ TEST(BufferLifetimesTest, FromFirstToLastStepThatNamesTheBuffer) {
   EXPECT_GT(Live[Elsewhere].First, Live[Elsewhere].Last);
   EXPECT_FALSE(Live[DLoss].meets(Live[DW]));
   EXPECT_TRUE(Live[DY].meets(Live[DW]));
+}
+
+TEST(BufferLifetimesTest, AMovementsBackwardNamesOnlyGradients) {
+  enum : int32_t { X, Y, Loss, DLoss, DY, DX };
+  std::vector<BufferInfo> Buffers{
+      buffer(0, BufferKind::Input),         buffer(0, BufferKind::Activation),
+      buffer(0, BufferKind::Activation, 0), buffer(0, BufferKind::Gradient),
+      buffer(0, BufferKind::Gradient),      buffer(0, BufferKind::Gradient)};
+  // y = reshape(x); loss = g(y).
+  std::vector<int32_t> Operands{X, Y, DY, DX, Y, Loss, DLoss, DY};
+  std::vector<OpInfo> Ops{op(OpKind::Reshape),
+                          op(OpKind::SoftmaxCrossEntropyLoss)};
+  std::vector<CallInfo> Calls{call(0, 1), call(4, 1)};
+  Calls[1].Op = 1;
+  std::vector<StepInfo> Steps{
+      step(StepKind::Forward, 0), step(StepKind::Forward, 1),
+      step(StepKind::Backward, 1), step(StepKind::Backward, 0)};
+  std::vector<Range> RankSteps{{0, 4}};
+  std::vector<Range> StateCopies{{0, 0}};
+  Plan P{};
+  P.NumRanks = 1;
+  P.Buffers = table(Buffers);
+  P.Ops = table(Ops);
+  P.Operands = table(Operands);
+  P.Calls = table(Calls);
+  P.Steps = table(Steps);
+  P.RankSteps = table(RankSteps);
+  P.RankStateCopies = table(StateCopies);
+  P.LossTensor = 0;
+
+  std::vector<Lifetime> Live = bufferLifetimes(P, 0);
+  EXPECT_EQ(Live[X].Last, 0);   // not kept for the reshape's backward
+  EXPECT_EQ(Live[Y].Last, 2);   // kept for the loss's backward only
+  EXPECT_EQ(Live[DY].First, 2); // written by the loss's backward
+  EXPECT_EQ(Live[DY].Last, 3);
+  EXPECT_EQ(Live[DX].First, 3);
+  EXPECT_EQ(Live[DX].Last, 3);
 }
 
 } // namespace
