@@ -102,12 +102,21 @@ llvm::Error runCompile() {
   auto Loaded = loadPlanning(Model);
   if (!Loaded)
     return Loaded.takeError();
-  const Planning &P = **Loaded;
-  const ir::TrainingGraph &T = P.Training;
-  const ir::Graph &G = T.G;
   auto Optimizer = optimizerConfig(planningOptimizerName());
   if (!Optimizer)
     return Optimizer.takeError();
+  // SGD keeps a momentum slot per parameter exactly when --momentum is
+  // not 0, whichever name --optimizer gave it: the planner simulates the
+  // update and counts the memory of what the program runs.
+  if (Optimizer->Kind == rt::OptimizerKind::Sgd) {
+    bool Slot = Optimizer->Momentum != 0;
+    (*Loaded)->Sim.Optimizer = Slot ? simulator::OptimizerKind::SgdMomentum
+                                    : simulator::OptimizerKind::Sgd;
+    (*Loaded)->OptimizerName = Slot ? "momentum" : "sgd";
+  }
+  const Planning &P = **Loaded;
+  const ir::TrainingGraph &T = P.Training;
+  const ir::Graph &G = T.G;
   auto CostModel = loadCostModel(P.M);
   if (!CostModel)
     return CostModel.takeError();

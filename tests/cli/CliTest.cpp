@@ -1088,6 +1088,33 @@ TEST_F(CliTest, CompileReportsTheMemoryTheProgramAllocates) {
                          "fail to start there"));
 }
 
+// `--optimizer sgd --momentum X` trains with a momentum slot per parameter,
+// as `--optimizer momentum` does: the planner simulates and counts the same
+// (it used to simulate plain SGD, without the slots' memory).
+TEST_F(CliTest, CompilePlansTheMomentumTheProgramRuns) {
+  auto Peak = [&](std::vector<std::string> Flags) {
+    std::string Out = Dir.file("momentum-" + llvm::join(Flags, "-"));
+    std::vector<std::string> Args{
+        "compile",    fixturePath("cnn_bn", "model.onnx"),
+        "--batch",    "8",
+        "--cluster",  "cpu:2",
+        "--strategy", "data-parallel",
+        "-o",         Out};
+    Args.insert(Args.end(), Flags.begin(), Flags.end());
+    RunResult R = run(Args);
+    EXPECT_EQ(R.ExitCode, 0) << R.Err;
+    auto Manifest = llvm::json::parse(readFile(Out + "/manifest.json"));
+    EXPECT_TRUE(bool(Manifest)) << llvm::toString(Manifest.takeError());
+    return *(*Manifest->getAsObject()->getArray("predicted_peak_memory"))[0]
+                .getAsInteger();
+  };
+  int64_t Plain = Peak({"--optimizer", "sgd"});
+  int64_t Slot = Peak({"--optimizer", "momentum"});
+  EXPECT_GT(Slot, Plain);
+  EXPECT_EQ(Peak({"--optimizer", "sgd", "--momentum", "0.9"}), Slot);
+  EXPECT_EQ(Peak({"--optimizer", "momentum", "--momentum", "0"}), Plain);
+}
+
 // The plan hash heads the weight shard file and every checkpoint: programs
 // whose first weights differ (--init, the seed of random values) must not
 // share it, or a shard file copied from one would load into the other.
