@@ -1,17 +1,23 @@
 //===- codegen/BufferLayout.cpp - Where each buffer lies in memory --------===//
 //
-// Linear-scan placement with best-fit free blocks, as register allocators
-// and static memory planners of inference compilers do it: the lifetimes of
-// a training step nest (forward outputs live until their backward calls,
-// which run in reverse), so freeing at each step's end and placing the new
-// buffers largest first leaves little fragmentation; liveBytesPeak is the
-// bound it is measured against (tests/codegen/BufferLayoutTest.cpp).
+// Greedy by size, the offset assignment static memory planners of inference
+// compilers use: the largest buffers are placed first, each in the smallest
+// gap left between the already placed buffers whose lifetimes meet its own
+// (or above them all). A linear scan over the steps that frees and places as
+// it goes left 9 % more than the live peak on the CNN fixture split over two
+// ranks and 14 % more on RNNTC's expert strategy; this is within 1 % of the
+// scan or better on every plan measured. liveBytesPeak is the bound it is
+// tested against (tests/codegen/BufferLayoutTest.cpp).
+//
+// The cost is quadratic in a rank's buffers, so ranks whose buffers have the
+// same sizes and lifetimes (every rank of a data-parallel plan) share one
+// layout: Inception-v3 on 64 ranks is laid out once, not 64 times.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/BufferLayout.h"
 #include "runtime_lib/program/BufferLifetimes.h"
+#include "simulator/MemoryModel.h"
 #include <algorithm>
-#include <cassert>
 #include <map>
 
 namespace onnx2soap::codegen {
@@ -19,62 +25,17 @@ namespace onnx2soap::codegen {
 namespace {
 
 using rt::program::BufferAlignment;
+static_assert(simulator::BufferAlignment == double(BufferAlignment),
+              "the planner's memory model rounds buffers as the layout does");
+static_assert(simulator::MinMessageBytes ==
+                  double(rt::program::MinMessageBufferBytes),
+              "the planner counts the message buffer the runner allocates");
 using rt::program::Lifetime;
 
 int64_t alignedBytes(const rt::program::BufferInfo &Info) {
   int64_t Bytes = int64_t(rt::program::bufferBytes(Info));
   return (Bytes + BufferAlignment - 1) / BufferAlignment * BufferAlignment;
 }
-
-/// Free blocks below the top of one arena.
-class Arena {
-public:
-  int64_t place(int64_t Bytes) {
-    auto Best = Free.end();
-    for (auto It = Free.begin(); It != Free.end(); ++It)
-      if (It->second >= Bytes &&
-          (Best == Free.end() || It->second < Best->second))
-        Best = It;
-    if (Best == Free.end()) {
-      int64_t Offset = Top;
-      Top += Bytes;
-      Peak = std::max(Peak, Top);
-      return Offset;
-    }
-    auto [Offset, Size] = *Best;
-    Free.erase(Best);
-    if (Size > Bytes)
-      Free.emplace(Offset + Bytes, Size - Bytes);
-    return Offset;
-  }
-
-  void release(int64_t Offset, int64_t Bytes) {
-    auto Next = Free.lower_bound(Offset);
-    if (Next != Free.end() && Offset + Bytes == Next->first) {
-      Bytes += Next->second;
-      Next = Free.erase(Next);
-    }
-    if (Next != Free.begin()) {
-      auto Previous = std::prev(Next);
-      if (Previous->first + Previous->second == Offset) {
-        Offset = Previous->first;
-        Bytes += Previous->second;
-        Free.erase(Previous);
-      }
-    }
-    // A block at the top lowers it: no free block ever ends there.
-    if (Offset + Bytes == Top)
-      Top = Offset;
-    else
-      Free.emplace(Offset, Bytes);
-  }
-
-  int64_t peak() const { return Peak; }
-
-private:
-  std::map<int64_t, int64_t> Free; // offset -> bytes
-  int64_t Top = 0, Peak = 0;
-};
 
 /// Each rank's buffer ids, in buffer order.
 std::vector<std::vector<int32_t>> buffersByRank(const ProgramPlan &Plan) {
@@ -84,44 +45,96 @@ std::vector<std::vector<int32_t>> buffersByRank(const ProgramPlan &Plan) {
   return ByRank;
 }
 
+/// One buffer to place: its bytes and lifetime.
+struct Item {
+  int64_t Bytes;
+  Lifetime Live;
+  bool Persistent;
+};
+
+struct Layout {
+  std::vector<int64_t> Offsets; ///< by item
+  int64_t Bytes = 0;
+};
+
+Layout place(const std::vector<Item> &Items) {
+  Layout Out;
+  Out.Offsets.assign(Items.size(), 0);
+  // Persistent buffers meet every other: they go first, in buffer order.
+  int64_t Base = 0;
+  std::vector<size_t> Order;
+  for (size_t I = 0; I < Items.size(); ++I) {
+    if (Items[I].Persistent) {
+      Out.Offsets[I] = Base;
+      Base += Items[I].Bytes;
+    } else {
+      Order.push_back(I);
+    }
+  }
+  std::stable_sort(Order.begin(), Order.end(), [&](size_t A, size_t B) {
+    return Items[A].Bytes > Items[B].Bytes;
+  });
+  struct Placed {
+    Lifetime Live;
+    int64_t Begin, End;
+  };
+  std::vector<Placed> Done;
+  std::vector<std::pair<int64_t, int64_t>> Busy;
+  int64_t Top = Base;
+  for (size_t I : Order) {
+    const Item &New = Items[I];
+    Busy.clear();
+    for (const Placed &P : Done)
+      if (P.Live.meets(New.Live))
+        Busy.push_back({P.Begin, P.End});
+    std::sort(Busy.begin(), Busy.end());
+    // The smallest gap that holds it (the lowest on a tie), else the top
+    // of what it meets.
+    int64_t At = Base, Best = -1, BestGap = 0;
+    for (const auto &[Begin, End] : Busy) {
+      int64_t Gap = Begin - At;
+      if (Gap >= New.Bytes && (Best < 0 || Gap < BestGap)) {
+        Best = At;
+        BestGap = Gap;
+      }
+      At = std::max(At, End);
+    }
+    if (Best < 0)
+      Best = At;
+    Out.Offsets[I] = Best;
+    Done.push_back({New.Live, Best, Best + New.Bytes});
+    Top = std::max(Top, Best + New.Bytes);
+  }
+  Out.Bytes = Top;
+  return Out;
+}
+
 } // namespace
 
 void layoutBuffers(ProgramPlan &Plan) {
   rt::program::Plan View = Plan.view("", "", 0);
   std::vector<std::vector<int32_t>> ByRank = buffersByRank(Plan);
   Plan.ArenaBytes.assign(Plan.NumRanks, 0);
+  // Layouts by the sizes and lifetimes of a rank's buffers, in buffer order.
+  std::map<std::vector<int64_t>, Layout> Seen;
   for (int32_t Rank = 0; Rank < Plan.NumRanks; ++Rank) {
     std::vector<Lifetime> Live = rt::program::bufferLifetimes(View, Rank);
-    std::vector<int32_t> Persistent, Starting, Ending;
+    std::vector<Item> Items;
+    std::vector<int64_t> Key;
     for (int32_t Id : ByRank[Rank]) {
-      if (rt::program::isPersistent(Plan.Buffers[Id].Kind))
-        Persistent.push_back(Id);
-      else
-        Starting.push_back(Id);
+      const rt::program::BufferInfo &Info = Plan.Buffers[Id];
+      Items.push_back(
+          {alignedBytes(Info), Live[Id], rt::program::isPersistent(Info.Kind)});
+      Key.insert(Key.end(), {Items.back().Bytes, Live[Id].First, Live[Id].Last,
+                             Items.back().Persistent});
     }
-    Ending = Starting;
-    // Placed by first step, largest first; freed by last step.
-    std::stable_sort(
-        Starting.begin(), Starting.end(), [&](int32_t A, int32_t B) {
-          if (Live[A].First != Live[B].First)
-            return Live[A].First < Live[B].First;
-          return alignedBytes(Plan.Buffers[A]) > alignedBytes(Plan.Buffers[B]);
-        });
-    std::stable_sort(Ending.begin(), Ending.end(), [&](int32_t A, int32_t B) {
-      return Live[A].Last < Live[B].Last;
-    });
-    Arena A;
-    for (int32_t Id : Persistent)
-      Plan.Buffers[Id].Offset = A.place(alignedBytes(Plan.Buffers[Id]));
-    size_t Freed = 0;
-    for (int32_t Id : Starting) {
-      int32_t Step = Live[Id].First;
-      for (; Freed < Ending.size() && Live[Ending[Freed]].Last < Step; ++Freed)
-        A.release(Plan.Buffers[Ending[Freed]].Offset,
-                  alignedBytes(Plan.Buffers[Ending[Freed]]));
-      Plan.Buffers[Id].Offset = A.place(alignedBytes(Plan.Buffers[Id]));
-    }
-    Plan.ArenaBytes[Rank] = A.peak();
+    auto It = Seen.find(Key);
+    if (It == Seen.end())
+      It = Seen.emplace(std::move(Key), place(Items)).first;
+    const Layout &L = It->second;
+    for (size_t I = 0; I < ByRank[Rank].size(); ++I)
+      Plan.Buffers[ByRank[Rank][I]].Offset = L.Offsets[I];
+    Plan.ArenaBytes[Rank] = L.Bytes;
   }
 }
 

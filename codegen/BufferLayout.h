@@ -22,12 +22,10 @@ namespace onnx2soap::codegen {
 /// Sets every buffer's Offset and each rank's ArenaBytes in Plan.
 ///
 /// Per rank, the buffers that persist between training steps come first, in
-/// buffer order; the others are placed as a linear scan over the rank's
-/// steps meets them: at each step, the buffers whose last step has passed
-/// are freed, then the buffers that begin there are placed, largest first,
-/// each in the smallest free block that holds it (the lowest such block on
-/// a tie), or on top of the arena. Deterministic: the same plan gives the
-/// same layout.
+/// buffer order; the others are placed largest first (buffer order on a
+/// tie), each in the smallest gap between the placed buffers whose
+/// lifetimes meet its own (the lowest such gap on a tie), or above them.
+/// Deterministic: the same plan gives the same layout.
 void layoutBuffers(ProgramPlan &Plan);
 
 /// Per rank: the most bytes its buffers hold at one time (each rounded up to

@@ -12,22 +12,23 @@ void MemoryBreakdown::add(const Task &T, double Sign) {
   Parameters[Where] += Sign * T.ParamMemory;
   Fixed[Where] += Sign * T.FixedMemory;
   Activations[Where] += Sign * T.ActivationMemory;
+  auto Count = [&](std::map<double, uint32_t> &Sizes, double Bytes) {
+    if (Sign > 0)
+      ++Sizes[Bytes];
+    else if (--Sizes[Bytes] == 0)
+      Sizes.erase(Bytes);
+  };
+  if (T.GradientMemory > 0)
+    Count(Gradients[T.Device], T.GradientMemory);
   if (T.MessageBytes <= 0)
     return;
-  auto Count = [&](DeviceId D) {
-    std::map<double, uint32_t> &Sizes = Messages[D];
-    if (Sign > 0)
-      ++Sizes[T.MessageBytes];
-    else if (--Sizes[T.MessageBytes] == 0)
-      Sizes.erase(T.MessageBytes);
-  };
   // A collective's members, or a transfer's two ends.
   if (!T.Group.empty()) {
     for (DeviceId D : T.Group)
-      Count(D);
+      Count(Messages[D], T.MessageBytes);
   } else {
-    Count(T.Device);
-    Count(T.Peer);
+    Count(Messages[T.Device], T.MessageBytes);
+    Count(Messages[T.Peer], T.MessageBytes);
   }
 }
 

@@ -1,17 +1,22 @@
 //===- simulator/MemoryModel.h - Peak memory per device --------*- C++ -*-===//
 //
 // What each device must hold during one training iteration under a
-// strategy: its parameter shards with their gradients and optimizer state,
-// the non-learned tensors its partitions read (BatchNorm running
-// statistics, frozen weights, constants), the input data of its partitions,
-// and the activations kept for the backward pass (every forward output it
-// computes and every activation region it receives), and the message buffer
-// that transfers and gradient all-reduces pack their data into (as large as
-// the device's largest message). Without recomputation all of these are
-// live when the backward pass begins, so their sum is the peak. Not counted:
-// gradient buffers of activations (freed as the backward pass proceeds), kernel
-// workspace, and sharing of one constant by several ops on a device (each op's
-// read is counted).
+// strategy: its parameter shards with their gradients and optimizer state
+// (a weight an exporter reshaped with ops twice: generated programs hold the
+// parameter and the reshaped tensor), the non-learned tensors its partitions
+// read (BatchNorm running statistics, frozen weights, constants), the input
+// data of its partitions, the activations kept for the backward pass (every
+// forward output it computes and every activation region it receives), the
+// message buffer that transfers and gradient all-reduces pack their data
+// into (as large as the device's largest message), and the gradient working
+// set: the activation gradients of its largest backward call. Without
+// recomputation the activations are all live when the backward pass begins,
+// so the sum bounds the peak; each buffer is rounded up to the 256 bytes a
+// generated program aligns it to. On every fixture and sample plan measured
+// the generated program allocates at most this much
+// (tests/codegen/BufferLayoutTest.cpp, docs/benchmarks.md). Not counted:
+// kernel workspace, NCCL's buffers, and sharing of one constant by several
+// ops on a device (each op's read is counted).
 //
 // Every task carries its share (TaskGraph sets it when it builds the task),
 // so the sums are kept up to date as delta simulation adds and removes
@@ -22,32 +27,46 @@
 #define ONNX2SOAP_SIMULATOR_MEMORYMODEL_H
 
 #include "simulator/TaskGraph.h"
+#include <algorithm>
 #include <map>
 #include <vector>
 
 namespace onnx2soap::simulator {
+
+/// The smallest message buffer a generated program allocates
+/// (rt::program::MinMessageBufferBytes).
+constexpr double MinMessageBytes = 64;
 
 /// Bytes per device, indexed by DeviceId.
 struct MemoryBreakdown {
   std::vector<double> Parameters;  ///< shards + gradients + optimizer state
   std::vector<double> Fixed;       ///< state, constants, frozen weights
   std::vector<double> Activations; ///< inputs, outputs, received regions
-  /// Per device: how many live tasks need a message buffer of each size.
+  /// Per device: how many live tasks need a message buffer of each size,
+  /// and how many backward tasks have a gradient working set of each size.
   std::vector<std::map<double, uint32_t>> Messages;
+  std::vector<std::map<double, uint32_t>> Gradients;
 
   explicit MemoryBreakdown(unsigned NumDevices = 0)
       : Parameters(NumDevices), Fixed(NumDevices), Activations(NumDevices),
-        Messages(NumDevices) {}
+        Messages(NumDevices), Gradients(NumDevices) {}
   /// Adds (Sign 1) or removes (Sign -1) a task's share.
   void add(const Task &T, double Sign);
   std::vector<double> total() const;
-  /// Device D's message buffer: its largest message.
+  /// Device D's message buffer: its largest message, and at least
+  /// MinMessageBytes.
   double message(DeviceId D) const {
-    return Messages[D].empty() ? 0 : Messages[D].rbegin()->first;
+    return std::max(MinMessageBytes,
+                    Messages[D].empty() ? 0 : Messages[D].rbegin()->first);
+  }
+  /// Device D's gradient working set: its largest backward task's.
+  double gradients(DeviceId D) const {
+    return Gradients[D].empty() ? 0 : Gradients[D].rbegin()->first;
   }
   /// Device D's total.
   double total(DeviceId D) const {
-    return Parameters[D] + Fixed[D] + Activations[D] + message(D);
+    return Parameters[D] + Fixed[D] + Activations[D] + message(D) +
+           gradients(D);
   }
 };
 

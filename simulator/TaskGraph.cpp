@@ -222,8 +222,10 @@ void TaskGraph::buildOp(ir::OpId Id) {
     Own.Forward.push_back(addTask(std::move(Forward)));
     if (!HasBackward)
       continue;
-    Own.Backward.push_back(addTask(
-        Compute(TaskKind::Backward, backwardLevel(Id), Times.Backward)));
+    Task Backward =
+        Compute(TaskKind::Backward, backwardLevel(Id), Times.Backward);
+    setBackwardMemory(Backward, Out, Reduction);
+    Own.Backward.push_back(addTask(std::move(Backward)));
     addEdge(Own.Forward.back(), Own.Backward.back());
   }
   Own.ForwardDone = Own.Forward;
@@ -235,14 +237,18 @@ void TaskGraph::buildOp(ir::OpId Id) {
   }
 }
 
+double bufferBytes(double Bytes) {
+  return std::ceil(Bytes / BufferAlignment) * BufferAlignment;
+}
+
 void TaskGraph::setForwardMemory(Task &Forward,
                                  llvm::ArrayRef<ir::Interval> Out,
                                  ir::Interval Reduction) const {
   const ir::Op &O = G.op(Forward.Op);
   for (unsigned I = 0; I < O.Outputs.size(); ++I)
-    Forward.ActivationMemory +=
+    Forward.ActivationMemory += bufferBytes(
         double(ir::regionVolume(ir::outputRegionOf(G, O, I, Out, Reduction))) *
-        ir::dtypeSize(G.outputType(O, I).Type);
+        ir::dtypeSize(G.outputType(O, I).Type));
   const ir::OpKindInfo &Info = ir::opKindInfo(O.Kind);
   for (unsigned I = 0; I < O.Inputs.size(); ++I) {
     ir::TensorId In = O.Inputs[I];
@@ -255,11 +261,31 @@ void TaskGraph::setForwardMemory(Task &Forward,
     if (Value.Role == ir::TensorRole::Parameter &&
         (T.BackwardInputs[O.Id] >> I & 1))
       continue;
-    double Bytes =
+    double Bytes = bufferBytes(
         double(ir::regionVolume(Info.InputRegion(G, O, I, Out, Reduction))) *
-        ir::dtypeSize(Value.Type.Type);
+        ir::dtypeSize(Value.Type.Type));
     (Value.Role == ir::TensorRole::Input ? Forward.ActivationMemory
                                          : Forward.FixedMemory) += Bytes;
+  }
+}
+
+void TaskGraph::setBackwardMemory(Task &Backward,
+                                  llvm::ArrayRef<ir::Interval> Out,
+                                  ir::Interval Reduction) const {
+  const ir::Op &O = G.op(Backward.Op);
+  for (unsigned I = 0; I < O.Outputs.size(); ++I)
+    Backward.GradientMemory += bufferBytes(
+        double(ir::regionVolume(ir::outputRegionOf(G, O, I, Out, Reduction))) *
+        ir::dtypeSize(G.outputType(O, I).Type));
+  const ir::OpKindInfo &Info = ir::opKindInfo(O.Kind);
+  for (unsigned I = 0; I < O.Inputs.size(); ++I) {
+    ir::TensorId In = O.Inputs[I];
+    if (In == ir::NoTensor || !(T.BackwardInputs[O.Id] >> I & 1) ||
+        G.tensor(In).Role != ir::TensorRole::Activation)
+      continue;
+    Backward.GradientMemory += bufferBytes(
+        double(ir::regionVolume(Info.InputRegion(G, O, I, Out, Reduction))) *
+        ir::dtypeSize(G.tensor(In).Type.Type));
   }
 }
 
@@ -317,7 +343,7 @@ void TaskGraph::connect(TaskId From, DeviceId FromDevice, TaskId To,
   for (LinkId L : M.route(FromDevice, ToDevice))
     Transfer.Resources.push_back(M.numDevices() + L);
   if (Kind == TaskKind::Transfer)
-    Transfer.ActivationMemory = Bytes;
+    Transfer.ActivationMemory = bufferBytes(Bytes);
   TaskId Id = addTask(std::move(Transfer));
   addEdge(From, Id);
   addEdge(Id, To);
@@ -421,8 +447,13 @@ void TaskGraph::buildTensorSync(ir::TensorId Tensor) {
     Update.Device = Device;
     Update.Resources = {Device};
     Update.Bytes = double(Elements) * ElementSize;
+    // The box, its gradient and optimizer slots. A weight-only op's output
+    // (a weight the exporter reshaped) is held twice, as the parameter and
+    // as the reshaped tensor, as generated programs hold it.
+    bool Reshaped = Value.Role == ir::TensorRole::Activation;
     Update.ParamMemory =
-        Update.Bytes * (2 + optimizerStateCount(Options.Optimizer));
+        bufferBytes(Update.Bytes) *
+        ((Reshaped ? 3 : 2) + optimizerStateCount(Options.Optimizer));
     TaskId Id = addTask(std::move(Update));
     for (const TensorUse &U : Sync.Uses)
       if (U.Device == Device)

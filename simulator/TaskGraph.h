@@ -147,6 +147,10 @@ struct Task {
   /// payload, packed. A generated program keeps one buffer per device, as
   /// large as its largest message.
   double MessageBytes = 0;
+  /// Backward: bytes of the activation gradients its call reads and writes
+  /// (its outputs' and its activation inputs'), live together while it
+  /// runs. A device's largest is its gradient working set.
+  double GradientMemory = 0;
 };
 
 /// Options of the training step being simulated.
@@ -262,6 +266,8 @@ private:
   void addStatsSync(ir::OpId Op, bool Backward);
   void setForwardMemory(Task &Forward, llvm::ArrayRef<ir::Interval> Out,
                         ir::Interval Reduction) const;
+  void setBackwardMemory(Task &Backward, llvm::ArrayRef<ir::Interval> Out,
+                         ir::Interval Reduction) const;
   /// A transfer task from one device to another (added to Owned), or a
   /// direct edge when they are the same.
   void connect(TaskId From, DeviceId FromDevice, TaskId To, DeviceId ToDevice,
@@ -336,6 +342,13 @@ private:
   std::vector<TaskId> Rewired;
   TaskMarks Marks;
 };
+
+/// Generated programs place each buffer at a multiple of this many bytes
+/// (rt::program::BufferAlignment), so the memory model rounds each buffer
+/// up to it.
+constexpr double BufferAlignment = 256;
+/// Bytes rounded up to a multiple of BufferAlignment.
+double bufferBytes(double Bytes);
 
 /// Per op: whether it reads only parameters, constants, state and outputs
 /// of such ops (see TaskGraph::WeightOnly).

@@ -250,15 +250,18 @@ struct Plan {
   int32_t Labels; ///< -1 when the model computes its own loss
 };
 
+/// The smallest message buffer a runner allocates.
+constexpr size_t MinMessageBufferBytes = 64;
+
 /// The message buffer the runner allocates on Rank: as large as its largest
-/// message or packed all-reduce, and at least 64 bytes.
+/// message or packed all-reduce, and at least MinMessageBufferBytes.
 inline size_t messageBufferBytes(const Plan &P, int32_t Rank) {
   size_t Bytes = 0;
   const Range &Steps = P.RankSteps[Rank];
   for (int32_t S = Steps.First; S < Steps.First + Steps.Count; ++S)
     Bytes = std::max(Bytes,
                      size_t(P.Steps[S].Elements) * dtypeSize(P.Steps[S].Type));
-  return std::max<size_t>(Bytes, 64);
+  return std::max(Bytes, MinMessageBufferBytes);
 }
 
 /// Bytes of one buffer as the runner allocates it (at least one).

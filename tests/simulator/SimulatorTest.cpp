@@ -211,15 +211,19 @@ TEST_P(SimulatorTest, ParameterSplitNeedsNoGradientSync) {
   EXPECT_EQ(Updates, 2u);
   EXPECT_EQ(AllReduces, 0u);
   // Each device holds 32 of W's 64 floats, plus a gradient and one
-  // momentum buffer each.
+  // momentum buffer each, each 128 bytes rounded up to the 256 that
+  // generated programs align buffers to.
   MemoryBreakdown Memory = memoryBreakdown(Sim.graph());
-  EXPECT_EQ(Memory.Parameters[0], 3 * 32 * 4);
-  EXPECT_EQ(Memory.Parameters[1], 3 * 32 * 4);
-  // And a message buffer for the largest message it sends or receives.
+  EXPECT_EQ(Memory.Parameters[0], 3 * 256);
+  EXPECT_EQ(Memory.Parameters[1], 3 * 256);
+  // And a message buffer for the largest message it sends or receives, and
+  // the gradients of its Gemm half's backward: its half of H's (x, a graph
+  // input, has none).
   EXPECT_EQ(Memory.message(0), 64);
   EXPECT_EQ(Memory.message(1), 64);
+  EXPECT_EQ(Memory.gradients(0), 256);
   EXPECT_EQ(Memory.total(0), Memory.Parameters[0] + Memory.Fixed[0] +
-                                 Memory.Activations[0] + 64);
+                                 Memory.Activations[0] + 64 + 256);
 }
 
 /// Data parallelism of mlp(/*WithBias=*/true) over a link with 0.5 s of
