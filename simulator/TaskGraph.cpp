@@ -217,14 +217,15 @@ void TaskGraph::buildOp(ir::OpId Id) {
       New.Resources = {Device};
       return New;
     };
+    PartitionBytes Bytes = partitionBytes(O, Out, Reduction);
     Task Forward = Compute(TaskKind::Forward, forwardLevel(Id), Times.Forward);
-    setForwardMemory(Forward, Out, Reduction);
+    setForwardMemory(Forward, Bytes);
     Own.Forward.push_back(addTask(std::move(Forward)));
     if (!HasBackward)
       continue;
     Task Backward =
         Compute(TaskKind::Backward, backwardLevel(Id), Times.Backward);
-    setBackwardMemory(Backward, Out, Reduction);
+    setBackwardMemory(Backward, Bytes);
     Own.Backward.push_back(addTask(std::move(Backward)));
     addEdge(Own.Forward.back(), Own.Backward.back());
   }
@@ -241,15 +242,32 @@ double bufferBytes(double Bytes) {
   return std::ceil(Bytes / BufferAlignment) * BufferAlignment;
 }
 
-void TaskGraph::setForwardMemory(Task &Forward,
-                                 llvm::ArrayRef<ir::Interval> Out,
-                                 ir::Interval Reduction) const {
-  const ir::Op &O = G.op(Forward.Op);
+TaskGraph::PartitionBytes
+TaskGraph::partitionBytes(const ir::Op &O, llvm::ArrayRef<ir::Interval> Out,
+                          ir::Interval Reduction) const {
+  PartitionBytes Bytes;
   for (unsigned I = 0; I < O.Outputs.size(); ++I)
-    Forward.ActivationMemory += bufferBytes(
+    Bytes.Outputs.push_back(bufferBytes(
         double(ir::regionVolume(ir::outputRegionOf(G, O, I, Out, Reduction))) *
-        ir::dtypeSize(G.outputType(O, I).Type));
+        ir::dtypeSize(G.outputType(O, I).Type)));
   const ir::OpKindInfo &Info = ir::opKindInfo(O.Kind);
+  for (unsigned I = 0; I < O.Inputs.size(); ++I) {
+    ir::TensorId In = O.Inputs[I];
+    Bytes.Inputs.push_back(
+        In == ir::NoTensor
+            ? 0
+            : bufferBytes(double(ir::regionVolume(
+                              Info.InputRegion(G, O, I, Out, Reduction))) *
+                          ir::dtypeSize(G.tensor(In).Type.Type)));
+  }
+  return Bytes;
+}
+
+void TaskGraph::setForwardMemory(Task &Forward,
+                                 const PartitionBytes &Bytes) const {
+  const ir::Op &O = G.op(Forward.Op);
+  for (double Output : Bytes.Outputs)
+    Forward.ActivationMemory += Output;
   for (unsigned I = 0; I < O.Inputs.size(); ++I) {
     ir::TensorId In = O.Inputs[I];
     if (In == ir::NoTensor)
@@ -261,31 +279,22 @@ void TaskGraph::setForwardMemory(Task &Forward,
     if (Value.Role == ir::TensorRole::Parameter &&
         (T.BackwardInputs[O.Id] >> I & 1))
       continue;
-    double Bytes = bufferBytes(
-        double(ir::regionVolume(Info.InputRegion(G, O, I, Out, Reduction))) *
-        ir::dtypeSize(Value.Type.Type));
     (Value.Role == ir::TensorRole::Input ? Forward.ActivationMemory
-                                         : Forward.FixedMemory) += Bytes;
+                                         : Forward.FixedMemory) +=
+        Bytes.Inputs[I];
   }
 }
 
 void TaskGraph::setBackwardMemory(Task &Backward,
-                                  llvm::ArrayRef<ir::Interval> Out,
-                                  ir::Interval Reduction) const {
+                                  const PartitionBytes &Bytes) const {
   const ir::Op &O = G.op(Backward.Op);
-  for (unsigned I = 0; I < O.Outputs.size(); ++I)
-    Backward.GradientMemory += bufferBytes(
-        double(ir::regionVolume(ir::outputRegionOf(G, O, I, Out, Reduction))) *
-        ir::dtypeSize(G.outputType(O, I).Type));
-  const ir::OpKindInfo &Info = ir::opKindInfo(O.Kind);
+  for (double Output : Bytes.Outputs)
+    Backward.GradientMemory += Output;
   for (unsigned I = 0; I < O.Inputs.size(); ++I) {
     ir::TensorId In = O.Inputs[I];
-    if (In == ir::NoTensor || !(T.BackwardInputs[O.Id] >> I & 1) ||
-        G.tensor(In).Role != ir::TensorRole::Activation)
-      continue;
-    Backward.GradientMemory += bufferBytes(
-        double(ir::regionVolume(Info.InputRegion(G, O, I, Out, Reduction))) *
-        ir::dtypeSize(G.tensor(In).Type.Type));
+    if (In != ir::NoTensor && (T.BackwardInputs[O.Id] >> I & 1) &&
+        G.tensor(In).Role == ir::TensorRole::Activation)
+      Backward.GradientMemory += Bytes.Inputs[I];
   }
 }
 

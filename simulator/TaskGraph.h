@@ -264,10 +264,17 @@ private:
   /// A segment's all-reduces, from its tensors' cells, and their edges.
   void buildBuckets(uint32_t Segment);
   void addStatsSync(ir::OpId Op, bool Backward);
-  void setForwardMemory(Task &Forward, llvm::ArrayRef<ir::Interval> Out,
-                        ir::Interval Reduction) const;
-  void setBackwardMemory(Task &Backward, llvm::ArrayRef<ir::Interval> Out,
-                         ir::Interval Reduction) const;
+  /// The bytes of one partition's output regions and input regions (0 for
+  /// an absent input), each rounded as a program's buffer is.
+  struct PartitionBytes {
+    llvm::SmallVector<double, 2> Outputs;
+    llvm::SmallVector<double, 4> Inputs;
+  };
+  PartitionBytes partitionBytes(const ir::Op &O,
+                                llvm::ArrayRef<ir::Interval> Out,
+                                ir::Interval Reduction) const;
+  void setForwardMemory(Task &Forward, const PartitionBytes &Bytes) const;
+  void setBackwardMemory(Task &Backward, const PartitionBytes &Bytes) const;
   /// A transfer task from one device to another (added to Owned), or a
   /// direct edge when they are the same.
   void connect(TaskId From, DeviceId FromDevice, TaskId To, DeviceId ToDevice,

@@ -52,10 +52,39 @@ template <typename T> Table<T> table(const std::vector<T> &V) {
   return {V.data(), int32_t(V.size())};
 }
 
+/// The tables of a hand-made plan whose loss is tensor 0; rank 0 walks all
+/// the steps, other ranks none.
+struct Tables {
+  std::vector<BufferInfo> Buffers;
+  std::vector<OpInfo> Ops;
+  std::vector<int32_t> Operands;
+  std::vector<CallInfo> Calls;
+  std::vector<StepInfo> Steps;
+  std::vector<Range> RankSteps, StateCopies;
+
+  Plan plan(int32_t Ranks) {
+    RankSteps.assign(size_t(Ranks), {int32_t(Steps.size()), 0});
+    RankSteps[0] = {0, int32_t(Steps.size())};
+    StateCopies.assign(size_t(Ranks), {0, 0});
+    Plan P{};
+    P.NumRanks = Ranks;
+    P.Buffers = table(Buffers);
+    P.Ops = table(Ops);
+    P.Operands = table(Operands);
+    P.Calls = table(Calls);
+    P.Steps = table(Steps);
+    P.RankSteps = table(RankSteps);
+    P.RankStateCopies = table(StateCopies);
+    P.LossTensor = 0;
+    return P;
+  }
+};
+
 enum : int32_t { W, X, Y, Loss, DLoss, DY, DW, Slot, Unused, Elsewhere };
 
 TEST(BufferLifetimesTest, FromFirstToLastStepThatNamesTheBuffer) {
-  std::vector<BufferInfo> Buffers{
+  Tables T;
+  T.Buffers = {
       buffer(0, BufferKind::Parameter),  buffer(0, BufferKind::Input),
       buffer(0, BufferKind::Activation), buffer(0, BufferKind::Activation, 0),
       buffer(0, BufferKind::Gradient),   buffer(0, BufferKind::Gradient),
@@ -63,31 +92,18 @@ TEST(BufferLifetimesTest, FromFirstToLastStepThatNamesTheBuffer) {
       buffer(0, BufferKind::Activation), buffer(1, BufferKind::Activation)};
   // y = f(x, w): inputs, output, output gradient, input gradients (none
   // for x); loss = g(y): input, output, their gradients.
-  std::vector<int32_t> Operands{X, W, Y, DY, -1, DW, Y, Loss, DLoss, DY};
-  std::vector<OpInfo> Ops{op(OpKind::Gemm),
-                          op(OpKind::SoftmaxCrossEntropyLoss)};
-  std::vector<CallInfo> Calls{call(0, 2), call(6, 1)};
-  Calls[1].Op = 1;
+  T.Operands = {X, W, Y, DY, -1, DW, Y, Loss, DLoss, DY};
+  T.Ops = {op(OpKind::Gemm), op(OpKind::SoftmaxCrossEntropyLoss)};
+  T.Calls = {call(0, 2), call(6, 1)};
+  T.Calls[1].Op = 1;
   StepInfo Update = step(StepKind::Update, -1);
   Update.Buffer = W;
   Update.Gradient = DW;
   Update.State[0] = Slot;
   Update.NumState = 1;
-  std::vector<StepInfo> Steps{
-      step(StepKind::Forward, 0), step(StepKind::Forward, 1),
-      step(StepKind::Backward, 1), step(StepKind::Backward, 0), Update};
-  std::vector<Range> RankSteps{{0, 5}, {5, 0}};
-  std::vector<Range> StateCopies{{0, 0}, {0, 0}};
-  Plan P{};
-  P.NumRanks = 2;
-  P.Buffers = table(Buffers);
-  P.Ops = table(Ops);
-  P.Operands = table(Operands);
-  P.Calls = table(Calls);
-  P.Steps = table(Steps);
-  P.RankSteps = table(RankSteps);
-  P.RankStateCopies = table(StateCopies);
-  P.LossTensor = 0;
+  T.Steps = {step(StepKind::Forward, 0), step(StepKind::Forward, 1),
+             step(StepKind::Backward, 1), step(StepKind::Backward, 0), Update};
+  Plan P = T.plan(2);
 
   std::vector<Lifetime> Live = bufferLifetimes(P, 0);
   auto Expect = [&](int32_t Id, int32_t First, int32_t Last) {
@@ -110,31 +126,19 @@ TEST(BufferLifetimesTest, FromFirstToLastStepThatNamesTheBuffer) {
 
 TEST(BufferLifetimesTest, AMovementsBackwardNamesOnlyGradients) {
   enum : int32_t { X, Y, Loss, DLoss, DY, DX };
-  std::vector<BufferInfo> Buffers{
+  Tables T;
+  T.Buffers = {
       buffer(0, BufferKind::Input),         buffer(0, BufferKind::Activation),
       buffer(0, BufferKind::Activation, 0), buffer(0, BufferKind::Gradient),
       buffer(0, BufferKind::Gradient),      buffer(0, BufferKind::Gradient)};
   // y = reshape(x); loss = g(y).
-  std::vector<int32_t> Operands{X, Y, DY, DX, Y, Loss, DLoss, DY};
-  std::vector<OpInfo> Ops{op(OpKind::Reshape),
-                          op(OpKind::SoftmaxCrossEntropyLoss)};
-  std::vector<CallInfo> Calls{call(0, 1), call(4, 1)};
-  Calls[1].Op = 1;
-  std::vector<StepInfo> Steps{
-      step(StepKind::Forward, 0), step(StepKind::Forward, 1),
-      step(StepKind::Backward, 1), step(StepKind::Backward, 0)};
-  std::vector<Range> RankSteps{{0, 4}};
-  std::vector<Range> StateCopies{{0, 0}};
-  Plan P{};
-  P.NumRanks = 1;
-  P.Buffers = table(Buffers);
-  P.Ops = table(Ops);
-  P.Operands = table(Operands);
-  P.Calls = table(Calls);
-  P.Steps = table(Steps);
-  P.RankSteps = table(RankSteps);
-  P.RankStateCopies = table(StateCopies);
-  P.LossTensor = 0;
+  T.Operands = {X, Y, DY, DX, Y, Loss, DLoss, DY};
+  T.Ops = {op(OpKind::Reshape), op(OpKind::SoftmaxCrossEntropyLoss)};
+  T.Calls = {call(0, 1), call(4, 1)};
+  T.Calls[1].Op = 1;
+  T.Steps = {step(StepKind::Forward, 0), step(StepKind::Forward, 1),
+             step(StepKind::Backward, 1), step(StepKind::Backward, 0)};
+  Plan P = T.plan(1);
 
   std::vector<Lifetime> Live = bufferLifetimes(P, 0);
   EXPECT_EQ(Live[X].Last, 0);   // not kept for the reshape's backward
