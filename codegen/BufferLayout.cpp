@@ -78,32 +78,34 @@ Layout place(const std::vector<Item> &Items) {
     Lifetime Live;
     int64_t Begin, End;
   };
+  // By Begin, so the buffers a new one meets come in address order.
   std::vector<Placed> Done;
-  std::vector<std::pair<int64_t, int64_t>> Busy;
   int64_t Top = Base;
   for (size_t I : Order) {
     const Item &New = Items[I];
-    Busy.clear();
-    for (const Placed &P : Done)
-      if (P.Live.meets(New.Live))
-        Busy.push_back({P.Begin, P.End});
-    std::sort(Busy.begin(), Busy.end());
     // The smallest gap that holds it (the lowest on a tie), else the top
     // of what it meets.
     int64_t At = Base, Best = -1, BestGap = 0;
-    for (const auto &[Begin, End] : Busy) {
-      int64_t Gap = Begin - At;
+    for (const Placed &P : Done) {
+      if (!P.Live.meets(New.Live))
+        continue;
+      int64_t Gap = P.Begin - At;
       if (Gap >= New.Bytes && (Best < 0 || Gap < BestGap)) {
         Best = At;
         BestGap = Gap;
       }
-      At = std::max(At, End);
+      At = std::max(At, P.End);
     }
     if (Best < 0)
       Best = At;
     Out.Offsets[I] = Best;
-    Done.push_back({New.Live, Best, Best + New.Bytes});
-    Top = std::max(Top, Best + New.Bytes);
+    Placed Now{New.Live, Best, Best + New.Bytes};
+    Done.insert(std::upper_bound(Done.begin(), Done.end(), Now,
+                                 [](const Placed &A, const Placed &B) {
+                                   return A.Begin < B.Begin;
+                                 }),
+                Now);
+    Top = std::max(Top, Now.End);
   }
   Out.Bytes = Top;
   return Out;

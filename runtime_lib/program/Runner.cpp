@@ -332,8 +332,7 @@ Runner::Runner(const Plan &P, Backend &B, Comm &C,
         size_t(Info.Offset) + bufferBytes(Info) > ArenaBytes)
       fail("plan", "buffer " + std::to_string(Id) + " lies outside rank " +
                        std::to_string(Rank) +
-                       "'s arena (regenerate the "
-                       "project)");
+                       "'s arena (regenerate the project)");
     std::vector<int64_t> Dims(Info.Extent, Info.Extent + Info.Dims);
     I->Views[Id] = TensorView::contiguous(
         Info.Type, Dims, static_cast<char *>(I->Arena.data()) + Info.Offset);
