@@ -32,11 +32,6 @@ static_assert(simulator::MinMessageBytes ==
               "the planner counts the message buffer the runner allocates");
 using rt::program::Lifetime;
 
-int64_t alignedBytes(const rt::program::BufferInfo &Info) {
-  int64_t Bytes = int64_t(rt::program::bufferBytes(Info));
-  return (Bytes + BufferAlignment - 1) / BufferAlignment * BufferAlignment;
-}
-
 /// Each rank's buffer ids, in buffer order.
 std::vector<std::vector<int32_t>> buffersByRank(const ProgramPlan &Plan) {
   std::vector<std::vector<int32_t>> ByRank(Plan.NumRanks);
@@ -125,8 +120,8 @@ void layoutBuffers(ProgramPlan &Plan) {
     std::vector<int64_t> Key;
     for (int32_t Id : ByRank[Rank]) {
       const rt::program::BufferInfo &Info = Plan.Buffers[Id];
-      Items.push_back(
-          {alignedBytes(Info), Live[Id], rt::program::isPersistent(Info.Kind)});
+      Items.push_back({rt::program::alignedBufferBytes(Info), Live[Id],
+                       rt::program::isPersistent(Info.Kind)});
       Key.insert(Key.end(), {Items.back().Bytes, Live[Id].First, Live[Id].Last,
                              Items.back().Persistent});
     }
@@ -149,7 +144,7 @@ std::vector<int64_t> liveBytesPeak(const ProgramPlan &Plan) {
     // +bytes at First, -bytes after Last, swept in step order.
     std::map<int32_t, int64_t> Change;
     for (int32_t Id : ByRank[Rank]) {
-      int64_t Bytes = alignedBytes(Plan.Buffers[Id]);
+      int64_t Bytes = rt::program::alignedBufferBytes(Plan.Buffers[Id]);
       Change[Live[Id].First] += Bytes;
       Change[Live[Id].Last + 1] -= Bytes;
     }

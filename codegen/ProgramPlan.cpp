@@ -1269,9 +1269,7 @@ std::vector<double> ProgramPlan::allocatedBytes() const {
   rt::program::Plan P = view("", "", 0);
   std::vector<double> Bytes(NumRanks);
   for (int32_t Rank = 0; Rank < NumRanks; ++Rank)
-    Bytes[Rank] = double(rt::program::messageBufferBytes(P, Rank));
-  for (int32_t Rank = 0; Rank < NumRanks; ++Rank)
-    Bytes[Rank] += double(ArenaBytes[Rank]);
+    Bytes[Rank] = double(rt::program::allocatedBytes(P, Rank));
   return Bytes;
 }
 

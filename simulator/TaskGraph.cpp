@@ -238,7 +238,7 @@ void TaskGraph::buildOp(ir::OpId Id) {
   }
 }
 
-double bufferBytes(double Bytes) {
+double alignedBufferBytes(double Bytes) {
   return std::ceil(Bytes / BufferAlignment) * BufferAlignment;
 }
 
@@ -247,7 +247,7 @@ TaskGraph::partitionBytes(const ir::Op &O, llvm::ArrayRef<ir::Interval> Out,
                           ir::Interval Reduction) const {
   PartitionBytes Bytes;
   for (unsigned I = 0; I < O.Outputs.size(); ++I)
-    Bytes.Outputs.push_back(bufferBytes(
+    Bytes.Outputs.push_back(alignedBufferBytes(
         double(ir::regionVolume(ir::outputRegionOf(G, O, I, Out, Reduction))) *
         ir::dtypeSize(G.outputType(O, I).Type)));
   const ir::OpKindInfo &Info = ir::opKindInfo(O.Kind);
@@ -256,9 +256,9 @@ TaskGraph::partitionBytes(const ir::Op &O, llvm::ArrayRef<ir::Interval> Out,
     Bytes.Inputs.push_back(
         In == ir::NoTensor
             ? 0
-            : bufferBytes(double(ir::regionVolume(
-                              Info.InputRegion(G, O, I, Out, Reduction))) *
-                          ir::dtypeSize(G.tensor(In).Type.Type)));
+            : alignedBufferBytes(double(ir::regionVolume(Info.InputRegion(
+                                     G, O, I, Out, Reduction))) *
+                                 ir::dtypeSize(G.tensor(In).Type.Type)));
   }
   return Bytes;
 }
@@ -352,7 +352,7 @@ void TaskGraph::connect(TaskId From, DeviceId FromDevice, TaskId To,
   for (LinkId L : M.route(FromDevice, ToDevice))
     Transfer.Resources.push_back(M.numDevices() + L);
   if (Kind == TaskKind::Transfer)
-    Transfer.ActivationMemory = bufferBytes(Bytes);
+    Transfer.ActivationMemory = alignedBufferBytes(Bytes);
   TaskId Id = addTask(std::move(Transfer));
   addEdge(From, Id);
   addEdge(Id, To);
@@ -461,7 +461,7 @@ void TaskGraph::buildTensorSync(ir::TensorId Tensor) {
     // as the reshaped tensor, as generated programs hold it.
     bool Reshaped = Value.Role == ir::TensorRole::Activation;
     Update.ParamMemory =
-        bufferBytes(Update.Bytes) *
+        alignedBufferBytes(Update.Bytes) *
         ((Reshaped ? 3 : 2) + optimizerStateCount(Options.Optimizer));
     TaskId Id = addTask(std::move(Update));
     for (const TensorUse &U : Sync.Uses)

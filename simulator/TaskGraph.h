@@ -355,7 +355,7 @@ private:
 /// up to it.
 constexpr double BufferAlignment = 256;
 /// Bytes rounded up to a multiple of BufferAlignment.
-double bufferBytes(double Bytes);
+double alignedBufferBytes(double Bytes);
 
 /// Per op: whether it reads only parameters, constants, state and outputs
 /// of such ops (see TaskGraph::WeightOnly).

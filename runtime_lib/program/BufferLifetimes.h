@@ -76,8 +76,8 @@ struct Lifetime {
 /// is live over the whole training step, as a persistent one. What a step
 /// touches follows Runner.cpp: a forward call its inputs, outputs and
 /// statistics; a backward call all of its operands (only the gradients for
-/// ops that move elements); messages and
-/// all-reduces their copies; an update its parameter, gradient and slots.
+/// ops that move elements); messages and all-reduces their copies; an
+/// update its parameter, gradient and slots.
 /// Header-only: codegen, which does not link the program library, lays out
 /// buffers with it.
 inline std::vector<Lifetime> bufferLifetimes(const Plan &P, int32_t Rank) {

@@ -272,6 +272,13 @@ inline size_t bufferBytes(const BufferInfo &Info) {
   return std::max<size_t>(1, Elements * dtypeSize(Info.Type));
 }
 
+/// Bytes of one buffer in its arena: bufferBytes rounded up to
+/// BufferAlignment.
+inline int64_t alignedBufferBytes(const BufferInfo &Info) {
+  return (int64_t(bufferBytes(Info)) + BufferAlignment - 1) / BufferAlignment *
+         BufferAlignment;
+}
+
 /// Device memory the runner allocates for Rank and holds for the whole run:
 /// the arena of its buffers and its message buffer. Kernels' scratch memory
 /// and the communication library's own buffers come on top.

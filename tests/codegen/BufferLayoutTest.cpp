@@ -44,11 +44,6 @@ void PrintTo(const Case &C, std::ostream *Out) {
 
 class FixturePlans : public ::testing::TestWithParam<Case> {};
 
-int64_t alignedBytes(const BufferInfo &Info) {
-  return (int64_t(bufferBytes(Info)) + BufferAlignment - 1) / BufferAlignment *
-         BufferAlignment;
-}
-
 TEST_P(FixturePlans, BuffersShareMemoryOnlyWhenTheirLifetimesDoNotMeet) {
   const Case &C = GetParam();
   ir::TrainingGraph T = test::training(
@@ -75,7 +70,7 @@ TEST_P(FixturePlans, BuffersShareMemoryOnlyWhenTheirLifetimesDoNotMeet) {
     for (int32_t Id = 0; Id < int32_t(Plan->Buffers.size()); ++Id)
       if (Plan->Buffers[Id].Rank == Rank) {
         Mine.push_back(Id);
-        Whole += alignedBytes(Plan->Buffers[Id]);
+        Whole += alignedBufferBytes(Plan->Buffers[Id]);
       }
     int64_t Arena = Plan->ArenaBytes[Rank];
     AllArenas += Arena;

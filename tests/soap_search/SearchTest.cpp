@@ -220,13 +220,6 @@ TEST(Search, DataParallelChainKeepsOneCopyOfTheEmbeddings) {
   EXPECT_LT(R.Best.Time, 0.65 * R.DataParallel.Time);
 }
 
-// AlexNet's fully-connected layers hold nine tenths of its weights: the
-// data-parallel chain tries each split of each over the first 2, 4, 8, ...
-// devices, among them splits of their channels and contraction dim that
-// replicate none of their weights, before any random step (FlexFlow's
-// strategy: convolutions data parallel, fully-connected layers split over
-// their channels). Whole on one device, as before, they gained 1.09 x on 16
-// K80s.
 // AlexNet (batch 256) and the data-parallel chain's start on 16 K80s: one
 // chain, one step.
 struct AlexNetStart {
@@ -240,6 +233,13 @@ struct AlexNetStart {
   }
 };
 
+// AlexNet's fully-connected layers hold nine tenths of its weights: the
+// data-parallel chain tries each split of each over the first 2, 4, 8, ...
+// devices, among them splits of their channels and contraction dim that
+// replicate none of their weights, before any random step (FlexFlow's
+// strategy: convolutions data parallel, fully-connected layers split over
+// their channels). Whole on one device, as before, they gained 1.09 x on 16
+// K80s.
 TEST(Search, DataParallelChainSplitsTheHeavyLayers) {
   AlexNetStart Start;
   const ir::TrainingGraph &T = Start.T;
