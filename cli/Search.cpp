@@ -74,9 +74,6 @@ static cl::opt<std::string>
               cl::desc("Search on the first N devices for each N listed and "
                        "print the best time per count"),
               cl::value_desc("N,N,..."), cl::sub(searchCommand()));
-static cl::opt<std::string> Output("o", cl::desc("Write the strategy file"),
-                                   cl::value_desc("strategy.json"),
-                                   cl::sub(searchCommand()));
 
 static llvm::Expected<std::vector<unsigned>> parseSweep() {
   std::vector<unsigned> Counts;
@@ -196,7 +193,7 @@ static double speedup(double Base, double Time) {
 static llvm::Error runSweep(const Planning &P, SearchOptions O) {
   if (gpusGiven())
     return usageError("--sweep-gpus and --gpus exclude each other");
-  if (!Output.empty() || traceGiven())
+  if (!strategyOutput().empty() || traceGiven())
     return usageError("-o and --trace write one strategy's files; they cannot "
                       "be combined with --sweep-gpus");
   auto Counts = parseSweep();
@@ -312,16 +309,9 @@ llvm::Error runSearch() {
   simulator::Simulator Sim(P.Training, P.M, Cost, Planned);
   Sim.simulate(Answer->S);
   simulator::SimReport Report = Sim.report();
-  if (!Output.empty()) {
-    soap_search::StrategyPrediction Predicted{Report.Time, Report.PeakMemory,
-                                              Report.Fits, P.OptimizerName};
-    std::string Text =
-        soap_search::writeStrategy(P.Training.G, Answer->S, P.Target, Predicted,
-                                   Answer->GradientBucketBytes);
-    if (llvm::Error E = writeFileAtomically(
-            Output, "-o", [&](llvm::raw_ostream &OS) { OS << Text; }))
-      return E;
-  }
+  if (llvm::Error E = writeStrategyIfAsked(P, Answer->S, Report,
+                                           Answer->GradientBucketBytes))
+    return E;
   if (llvm::Error E = writeTraceIfAsked(Sim))
     return E;
 
@@ -368,8 +358,8 @@ llvm::Error runSearch() {
                                               {"peak_memory", C.PeakMemory}});
       Out["frontier"] = std::move(Frontier);
     }
-    if (!Output.empty())
-      Out["strategy_file"] = Output.getValue();
+    if (!strategyOutput().empty())
+      Out["strategy_file"] = strategyOutput();
     llvm::outs() << llvm::formatv("{0:2}", llvm::json::Value(std::move(Out)))
                  << "\n";
     return llvm::Error::success();
@@ -404,8 +394,8 @@ llvm::Error runSearch() {
       OS << llvm::formatv("  {0,12} {1,12}\n", formatSeconds(C.Time),
                           formatBytes(C.PeakMemory));
   }
-  if (!Output.empty())
-    OS << llvm::formatv("wrote           {0}{1}\n", Output.getValue(),
+  if (!strategyOutput().empty())
+    OS << llvm::formatv("wrote           {0}{1}\n", strategyOutput(),
                         Options->Goal == Objective::Frontier
                             ? " (the fastest strategy of the frontier)"
                             : "");

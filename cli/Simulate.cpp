@@ -13,6 +13,7 @@
 #include "simulator/Trace.h"
 #include "soap_search/Builtins.h"
 #include "soap_search/Mcmc.h"
+#include "soap_search/StrategyFile.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FileUtilities.h"
@@ -81,6 +82,12 @@ static cl::opt<std::string>
                        "(opens in Perfetto)"),
               cl::value_desc("FILE"), cl::cat(PlanningCategory),
               cl::sub(simulateCommand()), cl::sub(searchCommand()));
+static cl::opt<std::string> StrategyOutput(
+    "o",
+    cl::desc("Write the strategy file (simulate: the strategy simulated, "
+             "e.g. a built-in one to edit by hand)"),
+    cl::value_desc("strategy.json"), cl::cat(PlanningCategory),
+    cl::sub(simulateCommand()), cl::sub(searchCommand()));
 static cl::opt<bool> Json("json", cl::desc("Print one JSON value"),
                           cl::cat(PlanningCategory), cl::sub(simulateCommand()),
                           cl::sub(searchCommand()));
@@ -158,6 +165,7 @@ std::string formatGradientBucket(double Bytes) {
 bool gpusGiven() { return Gpus.getNumOccurrences() > 0; }
 std::string planningOptimizerName() { return OptimizerFlag.getValue(); }
 bool traceGiven() { return !TraceFile.empty(); }
+const std::string &strategyOutput() { return StrategyOutput.getValue(); }
 bool jsonOutput() { return Json; }
 
 static llvm::Expected<simulator::OptimizerKind> optimizerKind() {
@@ -331,6 +339,20 @@ llvm::Error writeTraceIfAsked(const simulator::Simulator &Sim) {
   });
 }
 
+llvm::Error writeStrategyIfAsked(const Planning &P,
+                                 const simulator::Strategy &S,
+                                 const simulator::SimReport &Report,
+                                 double GradientBucketBytes) {
+  if (StrategyOutput.empty())
+    return llvm::Error::success();
+  soap_search::StrategyPrediction Predicted{Report.Time, Report.PeakMemory,
+                                            Report.Fits, P.OptimizerName};
+  std::string Text = soap_search::writeStrategy(P.Training.G, S, P.Target,
+                                                Predicted, GradientBucketBytes);
+  return writeFileAtomically(StrategyOutput, "-o",
+                             [&](llvm::raw_ostream &OS) { OS << Text; });
+}
+
 std::string formatSeconds(double Seconds) {
   char Text[32];
   if (Seconds >= 1 || Seconds == 0)
@@ -380,6 +402,9 @@ llvm::Error runSimulate() {
   simulator::SimReport Report = Sim.report();
   if (llvm::Error E = writeTraceIfAsked(Sim))
     return E;
+  if (llvm::Error E =
+          writeStrategyIfAsked(P, S, Report, Options.GradientBucketBytes))
+    return E;
 
   unsigned NumDevices = P.M.numDevices();
   if (Json) {
@@ -409,6 +434,8 @@ llvm::Error runSimulate() {
                            {"fits", Report.Fits},
                            {"tasks", int64_t(Report.NumTasks)},
                            {"devices", std::move(Devices)}};
+    if (!StrategyOutput.empty())
+      Out["strategy_file"] = StrategyOutput.getValue();
     llvm::outs() << llvm::formatv("{0:2}", llvm::json::Value(std::move(Out)))
                  << "\n";
     return llvm::Error::success();
@@ -441,6 +468,8 @@ llvm::Error runSimulate() {
         formatBytes(Report.PeakMemory[D]), formatBytes(Capacity),
         Report.PeakMemory[D] > Capacity ? "  over" : "");
   }
+  if (!StrategyOutput.empty())
+    OS << llvm::formatv("\nwrote        {0}\n", StrategyOutput.getValue());
   return llvm::Error::success();
 }
 

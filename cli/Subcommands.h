@@ -102,6 +102,13 @@ writeFileAtomically(llvm::StringRef Path, llvm::StringRef Flag,
                     llvm::function_ref<void(llvm::raw_ostream &)> Write);
 /// --trace FILE, when given: Sim's timeline as Chrome trace events.
 llvm::Error writeTraceIfAsked(const simulator::Simulator &Sim);
+/// -o FILE of simulate and search, or empty.
+const std::string &strategyOutput();
+/// -o FILE, when given: S as a strategy file with Report's prediction.
+llvm::Error writeStrategyIfAsked(const Planning &P,
+                                 const simulator::Strategy &S,
+                                 const simulator::SimReport &Report,
+                                 double GradientBucketBytes);
 /// Whether --json was given.
 bool jsonOutput();
 /// "16GiB", "80GB", "1.5 T", "1000000": bytes (KB, MB, ... powers of 1000;

@@ -506,6 +506,40 @@ TEST_F(CliTest, SimulateJsonOnCpuRanks) {
   }
 }
 
+TEST_F(CliTest, SimulateWritesTheStrategyItSimulated) {
+  for (const char *Strategy : {"data-parallel", "model-parallel", "expert"}) {
+    std::string File = Dir.file(std::string(Strategy) + ".json");
+    RunResult Built = run(planArgs(
+        "simulate", "paper-p100",
+        {"--gpus", "4", "--strategy", Strategy, "--json", "-o", File}));
+    ASSERT_EQ(Built.ExitCode, 0) << Strategy << ": " << Built.Err;
+    llvm::json::Object A = jsonObject(Built);
+    EXPECT_EQ(A.getString("strategy_file").getValueOr(""), File);
+    // The file is that strategy: simulated again, the same iteration with
+    // the same bucket size.
+    RunResult Again =
+        run(planArgs("simulate", "paper-p100",
+                     {"--gpus", "4", "--strategy", File, "--json"}));
+    ASSERT_EQ(Again.ExitCode, 0) << Strategy << ": " << Again.Err;
+    llvm::json::Object B = jsonObject(Again);
+    EXPECT_DOUBLE_EQ(B.getNumber("time").getValueOr(-1),
+                     A.getNumber("time").getValueOr(-2))
+        << Strategy;
+    EXPECT_EQ(B.getNumber("gradient_bucket").getValueOr(-1),
+              A.getNumber("gradient_bucket").getValueOr(-2))
+        << Strategy;
+    EXPECT_DOUBLE_EQ(B.getNumber("bytes_transferred").getValueOr(-1),
+                     A.getNumber("bytes_transferred").getValueOr(-2))
+        << Strategy;
+  }
+  // An unwritable path: exit 2, one line naming the flag.
+  RunResult Bad = run(planArgs("simulate", "cpu:2",
+                               {"--strategy", "data-parallel", "-o",
+                                Dir.file("no-such-folder/s.json")}));
+  EXPECT_EQ(Bad.ExitCode, 2);
+  EXPECT_THAT(Bad.Err, ::testing::HasSubstr("-o "));
+}
+
 TEST_F(CliTest, SimulateTableAndTraceOnFourP100s) {
   std::string Trace = Dir.file("trace.json");
   RunResult R =
