@@ -24,7 +24,7 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODELS = [("AlexNet", "alexnet", 256), ("ResNet-101", "resnet101", 64),
           ("Inception-v3", "inception_v3", 64), ("RNNLM", "rnnlm", 64),
-          ("RNNTC", "rnntc", 64)]
+          ("RNNTC", "rnntc", 64), ("NMT", "nmt", 64)]
 STRATEGIES = ["data-parallel", "expert"]
 
 

@@ -76,6 +76,44 @@ static bool skipsBias(const ir::Op &O, const ParallelConfig &C, unsigned P,
          (O.Kind == ir::OpKind::Gemm || O.Kind == ir::OpKind::Conv);
 }
 
+/// Kinds whose kernels read positions in their input from attributes
+/// (Slice's starts): each partition's call gets its own, rebased on the
+/// input box it reads (CallInfo::FirstAttr).
+static bool readsPositions(ir::OpKind Kind) {
+  return Kind == ir::OpKind::Slice;
+}
+
+/// The attributes partition's call sees when it computes output box Out
+/// reading input 0's box In. Slice: starts and ends count from In's corner
+/// (an end one past the last element read, or one before it for a negative
+/// step, as the importer normalizes them). Reshape, Expand: the target shape
+/// is Out's (their kernels take it from the output buffer). Other kinds: the
+/// op's own.
+static ir::Attributes localAttributes(const ir::Op &O,
+                                      llvm::ArrayRef<ir::Interval> Out,
+                                      llvm::ArrayRef<ir::Interval> In) {
+  ir::Attributes Attrs = O.Attrs;
+  if (O.Kind == ir::OpKind::Reshape || O.Kind == ir::OpKind::Expand) {
+    ir::IntList Shape;
+    for (const ir::Interval &I : Out)
+      Shape.push_back(I.size());
+    Attrs.set("shape", Shape);
+  } else if (O.Kind == ir::OpKind::Slice) {
+    auto Starts = O.Attrs.getInts("starts"), Steps = O.Attrs.getInts("steps");
+    ir::IntList LocalStarts, LocalEnds;
+    for (size_t D = 0; D < Out.size() && D < In.size(); ++D) {
+      int64_t Start = Starts[D] + Out[D].Begin * Steps[D] - In[D].Begin;
+      int64_t Last = Start + (Out[D].size() - 1) * Steps[D];
+      LocalStarts.push_back(Start);
+      LocalEnds.push_back(Out[D].empty() ? Start
+                                         : Last + (Steps[D] > 0 ? 1 : -1));
+    }
+    Attrs.set("starts", LocalStarts);
+    Attrs.set("ends", LocalEnds);
+  }
+  return Attrs;
+}
+
 llvm::Error checkRunnable(const ir::TrainingGraph &T, const ir::Op &O,
                           const ParallelConfig &C) {
   const ir::Graph &G = T.G;
@@ -105,8 +143,8 @@ llvm::Error checkRunnable(const ir::TrainingGraph &T, const ir::Op &O,
     if (Recurrent && static_cast<int>(D) != Out0.BatchDim)
       return Refuse("recurrent layers split only over the batch in "
                     "generated programs");
-    if (O.Kind == ir::OpKind::Slice || O.Kind == ir::OpKind::Pad ||
-        O.Kind == ir::OpKind::Gather || O.Kind == ir::OpKind::Split)
+    if (O.Kind == ir::OpKind::Pad || O.Kind == ir::OpKind::Gather ||
+        O.Kind == ir::OpKind::Split)
       if (static_cast<int>(D) != Out0.BatchDim)
         return Refuse("this op kind splits only over the batch in generated "
                       "programs (its attributes hold absolute positions)");
@@ -122,12 +160,15 @@ llvm::Error checkRunnable(const ir::TrainingGraph &T, const ir::Op &O,
     std::vector<ir::TensorType> Local;
     Local.reserve(O.Inputs.size());
     llvm::SmallVector<const ir::TensorType *, 4> Types;
+    ir::Region In0;
     for (unsigned I = 0; I < O.Inputs.size(); ++I) {
       if (O.Inputs[I] == ir::NoTensor || skipsBias(O, C, P, I)) {
         Types.push_back(nullptr);
         continue;
       }
       ir::Region R = Info.InputRegion(G, O, I, Out, Reduction);
+      if (I == 0)
+        In0 = R;
       ir::TensorType Type = G.tensor(O.Inputs[I]).Type;
       for (unsigned D = 0; D < Type.rank(); ++D)
         Type.Dims[D] = R[D].size();
@@ -137,14 +178,7 @@ llvm::Error checkRunnable(const ir::TrainingGraph &T, const ir::Op &O,
     // Absent trailing inputs are dropped, as the importer does.
     while (!Types.empty() && !Types.back())
       Types.pop_back();
-    ir::Attributes Attrs = O.Attrs;
-    if (O.Kind == ir::OpKind::Reshape) {
-      ir::IntList Shape;
-      for (const ir::Interval &I : Out)
-        Shape.push_back(I.size());
-      Attrs.set("shape", Shape);
-    }
-    auto Inferred = Info.InferTypes(Attrs, Types);
+    auto Inferred = Info.InferTypes(localAttributes(O, Out, In0), Types);
     if (!Inferred) {
       return Refuse(llvm::formatv("partition {0} cannot run on its own "
                                   "inputs ({1})",
@@ -225,6 +259,8 @@ private:
   void makeCalls();
   llvm::Error makeSteps(const simulator::TaskGraph &TG);
   llvm::Error makeWeights();
+  /// Appends one entry to the attribute table.
+  void addAttribute(const std::string &Name, const ir::AttrValue &Value);
 
   /// The region of output Output partition P writes, computed once:
   /// binding inputs asks for every producer partition of every consumer
@@ -682,6 +718,15 @@ void Builder::makeCalls() {
         Call.Scale = double(Slice.size()) / double(Extent);
       }
       ir::Region Region = simulator::outputRegion(G, O, C, P);
+      Call.FirstAttr = Out.Attrs.size();
+      if (readsPositions(O.Kind)) {
+        ir::Attributes Local =
+            localAttributes(O, Region, Inputs[O.Id][P][0].Needed);
+        for (size_t A = 0; A < Local.entries().size(); ++A)
+          if (Local.entries()[A] != O.Attrs.entries()[A])
+            addAttribute(Local.entries()[A].first, Local.entries()[A].second);
+      }
+      Call.NumAttrs = Out.Attrs.size() - Call.FirstAttr;
       Call.ProfileKey = Out.intern(simulator::profileKey(
           {G, O, Region, simulator::reductionSlice(G, O, C, P)}));
       Call.Sharded = !sameRegion(Region, ir::fullRegion(OutType.Dims));
@@ -1190,6 +1235,33 @@ llvm::Error Builder::makeWeights() {
   return llvm::Error::success();
 }
 
+void Builder::addAttribute(const std::string &Name,
+                           const ir::AttrValue &Value) {
+  rt::program::AttrInfo A{};
+  A.Name = Out.intern(Name);
+  if (auto *I = std::get_if<int64_t>(&Value)) {
+    A.Type = rt::program::AttrType::Int;
+    A.Int = *I;
+  } else if (auto *F = std::get_if<double>(&Value)) {
+    A.Type = rt::program::AttrType::Float;
+    A.Float = *F;
+  } else if (auto *L = std::get_if<ir::IntList>(&Value)) {
+    A.Type = rt::program::AttrType::Ints;
+    A.Int = Out.IntValues.size();
+    A.Length = L->size();
+    Out.IntValues.insert(Out.IntValues.end(), L->begin(), L->end());
+  } else if (auto *L = std::get_if<ir::FloatList>(&Value)) {
+    A.Type = rt::program::AttrType::Floats;
+    A.Int = Out.FloatValues.size();
+    A.Length = L->size();
+    Out.FloatValues.insert(Out.FloatValues.end(), L->begin(), L->end());
+  } else {
+    A.Type = rt::program::AttrType::String;
+    A.Text = Out.intern(std::get<std::string>(Value));
+  }
+  Out.Attrs.push_back(A);
+}
+
 llvm::Error Builder::run(const simulator::Simulator &Sim) {
   const simulator::TaskGraph &TG = Sim.graph();
   Out.NumRanks = M.numDevices();
@@ -1223,31 +1295,8 @@ llvm::Error Builder::run(const simulator::Simulator &Sim) {
     Info.Kind = static_cast<rt::OpKind>(static_cast<uint8_t>(O.Kind));
     Info.Name = Out.intern(O.Name);
     Info.FirstAttr = Out.Attrs.size();
-    for (const auto &[Name, Value] : O.Attrs.entries()) {
-      rt::program::AttrInfo A{};
-      A.Name = Out.intern(Name);
-      if (auto *I = std::get_if<int64_t>(&Value)) {
-        A.Type = rt::program::AttrType::Int;
-        A.Int = *I;
-      } else if (auto *F = std::get_if<double>(&Value)) {
-        A.Type = rt::program::AttrType::Float;
-        A.Float = *F;
-      } else if (auto *L = std::get_if<ir::IntList>(&Value)) {
-        A.Type = rt::program::AttrType::Ints;
-        A.Int = Out.IntValues.size();
-        A.Length = L->size();
-        Out.IntValues.insert(Out.IntValues.end(), L->begin(), L->end());
-      } else if (auto *L = std::get_if<ir::FloatList>(&Value)) {
-        A.Type = rt::program::AttrType::Floats;
-        A.Int = Out.FloatValues.size();
-        A.Length = L->size();
-        Out.FloatValues.insert(Out.FloatValues.end(), L->begin(), L->end());
-      } else {
-        A.Type = rt::program::AttrType::String;
-        A.Text = Out.intern(std::get<std::string>(Value));
-      }
-      Out.Attrs.push_back(A);
-    }
+    for (const auto &[Name, Value] : O.Attrs.entries())
+      addAttribute(Name, Value);
     Info.NumAttrs = Out.Attrs.size() - Info.FirstAttr;
     Out.Ops.push_back(Info);
   }

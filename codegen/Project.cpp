@@ -397,7 +397,8 @@ static std::string planSource(const ProgramPlan &P, const ProjectInputs &In,
                     quoted(C.ProfileKey), str(C.Statistics),
                     str(C.GradientSums), str(C.StatisticsCount),
                     C.Sharded ? "true" : "false", ints(C.GlobalOffset, Rank),
-                    ints(C.GlobalDims, Rank)}) +
+                    ints(C.GlobalDims, Rank), str(C.FirstAttr),
+                    str(C.NumAttrs)}) +
                " // call " + str(Index) + ": " + P.Ops[C.Op].Name;
       },
       "{}");

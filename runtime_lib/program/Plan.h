@@ -144,6 +144,11 @@ struct CallInfo {
   bool Sharded;
   int64_t GlobalOffset[MaxRank];
   int64_t GlobalDims[MaxRank];
+  /// Attributes that replace the op's of the same name for this call,
+  /// Attrs[FirstAttr, FirstAttr + NumAttrs): positions rebased on the input
+  /// box the partition reads (a split Slice's starts and ends).
+  int32_t FirstAttr;
+  int32_t NumAttrs;
 };
 
 /// A box copy on one rank from one buffer to another (or to / from the

@@ -47,7 +47,10 @@ struct Runner::Impl {
   /// This rank's buffers that a step starts by loading (its regions of the
   /// batch), and those the loss is read from.
   std::vector<int32_t> Loaded, LossParts;
-  std::vector<OpAttrs> Attrs; // by op
+  /// By op, then the calls' own (CallInfo::FirstAttr).
+  std::vector<OpAttrs> Attrs;
+  /// Per call: its entry in Attrs, or -1 for its op's.
+  std::vector<int32_t> CallAttrs;
   DeviceBuffer Message;
   /// Host copies of the global batch, by tensor index.
   std::vector<HostTensor> Batch;
@@ -122,7 +125,8 @@ struct Runner::Impl {
 
   OpCall call(const CallInfo &Info, int64_t Step) const {
     const OpInfo &Op = P.Ops[Info.Op];
-    OpCall Call{Op.Kind, Attrs[Info.Op], Op.Name, {}, {}, Step};
+    int32_t Own = CallAttrs[&Info - P.Calls.Data];
+    OpCall Call{Op.Kind, Attrs[Own < 0 ? Info.Op : Own], Op.Name, {}, {}, Step};
     const int32_t *Operands = P.Operands.Data + Info.FirstOperand;
     for (int32_t I = 0; I < Info.NumInputs; ++I)
       Call.Inputs.push_back(view(Operands[I]));
@@ -278,6 +282,37 @@ void checkDeviceMemory(const Plan &P, int32_t Rank, size_t Free) {
              " free (plan with a lower --memory-limit, or use more devices)");
 }
 
+/// Sets the attributes P.Attrs[First, First + Count) in Attrs.
+static void setAttributes(const Plan &P, int32_t First, int32_t Count,
+                          OpAttrs &Attrs) {
+  if (First < 0 || Count < 0 || First + Count > P.Attrs.Size)
+    fail("plan", "attributes out of range (regenerate the project)");
+  for (int32_t A = First; A < First + Count; ++A) {
+    const AttrInfo &Attr = P.Attrs[A];
+    switch (Attr.Type) {
+    case AttrType::Int:
+      Attrs.set(Attr.Name, Attr.Int);
+      break;
+    case AttrType::Float:
+      Attrs.set(Attr.Name, Attr.Float);
+      break;
+    case AttrType::Ints:
+      Attrs.set(Attr.Name, std::vector<int64_t>(P.IntValues.Data + Attr.Int,
+                                                P.IntValues.Data + Attr.Int +
+                                                    Attr.Length));
+      break;
+    case AttrType::Floats:
+      Attrs.set(Attr.Name, std::vector<double>(P.FloatValues.Data + Attr.Int,
+                                               P.FloatValues.Data + Attr.Int +
+                                                   Attr.Length));
+      break;
+    case AttrType::String:
+      Attrs.set(Attr.Name, std::string(Attr.Text));
+      break;
+    }
+  }
+}
+
 Runner::Runner(const Plan &P, Backend &B, Comm &C,
                const std::string &WeightsDir)
     : I(new Impl(P, B, C)) {
@@ -288,33 +323,20 @@ Runner::Runner(const Plan &P, Backend &B, Comm &C,
                       " (mpirun -np " + std::to_string(P.NumRanks) + ")");
   if (std::optional<size_t> Free = B.freeMemory())
     checkDeviceMemory(P, Rank, *Free);
-  // Attributes, once.
+  // Attributes, once: each op's, then each call's that replaces some.
   for (const OpInfo &Op : P.Ops) {
     OpAttrs Attrs;
-    for (int32_t A = Op.FirstAttr; A < Op.FirstAttr + Op.NumAttrs; ++A) {
-      const AttrInfo &Attr = P.Attrs[A];
-      switch (Attr.Type) {
-      case AttrType::Int:
-        Attrs.set(Attr.Name, Attr.Int);
-        break;
-      case AttrType::Float:
-        Attrs.set(Attr.Name, Attr.Float);
-        break;
-      case AttrType::Ints:
-        Attrs.set(Attr.Name, std::vector<int64_t>(P.IntValues.Data + Attr.Int,
-                                                  P.IntValues.Data + Attr.Int +
-                                                      Attr.Length));
-        break;
-      case AttrType::Floats:
-        Attrs.set(Attr.Name, std::vector<double>(P.FloatValues.Data + Attr.Int,
-                                                 P.FloatValues.Data + Attr.Int +
-                                                     Attr.Length));
-        break;
-      case AttrType::String:
-        Attrs.set(Attr.Name, std::string(Attr.Text));
-        break;
-      }
-    }
+    setAttributes(P, Op.FirstAttr, Op.NumAttrs, Attrs);
+    I->Attrs.push_back(std::move(Attrs));
+  }
+  I->CallAttrs.assign(P.Calls.Size, -1);
+  for (int32_t Id = 0; Id < P.Calls.Size; ++Id) {
+    const CallInfo &Call = P.Calls[Id];
+    if (Call.NumAttrs == 0)
+      continue;
+    OpAttrs Attrs = I->Attrs[Call.Op];
+    setAttributes(P, Call.FirstAttr, Call.NumAttrs, Attrs);
+    I->CallAttrs[Id] = int32_t(I->Attrs.size());
     I->Attrs.push_back(std::move(Attrs));
   }
   // Buffers of this rank in one zero-filled arena, and what each step does

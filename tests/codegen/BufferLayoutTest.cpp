@@ -89,10 +89,11 @@ TEST_P(FixturePlans, BuffersShareMemoryOnlyWhenTheirLifetimesDoNotMeet) {
         const BufferInfo &B = Plan->Buffers[Mine[J]];
         bool Overlap = A.Offset < B.Offset + int64_t(bufferBytes(B)) &&
                        B.Offset < A.Offset + int64_t(bufferBytes(A));
-        if (Overlap)
+        if (Overlap) {
           EXPECT_FALSE(Lives[Mine[I]].meets(Lives[Mine[J]]))
               << "buffers " << Mine[I] << " and " << Mine[J]
               << " share memory while both are live";
+        }
       }
     EXPECT_GE(Arena, Live[Rank]);
     // The planner's peak bounds what the program allocates: a strategy the
@@ -118,7 +119,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"resnet18", 4, Builtin::DataParallel, 2},
                       Case{"lstm_lm", 4, Builtin::Expert, 4},
                       Case{"gru", 4, Builtin::DataParallel, 2},
-                      Case{"transformer", 4, Builtin::ModelParallel, 2}),
+                      Case{"transformer", 4, Builtin::ModelParallel, 2},
+                      Case{"seq2seq", 4, Builtin::DataParallel, 2}),
     caseName);
 
 } // namespace

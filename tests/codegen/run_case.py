@@ -122,25 +122,45 @@ def base_strategy(env, fixture, ranks, out, extra=()):
         return json.load(f)
 
 
+BUILTIN_STRATEGIES = ("data-parallel", "model-parallel", "expert")
+
+
+def builtin_strategy(env, fixture, ranks, name, out, extra=()):
+    """The built-in strategy `name` for the fixture on cpu:<ranks>, as the
+    file `simulate -o` writes."""
+    info = fixture_info(fixture)
+    run([env.onnx2soap, "simulate", fixture_path(fixture, "model.onnx"),
+         "--batch", str(info["inputs"][0]["shape"][0]), "--cluster",
+         "cpu:%d" % ranks, "--strategy", name, "-o", out] + list(extra))
+    with open(out) as f:
+        return json.load(f)
+
+
 def write_hand_made(env, fixture, ranks, spec, out):
-    """Writes spec ({"base": "single" | "batch", "ops": {name: fields}}) as a
-    strategy file. single: every op whole on rank 0; batch: every op cut in
-    <ranks> parts along its dim 0 (the batch in the fixtures), a scalar
-    (the loss) by its contraction. "ops" then overrides fields per op,
-    "ops_matching" ({regex: fields}) those of every op whose name matches;
-    "unroll": true plans the model with --unroll-rnn."""
-    strategy = base_strategy(env, fixture, ranks, out, unroll_flags(spec))
-    for name, config in strategy["ops"].items():
-        rank = len(config["degrees"])
-        config.update(degrees=[1] * rank, reduction=1, first_device=0,
-                      device_stride=1)
-        if spec["base"] == "batch":
-            if rank:
-                config["degrees"][0] = ranks
-            else:
-                config["reduction"] = ranks
-        elif spec["base"] != "single":
-            raise Failure("unknown strategy base %r" % spec["base"])
+    """Writes spec ({"base": "single" | "batch" | a built-in strategy,
+    "ops": {name: fields}}) as a strategy file. single: every op whole on
+    rank 0; batch: every op cut in <ranks> parts along its dim 0 (the batch
+    in most fixtures), a scalar (the loss) by its contraction; data-parallel,
+    model-parallel, expert: that strategy as `simulate -o` writes it. "ops"
+    then overrides fields per op, "ops_matching" ({regex: fields}) those of
+    every op whose name matches; "unroll": true plans the model with
+    --unroll-rnn."""
+    if spec["base"] in BUILTIN_STRATEGIES:
+        strategy = builtin_strategy(env, fixture, ranks, spec["base"], out,
+                                    unroll_flags(spec))
+    elif spec["base"] in ("single", "batch"):
+        strategy = base_strategy(env, fixture, ranks, out, unroll_flags(spec))
+        for config in strategy["ops"].values():
+            rank = len(config["degrees"])
+            config.update(degrees=[1] * rank, reduction=1, first_device=0,
+                          device_stride=1)
+            if spec["base"] == "batch":
+                if rank:
+                    config["degrees"][0] = ranks
+                else:
+                    config["reduction"] = ranks
+    else:
+        raise Failure("unknown strategy base %r" % spec["base"])
     for pattern, fields in spec.get("ops_matching", {}).items():
         matched = [name for name in strategy["ops"] if re.search(pattern, name)]
         if not matched:

@@ -49,11 +49,11 @@ struct OptimizerRun {
 
 std::vector<OptimizerRun> runs() {
   std::vector<OptimizerRun> Result;
-  for (const char *F :
-       {"mlp", "cnn_bn", "resnet18", "lstm_lm", "gru", "transformer"})
+  for (const char *F : {"mlp", "cnn_bn", "resnet18", "lstm_lm", "gru",
+                        "transformer", "seq2seq"})
     for (const char *O : {"sgd", "sgd_momentum", "adam", "adamw"})
       Result.push_back({F, O});
-  for (const char *F : {"lstm_lm", "gru"})
+  for (const char *F : {"lstm_lm", "gru", "seq2seq"})
     for (const char *O : {"sgd", "adam"})
       Result.push_back({F, O, /*Unrolled=*/true});
   return Result;
