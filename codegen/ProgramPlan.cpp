@@ -143,8 +143,7 @@ llvm::Error checkRunnable(const ir::TrainingGraph &T, const ir::Op &O,
     if (Recurrent && static_cast<int>(D) != Out0.BatchDim)
       return Refuse("recurrent layers split only over the batch in "
                     "generated programs");
-    if (O.Kind == ir::OpKind::Pad || O.Kind == ir::OpKind::Gather ||
-        O.Kind == ir::OpKind::Split)
+    if (O.Kind == ir::OpKind::Pad || O.Kind == ir::OpKind::Split)
       if (static_cast<int>(D) != Out0.BatchDim)
         return Refuse("this op kind splits only over the batch in generated "
                       "programs (its attributes hold absolute positions)");
