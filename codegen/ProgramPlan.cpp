@@ -80,15 +80,44 @@ static bool skipsBias(const ir::Op &O, const ParallelConfig &C, unsigned P,
 /// (Slice's starts): each partition's call gets its own, rebased on the
 /// input box it reads (CallInfo::FirstAttr).
 static bool readsPositions(ir::OpKind Kind) {
-  return Kind == ir::OpKind::Slice;
+  return Kind == ir::OpKind::Slice || Kind == ir::OpKind::Conv ||
+         Kind == ir::OpKind::MaxPool || Kind == ir::OpKind::AveragePool;
+}
+
+/// The pads of a window op's partition (Conv, MaxPool, AveragePool) that
+/// computes spatial box Out from input box In: the begin padding its first
+/// window still reaches, and the end padding its last window reaches (at
+/// most the op's: a ceil-mode pool's last window may reach beyond, which
+/// the kernel handles as the whole op's). A partition inside the tensor has
+/// none.
+static ir::IntList localPads(const ir::Op &O, llvm::ArrayRef<ir::Interval> Out,
+                             llvm::ArrayRef<ir::Interval> In) {
+  auto Pads = O.Attrs.getInts("pads"), Strides = O.Attrs.getInts("strides"),
+       Dilations = O.Attrs.getInts("dilations"),
+       Kernel = O.Attrs.getInts("kernel_shape");
+  size_t Spatial = Pads.size() / 2;
+  ir::IntList Local(Pads.begin(), Pads.end());
+  for (size_t I = 0; I < Spatial && 2 + I < Out.size(); ++I) {
+    const ir::Interval &O2 = Out[2 + I], &I2 = In[2 + I];
+    if (O2.empty())
+      continue;
+    int64_t Extent = (Kernel[I] - 1) * Dilations[I] + 1;
+    int64_t First = O2.Begin * Strides[I] - Pads[I];
+    int64_t LastEnd = (O2.End - 1) * Strides[I] - Pads[I] + Extent;
+    Local[I] = std::clamp<int64_t>(I2.Begin - First, 0, Pads[I]);
+    Local[Spatial + I] =
+        std::clamp<int64_t>(LastEnd - I2.End, 0, Pads[Spatial + I]);
+  }
+  return Local;
 }
 
 /// The attributes partition's call sees when it computes output box Out
 /// reading input 0's box In. Slice: starts and ends count from In's corner
 /// (an end one past the last element read, or one before it for a negative
-/// step, as the importer normalizes them). Reshape, Expand: the target shape
-/// is Out's (their kernels take it from the output buffer). Other kinds: the
-/// op's own.
+/// step, as the importer normalizes them). Conv, MaxPool, AveragePool: the
+/// pads of the partition's windows (localPads), so that they split over
+/// space. Reshape, Expand: the target shape is Out's (their kernels take it
+/// from the output buffer). Other kinds: the op's own.
 static ir::Attributes localAttributes(const ir::Op &O,
                                       llvm::ArrayRef<ir::Interval> Out,
                                       llvm::ArrayRef<ir::Interval> In) {
@@ -110,6 +139,10 @@ static ir::Attributes localAttributes(const ir::Op &O,
     }
     Attrs.set("starts", LocalStarts);
     Attrs.set("ends", LocalEnds);
+  } else if ((O.Kind == ir::OpKind::Conv || O.Kind == ir::OpKind::MaxPool ||
+              O.Kind == ir::OpKind::AveragePool) &&
+             O.Attrs.has("pads")) {
+    Attrs.set("pads", localPads(O, Out, In));
   }
   return Attrs;
 }
