@@ -322,10 +322,20 @@ SimReport Simulator::report() const {
       R.BytesSent[T.Device] += T.Bytes;
       break;
     case TaskKind::StatsAllReduce:
-    case TaskKind::GradAllReduce:
-      for (DeviceId D : T.Group)
-        R.BytesSent[D] += T.Bytes;
+    case TaskKind::GradAllReduce: {
+      // Each member's share as the program's ring sends it (chunks of whole
+      // elements, so members may differ by a few bytes).
+      size_t N = T.Group.size();
+      double Whole = T.Bytes * double(N) / (2.0 * double(N - 1));
+      unsigned ElementSize =
+          T.Kind == TaskKind::GradAllReduce && T.Tensor != ir::NoTensor
+              ? unsigned(ir::dtypeSize(
+                    Graph.training().G.tensor(T.Tensor).Type.Type))
+              : 4;
+      for (size_t P = 0; P < N; ++P)
+        R.BytesSent[T.Group[P]] += ringBytesSent(Whole, ElementSize, N, P);
       break;
+    }
     }
   }
   for (double Bytes : R.BytesSent)

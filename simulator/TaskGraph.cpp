@@ -656,6 +656,22 @@ CollectiveCost allReduceCost(const Machine &M, llvm::ArrayRef<DeviceId> Devices,
   return C;
 }
 
+double ringBytesSent(double Bytes, unsigned ElementSize, size_t N,
+                     size_t Position) {
+  if (N < 2)
+    return 0;
+  int64_t Count = std::llround(Bytes / ElementSize);
+  int64_t Members = int64_t(N);
+  auto Length = [&](int64_t C) {
+    C %= Members;
+    return Count * (C + 1) / Members - Count * C / Members;
+  };
+  // Reduce-scatter sends every chunk but Position + 1, all-gather every one
+  // but Position + 2.
+  int64_t P = int64_t(Position);
+  return double(2 * Count - Length(P + 1) - Length(P + 2)) * ElementSize;
+}
+
 //===-- Whole graph and updates ---------------------------------------------
 
 void TaskGraph::build(const Strategy &New) {

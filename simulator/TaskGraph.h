@@ -384,6 +384,13 @@ struct CollectiveCost {
 CollectiveCost allReduceCost(const Machine &M, llvm::ArrayRef<DeviceId> Devices,
                              double Bytes);
 
+/// The bytes the member at Position of an N-member ring all-reduce of Bytes
+/// (elements of ElementSize bytes) sends, as generated programs cut the
+/// elements into N chunks (chunk c is [Count c / N, Count (c+1) / N)): all
+/// but one chunk in each half. 2(N-1)/N of Bytes on average.
+double ringBytesSent(double Bytes, unsigned ElementSize, size_t N,
+                     size_t Position);
+
 } // namespace onnx2soap::simulator
 
 #endif

@@ -668,4 +668,24 @@ TEST(AllReduce, TreeForSmallMessagesRingForLargeOnes) {
   EXPECT_NEAR(Pair.Time, 2 * 1e-6 + 1e8 / 1e10, 1e-12);
 }
 
+// A generated program's ring cuts the elements into n chunks, [C c / n,
+// C (c+1) / n): 3 floats over 4 ranks are chunks of 0, 1, 1 and 1. The
+// member at position p sends all but chunk p+1 while reducing and all but
+// chunk p+2 while gathering: 4, 4, 5 and 5 floats, 18 bytes on average as
+// the collective's cost has it.
+TEST(AllReduce, RingSharesAreWholeElements) {
+  double Expected[] = {16, 16, 20, 20};
+  double Sum = 0;
+  for (size_t P = 0; P < 4; ++P) {
+    EXPECT_EQ(ringBytesSent(12, 4, 4, P), Expected[P]) << "position " << P;
+    Sum += ringBytesSent(12, 4, 4, P);
+  }
+  EXPECT_EQ(Sum, 4 * (2 * 3 / 4.0 * 12));
+  // Divisible: every member sends 2(n-1)/n of the data.
+  for (size_t P = 0; P < 4; ++P)
+    EXPECT_EQ(ringBytesSent(64, 4, 4, P), 2 * 3 / 4.0 * 64);
+  EXPECT_EQ(ringBytesSent(12, 4, 2, 0), 12);
+  EXPECT_EQ(ringBytesSent(12, 4, 1, 0), 0);
+}
+
 } // namespace
