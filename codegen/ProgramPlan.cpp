@@ -81,7 +81,27 @@ static bool skipsBias(const ir::Op &O, const ParallelConfig &C, unsigned P,
 /// input box it reads (CallInfo::FirstAttr).
 static bool readsPositions(ir::OpKind Kind) {
   return Kind == ir::OpKind::Slice || Kind == ir::OpKind::Conv ||
-         Kind == ir::OpKind::MaxPool || Kind == ir::OpKind::AveragePool;
+         Kind == ir::OpKind::MaxPool || Kind == ir::OpKind::AveragePool ||
+         Kind == ir::OpKind::Pad;
+}
+
+/// The pads of a constant-mode Pad's partition that computes box Out from
+/// input box In: per dim, the output before In's first element and after
+/// its last (none inside the tensor; a crop, a negative pad, is already in
+/// In's bounds).
+static ir::IntList localConstantPads(const ir::Op &O,
+                                     llvm::ArrayRef<ir::Interval> Out,
+                                     llvm::ArrayRef<ir::Interval> In) {
+  auto Pads = O.Attrs.getInts("pads");
+  size_t Rank = Out.size();
+  ir::IntList Local(Pads.begin(), Pads.end());
+  for (size_t D = 0; D < Rank && D < In.size(); ++D) {
+    if (Pads[D] == 0 && Pads[Rank + D] == 0)
+      continue;
+    Local[D] = std::max<int64_t>(In[D].Begin - (Out[D].Begin - Pads[D]), 0);
+    Local[Rank + D] = std::max<int64_t>((Out[D].End - Pads[D]) - In[D].End, 0);
+  }
+  return Local;
 }
 
 /// The pads of a window op's partition (Conv, MaxPool, AveragePool) that
@@ -143,6 +163,9 @@ static ir::Attributes localAttributes(const ir::Op &O,
               O.Kind == ir::OpKind::AveragePool) &&
              O.Attrs.has("pads")) {
     Attrs.set("pads", localPads(O, Out, In));
+  } else if (O.Kind == ir::OpKind::Pad &&
+             O.Attrs.getString("mode", "constant") == "constant") {
+    Attrs.set("pads", localConstantPads(O, Out, In));
   }
   return Attrs;
 }
@@ -176,7 +199,7 @@ llvm::Error checkRunnable(const ir::TrainingGraph &T, const ir::Op &O,
     if (Recurrent && static_cast<int>(D) != Out0.BatchDim)
       return Refuse("recurrent layers split only over the batch in "
                     "generated programs");
-    if (O.Kind == ir::OpKind::Pad || O.Kind == ir::OpKind::Split)
+    if (O.Kind == ir::OpKind::Split)
       if (static_cast<int>(D) != Out0.BatchDim)
         return Refuse("this op kind splits only over the batch in generated "
                       "programs (its attributes hold absolute positions)");
@@ -207,6 +230,10 @@ llvm::Error checkRunnable(const ir::TrainingGraph &T, const ir::Op &O,
       Local.push_back(Type);
       Types.push_back(&Local.back());
     }
+    if (O.Kind == ir::OpKind::Pad && ir::regionVolume(In0) == 0)
+      return Refuse(llvm::formatv("partition {0} lies wholly in the padding "
+                                  "and reads none of its input",
+                                  P));
     // Absent trailing inputs are dropped, as the importer does.
     while (!Types.empty() && !Types.back())
       Types.pop_back();

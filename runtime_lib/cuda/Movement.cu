@@ -159,6 +159,10 @@ std::vector<Transfer> concatMap(const OpCall &Call, bool IsConcat) {
   std::vector<Transfer> Map;
   int64_t Offset = 0;
   for (unsigned K = 0; K < ManyViews.size(); ++K) {
+    // A partition of an op split along Axis may hold none of operand K
+    // (generated programs pass it absent): it adds no block.
+    if (!ManyViews[K].present())
+      continue;
     const TensorView &M =
         movementOperand(Call, ManyViews, K, IsConcat ? "input" : "output");
     requireRank(Call, M, One.Rank, IsConcat ? "an input" : "an output");

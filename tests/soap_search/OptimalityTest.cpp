@@ -90,8 +90,9 @@ TEST_P(Optimality, McmcFindsTheExhaustiveOptimum) {
     bool Inside = Space.project(Builtins[I]->S) == Builtins[I]->S;
     std::printf("  %s: %.6g s, %s the space\n", Names[I], Builtins[I]->Time,
                 Inside ? "in" : "outside");
-    if (Inside)
+    if (Inside) {
       EXPECT_LE(E.Time, Builtins[I]->Time) << Names[I];
+    }
     BuiltinWins |= Builtins[I]->Time < E.Time;
   }
   if (BuiltinWins)
