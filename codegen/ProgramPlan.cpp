@@ -77,8 +77,8 @@ static bool skipsBias(const ir::Op &O, const ParallelConfig &C, unsigned P,
 }
 
 /// Kinds whose kernels read positions in their input from attributes
-/// (Slice's starts): each partition's call gets its own, rebased on the
-/// input box it reads (CallInfo::FirstAttr).
+/// (Slice's starts, the pads of windows and of Pad): each partition's call
+/// gets its own, rebased on the input box it reads (CallInfo::FirstAttr).
 static bool readsPositions(ir::OpKind Kind) {
   return Kind == ir::OpKind::Slice || Kind == ir::OpKind::Conv ||
          Kind == ir::OpKind::MaxPool || Kind == ir::OpKind::AveragePool ||
@@ -136,7 +136,8 @@ static ir::IntList localPads(const ir::Op &O, llvm::ArrayRef<ir::Interval> Out,
 /// (an end one past the last element read, or one before it for a negative
 /// step, as the importer normalizes them). Conv, MaxPool, AveragePool: the
 /// pads of the partition's windows (localPads), so that they split over
-/// space. Reshape, Expand: the target shape is Out's (their kernels take it
+/// space; a constant-mode Pad: its padding around In (localConstantPads).
+/// Reshape, Expand: the target shape is Out's (their kernels take it
 /// from the output buffer). Other kinds: the op's own.
 static ir::Attributes localAttributes(const ir::Op &O,
                                       llvm::ArrayRef<ir::Interval> Out,
