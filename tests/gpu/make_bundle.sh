@@ -73,7 +73,7 @@ compile_build() {
   rm -rf "$work"
 }
 
-for fixture in mlp cnn_bn resnet18 lstm_lm gru transformer; do
+for fixture in mlp cnn_bn resnet18 lstm_lm gru transformer seq2seq inception_mini; do
   for opt in sgd sgd_momentum adam adamw; do
     # shellcheck disable=SC2046
     compile_build "${fixture}_$opt" "$STAGE/projects/${fixture}_$opt" \
