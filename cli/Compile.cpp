@@ -13,7 +13,12 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/raw_ostream.h"
 #include <algorithm>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
 
 namespace onnx2soap::cli {
 
@@ -89,6 +94,50 @@ optimizerConfig(const std::string &Name) {
   return C;
 }
 
+/// What codegen::checkRunnable reads of an op: its kind, attributes, the
+/// types of its inputs and outputs and output 0's batch dim. Ops alike in
+/// all of these (a deep CNN's repeated layers, an unrolled RNN's steps) get
+/// the same verdict for the same config.
+static std::string runnableSignature(const ir::Graph &G, const ir::Op &O) {
+  std::string Text;
+  llvm::raw_string_ostream OS(Text);
+  OS << ir::opKindName(O.Kind) << '|' << ir::formatAttributes(O.Attrs);
+  for (ir::TensorId In : O.Inputs) {
+    OS << "|in ";
+    if (In != ir::NoTensor)
+      OS << ir::dtypeName(G.tensor(In).Type.Type) << ' '
+         << ir::formatShape(G.tensor(In).Type.Dims);
+  }
+  for (ir::TensorId Out : O.Outputs)
+    OS << "|out " << ir::formatShape(G.tensor(Out).Type.Dims);
+  OS << "|batch " << G.tensor(O.Outputs[0]).BatchDim;
+  return OS.str();
+}
+
+std::function<bool(ir::OpId, const simulator::ParallelConfig &)>
+runnableConfigs(const ir::TrainingGraph &T) {
+  struct Cache {
+    std::mutex Lock;
+    std::vector<std::string> Signatures; // by op, "" until first asked
+    std::unordered_map<std::string, bool> Verdicts;
+  };
+  auto Shared = std::make_shared<Cache>();
+  Shared->Signatures.resize(T.G.numOps());
+  return [&T, Shared](ir::OpId Op, const simulator::ParallelConfig &C) {
+    std::lock_guard<std::mutex> Guard(Shared->Lock);
+    std::string &Signature = Shared->Signatures[Op];
+    if (Signature.empty())
+      Signature = runnableSignature(T.G, T.G.op(Op));
+    auto [It, New] = Shared->Verdicts.try_emplace(Signature + "|" + C.str());
+    if (New) {
+      llvm::Error E = codegen::checkRunnable(T, T.G.op(Op), C);
+      It->second = !E;
+      llvm::consumeError(std::move(E));
+    }
+    return It->second;
+  };
+}
+
 llvm::Error runCompile() {
   if (Output.empty())
     return usageError("-o DIR is required: the folder for the generated "
@@ -134,13 +183,7 @@ llvm::Error runCompile() {
     Options.BudgetSeconds = Budget;
     Options.Iterations = Iterations;
     Options.Seed = Seed;
-    Options.Space.Accept = [&](ir::OpId Op,
-                               const simulator::ParallelConfig &C) {
-      llvm::Error E = codegen::checkRunnable(T, G.op(Op), C);
-      bool Runnable = !E;
-      llvm::consumeError(std::move(E));
-      return Runnable;
-    };
+    Options.Space.Accept = runnableConfigs(T);
     soap_search::SearchResult R =
         soap_search::search(T, P.M, Cost, P.Sim, Options);
     S = R.Best.S;

@@ -54,6 +54,13 @@ static cl::opt<bool> FullSimulation(
     cl::desc("Simulate every proposal from scratch instead of by delta "
              "simulation (for comparing the two; same result, slower)"),
     cl::sub(searchCommand()), cl::Hidden);
+static cl::opt<bool> AnyConfig(
+    "any-config",
+    cl::desc("Also explore configs generated programs cannot run yet (an "
+             "LSTM op split over its hidden units, a Split over its axis, "
+             "...): the planner's whole SOAP space, for comparison; "
+             "`compile` refuses such a strategy"),
+    cl::sub(searchCommand()));
 static cl::opt<unsigned> Chains("chains", cl::desc("Markov chains (default 4)"),
                                 cl::value_desc("N"), cl::init(4),
                                 cl::sub(searchCommand()));
@@ -288,6 +295,8 @@ llvm::Error runSearch() {
   const Planning &P = **Loaded;
   if (P.TuneGradientBucket)
     Options->GradientBuckets = soap_search::defaultGradientBuckets();
+  if (!AnyConfig)
+    Options->Space.Accept = runnableConfigs(P.Training);
   if (SweepGpus.getNumOccurrences())
     return runSweep(P, *Options);
 

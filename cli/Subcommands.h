@@ -15,6 +15,7 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Error.h"
 #include "llvm/Support/raw_ostream.h"
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -102,6 +103,11 @@ writeFileAtomically(llvm::StringRef Path, llvm::StringRef Flag,
                     llvm::function_ref<void(llvm::raw_ostream &)> Write);
 /// --trace FILE, when given: Sim's timeline as Chrome trace events.
 llvm::Error writeTraceIfAsked(const simulator::Simulator &Sim);
+/// Accepts the configs of T's ops that generated programs can run
+/// (codegen::checkRunnable): the space `compile` and, unless --any-config,
+/// `search` explore. T must outlive the function.
+std::function<bool(ir::OpId, const simulator::ParallelConfig &)>
+runnableConfigs(const ir::TrainingGraph &T);
 /// -o FILE of simulate and search, or empty.
 const std::string &strategyOutput();
 /// -o FILE, when given: S as a strategy file with Report's prediction.

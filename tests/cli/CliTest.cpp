@@ -961,6 +961,41 @@ TEST_F(CliTest, CompileRefusesAStrategyForAnotherCluster) {
   EXPECT_FALSE(llvm::sys::fs::exists(Out));
 }
 
+// search explores only configs generated programs can run, so its answer
+// always compiles: an LSTM op (not unrolled), slices of encoder states, a
+// concatenation and padded pools, on 4 ranks.
+TEST_F(CliTest, SearchedStrategiesCompile) {
+  struct Case {
+    const char *Fixture;
+    const char *Batch;
+  } Cases[] = {{"lstm_lm", "4"}, {"seq2seq", "4"}, {"inception_mini", "8"}};
+  for (const Case &C : Cases) {
+    for (const char *Space : {"", "--any-config"}) {
+      std::string Strategy =
+          Dir.file(std::string(C.Fixture) + (*Space ? "-any" : "") + ".json");
+      std::vector<std::string> Args{
+          "search",       fixturePath(C.Fixture, "model.onnx"),
+          "--batch",      C.Batch,
+          "--cluster",    "cpu:4",
+          "--iterations", "200",
+          "--seed",       "1",
+          "-o",           Strategy};
+      if (*Space)
+        Args.push_back(Space);
+      RunResult Search = run(Args);
+      ASSERT_EQ(Search.ExitCode, 0)
+          << C.Fixture << " " << Space << ": " << Search.Err;
+      if (*Space)
+        continue; // the whole space: compile may refuse its answer
+      std::string Out = Dir.file(std::string(C.Fixture) + "-project");
+      RunResult R = run({"compile", fixturePath(C.Fixture, "model.onnx"),
+                         "--batch", C.Batch, "--cluster", "cpu:4", "--strategy",
+                         Strategy, "-o", Out});
+      EXPECT_EQ(R.ExitCode, 0) << C.Fixture << ": " << R.Err;
+    }
+  }
+}
+
 TEST_F(CliTest, CompileLeavesAFolderThatIsNotAProjectAlone) {
   std::string Out = Dir.file("notes");
   ASSERT_FALSE(llvm::sys::fs::create_directory(Out));
