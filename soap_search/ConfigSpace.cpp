@@ -162,4 +162,17 @@ simulator::Strategy ConfigSpace::project(simulator::Strategy S) const {
   return S;
 }
 
+simulator::Strategy ConfigSpace::admit(simulator::Strategy S) const {
+  if (Options.restricts())
+    return project(std::move(S));
+  if (!Options.Accept)
+    return S;
+  for (ir::OpId Op = 0; Op < S.Configs.size(); ++Op) {
+    ParallelConfig &C = S[Op];
+    if (C.numPartitions() > 1 && !Options.Accept(Op, C))
+      C = ParallelConfig::single(C.Degrees.size(), C.FirstDevice);
+  }
+  return S;
+}
+
 } // namespace onnx2soap::soap_search

@@ -41,13 +41,18 @@ struct ConfigSpaceOptions {
   /// An unsplit op goes only on devices 0 .. WholeOpDevices - 1 (0: any).
   unsigned WholeOpDevices = 0;
   /// Keeps only the degree choices (placement-free configs) it accepts;
-  /// the unsplit shape always stays. `compile` passes what generated
-  /// programs can run (codegen::checkRunnable).
+  /// the unsplit shape always stays. `compile` and `search` pass what
+  /// generated programs can run (codegen::checkRunnable). Unlike the
+  /// options above, it does not confine the search to the enumerated
+  /// placements: a strategy is in the space when Accept takes its shapes.
   std::function<bool(ir::OpId, const simulator::ParallelConfig &)> Accept;
 
+  /// Whether the options above confine the search to a subspace (the
+  /// optimality tests' small spaces), into which outside strategies are
+  /// projected.
   bool restricts() const {
     return SampleAndParameterOnly || AllOrNothing || ContiguousOnly ||
-           FixDataMovement || WholeOpDevices || Accept;
+           FixDataMovement || WholeOpDevices;
   }
 };
 
@@ -78,6 +83,11 @@ public:
   /// S with every config that is not in the space replaced by its op's
   /// first config.
   simulator::Strategy project(simulator::Strategy S) const;
+  /// S as a start in this space: projected when the options restrict it,
+  /// else with each config whose shape Accept refuses replaced by the op
+  /// unsplit on that config's first device (other placements, enumerated
+  /// or not, stay: a built-in strategy's layer groups, say).
+  simulator::Strategy admit(simulator::Strategy S) const;
 
   unsigned numDevices() const { return NumDevices; }
 

@@ -743,8 +743,7 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
       if (C < 3) {
         // In a restricted space, chains start from the built-ins' nearest
         // strategies in it, so that they search that space alone.
-        Start =
-            Options.Space.restricts() ? Space.project(Starts[C]) : Starts[C];
+        Start = Space.admit(Starts[C]);
       } else {
         Rng R = chainRng(Options.Seed, Chains + C);
         for (const ir::Op &O : G.ops())
@@ -759,8 +758,7 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
       if (C == 0)
         for (const std::optional<Strategy> &A : {FewerDevices, LayerGroups})
           if (A)
-            Alternatives.push_back(Options.Space.restricts() ? Space.project(*A)
-                                                             : *A);
+            Alternatives.push_back(Space.admit(*A));
       Results[C] =
           runChain(T, M, Cost, SimOpts, Options, Space, Start, Alternatives,
                    Chain, C, Progress, Begin, ChainBudget);
