@@ -360,6 +360,35 @@ TEST(Search, DataParallelChainTriesTheLayersOnGroupsOfDevices) {
   EXPECT_LT(R.Best.Time, R.DataParallel.Time / 1.5);
 }
 
+// The starts a filtered search takes: the built-ins as they are, only the
+// configs whose shape the filter refuses made whole on their first device.
+// The expert strategy's cells on the second GPU of each node lie outside
+// the enumerated placements; projecting onto those (what a filter did
+// until 2026-11-24) put them whole on device 0.
+TEST(Search, AFilterKeepsTheStartsItAccepts) {
+  ir::TrainingGraph T = test::sample("rnnlm", 64, /*Unroll=*/true);
+  Machine M = test::machine("paper-k80", 8);
+  ConfigSpaceOptions All;
+  All.Accept = [](ir::OpId, const ParallelConfig &) { return true; };
+  ConfigSpace Space(T.G, M.numDevices(), All);
+  Strategy Expert = expert(T.G, M);
+  EXPECT_TRUE(Space.admit(Expert) == Expert);
+  EXPECT_FALSE(Space.project(Expert) == Expert);
+  std::optional<Strategy> Groups = layerGroups(T.G, M);
+  ASSERT_TRUE(Groups.has_value());
+  EXPECT_TRUE(Space.admit(*Groups) == *Groups);
+  // A filter refusing every split: each split op whole where it began.
+  ConfigSpaceOptions None;
+  None.Accept = [](ir::OpId, const ParallelConfig &) { return false; };
+  ConfigSpace Whole(T.G, M.numDevices(), None);
+  Strategy Admitted = Whole.admit(*Groups);
+  for (const ir::Op &O : T.G.ops()) {
+    const ParallelConfig &Was = (*Groups)[O.Id], &Now = Admitted[O.Id];
+    EXPECT_EQ(Now.numPartitions(), 1u) << O.Name;
+    EXPECT_EQ(Now.FirstDevice, Was.FirstDevice) << O.Name;
+  }
+}
+
 TEST(Search, SameSeedSameStrategyWhateverTheThreads) {
   ir::TrainingGraph T = test::sample("alexnet", 64);
   Machine M = test::machine("paper-k80", 8);
