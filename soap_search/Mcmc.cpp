@@ -742,7 +742,9 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
       Strategy Start;
       if (C < 3) {
         // In a restricted space, chains start from the built-ins' nearest
-        // strategies in it, so that they search that space alone.
+        // strategies in it, so that they search that space alone; under a
+        // filter of shapes alone, from the built-ins with each refused
+        // config whole on its first device (ConfigSpace::admit).
         Start = Space.admit(Starts[C]);
       } else {
         Rng R = chainRng(Options.Seed, Chains + C);
