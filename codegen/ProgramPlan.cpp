@@ -76,12 +76,17 @@ static bool skipsBias(const ir::Op &O, const ParallelConfig &C, unsigned P,
          (O.Kind == ir::OpKind::Gemm || O.Kind == ir::OpKind::Conv);
 }
 
+/// Window ops whose `pads` a spatial split rebases (localPads).
+static bool isPaddedWindow(ir::OpKind Kind) {
+  return Kind == ir::OpKind::Conv || Kind == ir::OpKind::MaxPool ||
+         Kind == ir::OpKind::AveragePool;
+}
+
 /// Kinds whose kernels read positions in their input from attributes
 /// (Slice's starts, the pads of windows and of Pad): each partition's call
 /// gets its own, rebased on the input box it reads (CallInfo::FirstAttr).
 static bool readsPositions(ir::OpKind Kind) {
-  return Kind == ir::OpKind::Slice || Kind == ir::OpKind::Conv ||
-         Kind == ir::OpKind::MaxPool || Kind == ir::OpKind::AveragePool ||
+  return Kind == ir::OpKind::Slice || isPaddedWindow(Kind) ||
          Kind == ir::OpKind::Pad;
 }
 
@@ -160,9 +165,7 @@ static ir::Attributes localAttributes(const ir::Op &O,
     }
     Attrs.set("starts", LocalStarts);
     Attrs.set("ends", LocalEnds);
-  } else if ((O.Kind == ir::OpKind::Conv || O.Kind == ir::OpKind::MaxPool ||
-              O.Kind == ir::OpKind::AveragePool) &&
-             O.Attrs.has("pads")) {
+  } else if (isPaddedWindow(O.Kind) && O.Attrs.has("pads")) {
     Attrs.set("pads", localPads(O, Out, In));
   } else if (O.Kind == ir::OpKind::Pad &&
              O.Attrs.getString("mode", "constant") == "constant") {

@@ -111,29 +111,31 @@ class Env:
 
 #===-- Strategies ------------------------------------------------------===#
 
-def base_strategy(env, fixture, ranks, out, extra=()):
-    """A strategy file for the fixture on cpu:<ranks> whose op keys the
-    hand-made strategies rewrite (a one-step search: any valid file)."""
-    info = fixture_info(fixture)
-    run([env.onnx2soap, "search", fixture_path(fixture, "model.onnx"),
-         "--batch", str(info["inputs"][0]["shape"][0]), "--cluster",
-         "cpu:%d" % ranks, "--iterations", "1", "-o", out] + list(extra))
-    with open(out) as f:
-        return json.load(f)
-
-
 BUILTIN_STRATEGIES = ("data-parallel", "model-parallel", "expert")
 
 
-def builtin_strategy(env, fixture, ranks, name, out, extra=()):
-    """The built-in strategy `name` for the fixture on cpu:<ranks>, as the
-    file `simulate -o` writes."""
+def strategy_file(env, fixture, ranks, out, flags):
+    """Runs `onnx2soap <flags> ... -o out` for the fixture on cpu:<ranks>
+    (flags: the subcommand first) and returns the strategy file it wrote."""
     info = fixture_info(fixture)
-    run([env.onnx2soap, "simulate", fixture_path(fixture, "model.onnx"),
+    run([env.onnx2soap, flags[0], fixture_path(fixture, "model.onnx"),
          "--batch", str(info["inputs"][0]["shape"][0]), "--cluster",
-         "cpu:%d" % ranks, "--strategy", name, "-o", out] + list(extra))
+         "cpu:%d" % ranks, "-o", out] + list(flags[1:]))
     with open(out) as f:
         return json.load(f)
+
+
+def base_strategy(env, fixture, ranks, out, extra=()):
+    """A strategy file whose op keys the hand-made strategies rewrite (a
+    one-step search: any valid file)."""
+    return strategy_file(env, fixture, ranks, out,
+                         ["search", "--iterations", "1"] + list(extra))
+
+
+def builtin_strategy(env, fixture, ranks, name, out, extra=()):
+    """The built-in strategy `name`, as the file `simulate -o` writes."""
+    return strategy_file(env, fixture, ranks, out,
+                         ["simulate", "--strategy", name] + list(extra))
 
 
 def write_hand_made(env, fixture, ranks, spec, out):
