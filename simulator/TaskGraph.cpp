@@ -54,6 +54,26 @@ std::vector<bool> weightOnlyOps(const ir::Graph &G) {
   return WeightOnly;
 }
 
+std::vector<bool> syncedTensors(const ir::TrainingGraph &T,
+                                const std::vector<bool> &WeightOnly) {
+  // Gradients are summed and applied on the tensors the partitions read:
+  // parameters read by ordinary ops, and outputs of weight-only ops.
+  const ir::Graph &G = T.G;
+  std::vector<bool> ReadByComputation(G.numTensors(), false);
+  for (const ir::Op &O : G.ops())
+    if (!WeightOnly[O.Id])
+      for (ir::TensorId In : O.Inputs)
+        if (In != ir::NoTensor)
+          ReadByComputation[In] = true;
+  std::vector<bool> Synced(G.numTensors(), false);
+  for (const ir::Tensor &Value : G.tensors())
+    Synced[Value.Id] = ReadByComputation[Value.Id] &&
+                       (Value.Role == ir::TensorRole::Parameter ||
+                        (Value.Role == ir::TensorRole::Activation &&
+                         WeightOnly[Value.Producer] && T.NeedsGrad[Value.Id]));
+  return Synced;
+}
+
 TaskGraph::TaskGraph(const ir::TrainingGraph &T, const Machine &M,
                      const CostModel &Cost, SimOptions Options)
     : T(T), G(T.G), M(M), Cost(Cost), Options(Options), NumOps(G.numOps()) {
@@ -64,19 +84,10 @@ TaskGraph::TaskGraph(const ir::TrainingGraph &T, const Machine &M,
           (Consumers[In].empty() || Consumers[In].back() != O.Id))
         Consumers[In].push_back(O.Id);
   WeightOnly = weightOnlyOps(G);
-  // Gradients are summed and applied on the tensors the partitions read:
-  // parameters read by ordinary ops, and outputs of weight-only ops.
-  auto ReadByComputation = [&](ir::TensorId Id) {
-    return llvm::any_of(Consumers[Id],
-                        [&](ir::OpId C) { return !WeightOnly[C]; });
-  };
-  for (const ir::Tensor &Value : G.tensors()) {
-    bool Synced = Value.Role == ir::TensorRole::Parameter ||
-                  (Value.Role == ir::TensorRole::Activation &&
-                   WeightOnly[Value.Producer] && T.NeedsGrad[Value.Id]);
-    if (Synced && ReadByComputation(Value.Id))
+  std::vector<bool> Synced = syncedTensors(T, WeightOnly);
+  for (const ir::Tensor &Value : G.tensors())
+    if (Synced[Value.Id])
       SyncedTensors.push_back(Value.Id);
-  }
   segmentTensors();
 }
 

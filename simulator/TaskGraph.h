@@ -360,6 +360,12 @@ double alignedBufferBytes(double Bytes);
 /// Per op: whether it reads only parameters, constants, state and outputs
 /// of such ops (see TaskGraph::WeightOnly).
 std::vector<bool> weightOnlyOps(const ir::Graph &G);
+/// Per tensor: whether its gradient is summed over its holders and applied
+/// (synchronized): parameters, and outputs of weight-only ops that need a
+/// gradient (a weight the exporter reshaped), read by some op that is not
+/// weight-only.
+std::vector<bool> syncedTensors(const ir::TrainingGraph &T,
+                                const std::vector<bool> &WeightOnly);
 
 /// The groups for a parameter of shape Dims read as Uses (region, device),
 /// ordered by holder list.

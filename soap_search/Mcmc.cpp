@@ -8,6 +8,7 @@
 #include "ir/BatchDims.h"
 #include "soap_search/Builtins.h"
 #include "soap_search/ConfigSpace.h"
+#include "soap_search/Elimination.h"
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -661,6 +662,10 @@ double bestGradientBucket(const ir::TrainingGraph &T,
   return fastestBucket(Run, S, Candidates, MemoryLimit);
 }
 
+/// The most pairs of partitions the search lets AdditiveCost::minimize cost
+/// (work the size of AlexNet's on 32 GPUs, ResNet-101's and NMT's on 8).
+static constexpr double EliminationWork = 2e6;
+
 SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
                     const simulator::CostModel &Cost,
                     simulator::SimOptions SimOpts,
@@ -685,6 +690,7 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
   // RNNs: each recurrent layer data parallel on its own group of devices
   // (a pipeline of layers), which no op-by-op walk reaches either.
   std::optional<Strategy> LayerGroups = layerGroups(G, M);
+  std::optional<Candidate> ByElimination;
   CostFunction F{Options.Goal, Options.MemoryLimit, 0, 0, 0};
   {
     Simulator Sim(T, M, Cost, SimOpts);
@@ -692,6 +698,23 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
       Sim.simulate(Starts[I]);
       *Builtins[I] = candidate(Sim, Options.MemoryLimit);
       Builtins[I]->FoundAt =
+          std::chrono::duration<double>(Clock::now() - Begin).count();
+    }
+    // OptCNN's strategy (Elimination.h), where costing the graph's edges
+    // takes at most EliminationWork pairs of partitions (0.1 s or so): a
+    // candidate answer. On 2-8 GPUs it is often as good as the chains'
+    // answer or better (RNNTC on 4 P100s 33.8 ms, the chains 36.1), found
+    // in milliseconds; on more the sum misjudges what overlaps. Not a
+    // chain's start: the data-parallel chain's heavy-layer splits from it
+    // end worse than from data parallelism (AlexNet on 16 K80s 41.2 ms
+    // against 39.5).
+    std::optional<Strategy> Eliminated =
+        AdditiveCost(T, M, Cost, SimOpts, Space)
+            .minimize(Starts[0], EliminationWork);
+    if (Eliminated) {
+      Sim.simulate(*Eliminated);
+      ByElimination = candidate(Sim, Options.MemoryLimit);
+      ByElimination->FoundAt =
           std::chrono::duration<double>(Clock::now() - Begin).count();
     }
     // Data parallelism on the first half, quarter, ... of the devices: where
@@ -858,6 +881,8 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
   for (Candidate *B : {&Result.Expert, &Result.ModelParallel})
     if (better(Options.Goal, *B, Result.Best))
       Result.Best = *B;
+  if (ByElimination && better(Options.Goal, *ByElimination, Result.Best))
+    Result.Best = *ByElimination;
   for (unsigned I = 0; I < Results.size(); ++I) {
     ChainResult &C = Results[I];
     Result.Iterations += C.Steps;
@@ -911,6 +936,8 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
   for (const Candidate *B :
        {&Result.DataParallel, &Result.Expert, &Result.ModelParallel})
     Seen.push_back(improvement(*B));
+  if (ByElimination)
+    Seen.push_back(improvement(*ByElimination));
   Seen.insert(Seen.end(), HalfProgression.begin(), HalfProgression.end());
   if (HalfAnswer)
     Seen.push_back(improvement(*HalfAnswer));

@@ -1,14 +1,15 @@
 //===- tests/soap_search/SearchTest.cpp - MCMC search properties ----------===//
 //
 // What the search promises whatever it finds: never worse than a built-in
-// strategy, the same answer for the same seed however many threads run the
-// chains, a strategy that fits when one within the memory limit exists
+// strategy or OptCNN's, the same answer for the same seed however many threads
+// run the chains, a strategy that fits when one within the memory limit exists
 // (TensorOpt), and a frontier whose points all fit and none beats another.
 //
 //===----------------------------------------------------------------------===//
 #include "PlannerTestUtil.h"
 #include "simulator/MemoryModel.h"
 #include "soap_search/Builtins.h"
+#include "soap_search/Elimination.h"
 #include "soap_search/Mcmc.h"
 #include "gtest/gtest.h"
 #include <set>
@@ -43,6 +44,12 @@ TEST_P(EverySample, NeverWorseThanABuiltinStrategy) {
   // The reported time is the strategy's, simulated from scratch.
   Simulator Sim(T, M, Cost);
   EXPECT_EQ(Sim.simulate(R.Best.S), R.Best.Time);
+  // Nor worse than OptCNN's strategy (a candidate on so few devices).
+  ConfigSpace Space(T.G, M.numDevices());
+  std::optional<Strategy> Eliminated =
+      AdditiveCost(T, M, Cost, {}, Space).minimize(dataParallel(T.G, M), 2e6);
+  ASSERT_TRUE(Eliminated);
+  EXPECT_LE(R.Best.Time, Sim.simulate(*Eliminated));
   EXPECT_FALSE(static_cast<bool>(checkStrategy(T.G, R.Best.S, 8)));
   // The progression starts at data parallelism (simulated first) and
   // improves step by step, in time order, to the answer, found when the

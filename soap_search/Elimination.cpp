@@ -1,0 +1,453 @@
+//===- soap_search/Elimination.cpp - A start by graph elimination ---------===//
+//
+// See Elimination.h. Costs are seconds per iteration; a node's configs are
+// indexed 0 .. K-1, an edge's table row-major with the lower node's config
+// first.
+//
+//===----------------------------------------------------------------------===//
+#include "soap_search/Elimination.h"
+#include "ir/BatchDims.h"
+#include "ir/OpKind.h"
+#include "llvm/ADT/STLExtras.h"
+#include <algorithm>
+#include <limits>
+
+namespace onnx2soap::soap_search {
+
+using simulator::DeviceId;
+using simulator::LinkId;
+using simulator::ParallelConfig;
+using simulator::Strategy;
+
+static constexpr double Infinity = std::numeric_limits<double>::infinity();
+
+std::vector<ParallelConfig> AdditiveCost::offered(ir::OpId Op) const {
+  const ir::Op &O = G.op(Op);
+  ir::ParallelDims Dims = ir::parallelDims(G, O);
+  unsigned N = Space.numDevices();
+  std::vector<ParallelConfig> Offered;
+  for (const ParallelConfig &Shape : Space.shapes(O.Id)) {
+    bool SplitsAttribute = false;
+    for (unsigned D = 0; D < Shape.Degrees.size(); ++D)
+      SplitsAttribute |=
+          Shape.Degrees[D] > 1 && Dims.Output[D] == ir::DimKind::Attribute;
+    if (SplitsAttribute)
+      continue;
+    unsigned Parts = Shape.numPartitions();
+    unsigned Blocks = N / Parts;
+    for (unsigned Index : {0u, Blocks}) {
+      if (Index >= Space.numPlacements(Parts))
+        continue;
+      ParallelConfig C = Space.place(Shape, Index);
+      if (Space.contains(O.Id, C))
+        Offered.push_back(C);
+    }
+  }
+  if (Offered.empty())
+    Offered = Space.all(O.Id);
+  return Offered;
+}
+
+double AdditiveCost::syncTime(const ir::Op &O, const ParallelConfig &C) const {
+  const ir::OpKindInfo &Info = ir::opKindInfo(O.Kind);
+  double Time = 0;
+  for (unsigned Slot = 0; Slot < O.Inputs.size(); ++Slot) {
+    ir::TensorId Tensor = O.Inputs[Slot];
+    if (Tensor == ir::NoTensor || !Synced[Tensor] ||
+        !(T.BackwardInputs[O.Id] >> Slot & 1))
+      continue;
+    std::vector<std::pair<ir::Region, DeviceId>> Uses;
+    for (unsigned P = 0; P < C.numPartitions(); ++P)
+      Uses.push_back(
+          {Info.InputRegion(G, O, Slot, simulator::outputRegion(G, O, C, P),
+                            simulator::reductionSlice(G, O, C, P)),
+           C.device(P)});
+    const ir::Tensor &Value = G.tensor(Tensor);
+    double ElementSize = ir::dtypeSize(Value.Type.Type);
+    std::map<std::vector<DeviceId>, int64_t> Groups;
+    std::map<DeviceId, int64_t> Held;
+    for (const simulator::GradientCells &Cells :
+         simulator::gradientCells(Value.Type.Dims, Uses)) {
+      if (Cells.Holders.size() > 1)
+        Groups[Cells.Holders] += Cells.Elements;
+      for (DeviceId D : Cells.Holders)
+        Held[D] += Cells.Elements;
+    }
+    // Groups of other devices all-reduce at once.
+    double Reduce = 0;
+    for (auto &[Holders, Elements] : Groups)
+      Reduce = std::max(Reduce, simulator::allReduceCost(
+                                    M, Holders, double(Elements) * ElementSize)
+                                    .Time);
+    double Update = 0;
+    for (auto &[Device, Elements] : Held)
+      Update = std::max(Update,
+                        Cost.updateTime(Options.Optimizer, double(Elements),
+                                        Value.Type.Type, M.deviceType(Device)));
+    Time += Reduce + Update;
+  }
+  return Time;
+}
+
+double AdditiveCost::nodeCost(const ir::Op &O, const ParallelConfig &C) const {
+  bool HasBackward = T.BackwardInputs[O.Id] != 0;
+  // Partitions are equal (degrees divide their dims); the slowest device's.
+  double Compute = 0;
+  const simulator::DeviceType *Seen = nullptr;
+  for (unsigned P = 0; P < C.numPartitions(); ++P) {
+    const simulator::DeviceType &Type = M.deviceType(C.device(P));
+    if (&Type == Seen)
+      continue;
+    Seen = &Type;
+    ir::Region Out = simulator::outputRegion(G, O, C, P);
+    simulator::TaskTimes Times =
+        Cost.opTimes({G, O, Out, simulator::reductionSlice(G, O, C, P)}, Type);
+    Compute =
+        std::max(Compute, Times.Forward + (HasBackward ? Times.Backward : 0));
+  }
+  double Stats = 0;
+  if (O.Kind == ir::OpKind::BatchNorm && O.Attrs.getInt("training", 0) &&
+      C.Degrees.size() > 1) {
+    // Each channel block's partitions add their statistics: the first's.
+    llvm::SmallVector<DeviceId, 8> Group;
+    for (unsigned P = 0; P < C.numPartitions(); ++P)
+      if (C.coordinate(P, 1) == 0)
+        Group.push_back(C.device(P));
+    if (Group.size() > 1) {
+      const ir::Shape &Dims = G.outputType(O).Dims;
+      double Bytes = 2.0 * double(Dims[1] / C.Degrees[1]) * sizeof(float);
+      Stats = simulator::allReduceCost(M, Group, Bytes).Time *
+              (HasBackward ? 2 : 1);
+    }
+  }
+  return Compute + Stats + syncTime(O, C);
+}
+
+void AdditiveCost::addNodes() {
+  Synced = simulator::syncedTensors(T, WeightOnly);
+  NodeOf.assign(G.numOps(), -1);
+  for (const ir::Op &O : G.ops()) {
+    if (WeightOnly[O.Id])
+      continue;
+    NodeOf[O.Id] = int(Ops.size());
+    Ops.push_back(O.Id);
+    Configs.push_back(offered(O.Id));
+  }
+}
+
+double AdditiveCost::transferTime(llvm::ArrayRef<ir::Region> Written,
+                                  const ParallelConfig &From,
+                                  llvm::ArrayRef<ir::Region> Needed,
+                                  const ParallelConfig &To,
+                                  double ElementSize) {
+  // As the simulator runs them: each transfer holds every link of its route
+  // for its latency and its bytes at the route's bandwidth, and a link
+  // carries its transfers one after another.
+  for (unsigned C = 0; C < Needed.size(); ++C) {
+    DeviceId Dst = To.device(C);
+    for (unsigned P = 0; P < Written.size(); ++P) {
+      DeviceId Src = From.device(P);
+      if (Src == Dst)
+        continue;
+      int64_t Volume = ir::regionVolume(ir::intersect(Needed[C], Written[P]));
+      if (Volume == 0)
+        continue;
+      double Time = M.transferTime(Src, Dst, double(Volume) * ElementSize);
+      for (LinkId L : M.route(Src, Dst)) {
+        if (Load[L] == 0)
+          Touched.push_back(L);
+        Load[L] += Time;
+      }
+    }
+  }
+  double Busiest = 0;
+  for (LinkId L : Touched) {
+    Busiest = std::max(Busiest, Load[L]);
+    Load[L] = 0;
+  }
+  Touched.clear();
+  return Busiest;
+}
+
+AdditiveCost::EdgeRegions
+AdditiveCost::regions(unsigned Producer, unsigned Output,
+                      llvm::ArrayRef<ParallelConfig> ProducerConfigs,
+                      unsigned Consumer, unsigned Slot,
+                      llvm::ArrayRef<ParallelConfig> ConsumerConfigs) const {
+  const ir::Op &From = G.op(Ops[Producer]);
+  const ir::Op &To = G.op(Ops[Consumer]);
+  ir::TensorId Tensor = To.Inputs[Slot];
+  EdgeRegions R;
+  // Activations forward; their gradients back, as much again.
+  bool GradFlows = T.BackwardInputs[From.Id] != 0 &&
+                   T.BackwardInputs[To.Id] != 0 &&
+                   (T.BackwardInputs[To.Id] >> Slot & 1) && T.NeedsGrad[Tensor];
+  R.Scale = GradFlows ? 2 : 1;
+  R.ElementSize = ir::dtypeSize(G.tensor(Tensor).Type.Type);
+  for (const ParallelConfig &C : ProducerConfigs) {
+    R.Written.emplace_back();
+    for (unsigned P = 0; P < C.numPartitions(); ++P)
+      R.Written.back().push_back(ir::outputRegionOf(
+          G, From, Output, simulator::outputRegion(G, From, C, P),
+          simulator::reductionSlice(G, From, C, P)));
+  }
+  const ir::OpKindInfo &Info = ir::opKindInfo(To.Kind);
+  for (const ParallelConfig &C : ConsumerConfigs) {
+    R.Needed.emplace_back();
+    for (unsigned P = 0; P < C.numPartitions(); ++P)
+      R.Needed.back().push_back(
+          Info.InputRegion(G, To, Slot, simulator::outputRegion(G, To, C, P),
+                           simulator::reductionSlice(G, To, C, P)));
+  }
+  return R;
+}
+
+void AdditiveCost::addEdge(unsigned Producer, unsigned Output,
+                           unsigned Consumer, unsigned Slot) {
+  EdgeRegions R = regions(Producer, Output, Configs[Producer], Consumer, Slot,
+                          Configs[Consumer]);
+  size_t KP = Configs[Producer].size(), KC = Configs[Consumer].size();
+  std::vector<double> &E = edge(Producer, Consumer);
+  if (E.empty())
+    E.assign(KP * KC, 0.0);
+  Neighbours[Producer].insert(Consumer);
+  Neighbours[Consumer].insert(Producer);
+  for (size_t I = 0; I < KP; ++I)
+    for (size_t J = 0; J < KC; ++J)
+      E[Producer < Consumer ? I * KC + J : J * KP + I] +=
+          R.Scale * transferTime(R.Written[I], Configs[Producer][I],
+                                 R.Needed[J], Configs[Consumer][J],
+                                 R.ElementSize);
+}
+
+template <typename Fn> void AdditiveCost::forEachEdge(Fn &&Visit) const {
+  for (unsigned Node = 0; Node < Ops.size(); ++Node) {
+    const ir::Op &O = G.op(Ops[Node]);
+    for (unsigned Slot = 0; Slot < O.Inputs.size(); ++Slot) {
+      ir::TensorId Tensor = O.Inputs[Slot];
+      if (Tensor == ir::NoTensor)
+        continue;
+      const ir::Tensor &Value = G.tensor(Tensor);
+      if (Value.Role != ir::TensorRole::Activation ||
+          WeightOnly[Value.Producer])
+        continue;
+      const ir::Op &Producer = G.op(Value.Producer);
+      unsigned Output = 0;
+      while (Producer.Outputs[Output] != Tensor)
+        ++Output;
+      Visit(unsigned(NodeOf[Producer.Id]), Output, Node, Slot);
+    }
+  }
+}
+
+void AdditiveCost::eliminateLeaf(unsigned J) {
+  unsigned A = *Neighbours[J].begin();
+  Step S{Step::Leaf, J, A, 0, {}};
+  size_t KA = Configs[A].size(), KJ = Configs[J].size();
+  S.Choice.assign(KA, 0);
+  for (size_t CA = 0; CA < KA; ++CA) {
+    double Best = Infinity;
+    for (size_t CJ = 0; CJ < KJ; ++CJ) {
+      double Total = edgeCost(A, CA, J, CJ) + NodeCosts[J][CJ];
+      if (Total < Best) {
+        Best = Total;
+        S.Choice[CA] = CJ;
+      }
+    }
+    NodeCosts[A][CA] += Best;
+  }
+  Edges.erase({std::min(A, J), std::max(A, J)});
+  Neighbours[A].erase(J);
+  Neighbours[J].clear();
+  Eliminated[J] = true;
+  Steps.push_back(std::move(S));
+}
+
+void AdditiveCost::eliminateSeries(unsigned J) {
+  unsigned A = *Neighbours[J].begin(), B = *std::next(Neighbours[J].begin());
+  Step S{Step::Series, J, A, B, {}};
+  size_t KA = Configs[A].size(), KB = Configs[B].size(), KJ = Configs[J].size();
+  S.Choice.assign(KA * KB, 0);
+  std::vector<double> Merged(KA * KB, Infinity);
+  // Edge A-J, plus J's own cost, per (CA, CJ); then J-B per (CJ, CB).
+  std::vector<double> Left(KA * KJ), Right(KJ * KB);
+  for (size_t CA = 0; CA < KA; ++CA)
+    for (size_t CJ = 0; CJ < KJ; ++CJ)
+      Left[CA * KJ + CJ] = edgeCost(A, CA, J, CJ) + NodeCosts[J][CJ];
+  for (size_t CJ = 0; CJ < KJ; ++CJ)
+    for (size_t CB = 0; CB < KB; ++CB)
+      Right[CJ * KB + CB] = edgeCost(J, CJ, B, CB);
+  for (size_t CA = 0; CA < KA; ++CA)
+    for (size_t CJ = 0; CJ < KJ; ++CJ) {
+      double L = Left[CA * KJ + CJ];
+      for (size_t CB = 0; CB < KB; ++CB) {
+        double Total = L + Right[CJ * KB + CB];
+        if (Total < Merged[CA * KB + CB]) {
+          Merged[CA * KB + CB] = Total;
+          S.Choice[CA * KB + CB] = CJ;
+        }
+      }
+    }
+  Edges.erase({std::min(A, J), std::max(A, J)});
+  Edges.erase({std::min(B, J), std::max(B, J)});
+  Neighbours[A].erase(J);
+  Neighbours[B].erase(J);
+  Neighbours[J].clear();
+  Eliminated[J] = true;
+  // A < B: Merged is already in the edge's orientation. Parallel edges add.
+  std::vector<double> &E = edge(A, B);
+  if (E.empty())
+    E = std::move(Merged);
+  else
+    for (size_t I = 0; I < E.size(); ++I)
+      E[I] += Merged[I];
+  Neighbours[A].insert(B);
+  Neighbours[B].insert(A);
+  Steps.push_back(std::move(S));
+}
+
+void AdditiveCost::reduce() {
+  // Sweeps in op order until nothing reduces: a node of at most two
+  // neighbours goes (the last node of each component stays alone).
+  for (bool Changed = true; Changed;) {
+    Changed = false;
+    for (unsigned J = 0; J < Ops.size(); ++J) {
+      if (Eliminated[J])
+        continue;
+      size_t Degree = Neighbours[J].size();
+      if (Degree == 1) {
+        eliminateLeaf(J);
+        Changed = true;
+      } else if (Degree == 2) {
+        eliminateSeries(J);
+        Changed = true;
+      }
+    }
+  }
+  for (unsigned J = 0; J < Ops.size(); ++J) {
+    if (Eliminated[J] || !Neighbours[J].empty())
+      continue;
+    Step S{Step::Alone, J, 0, 0, {0}};
+    for (uint32_t C = 1; C < Configs[J].size(); ++C)
+      if (NodeCosts[J][C] < NodeCosts[J][S.Choice[0]])
+        S.Choice[0] = C;
+    Eliminated[J] = true;
+    Steps.push_back(std::move(S));
+  }
+}
+
+void AdditiveCost::settleTheRest() {
+  // Each op of a part that did not reduce starts in its cheapest config,
+  // then takes its best given its neighbours', until none changes (at most
+  // 16 sweeps).
+  std::vector<unsigned> Rest;
+  for (unsigned J = 0; J < Ops.size(); ++J)
+    if (!Eliminated[J]) {
+      Rest.push_back(J);
+      Chosen[J] =
+          uint32_t(std::min_element(NodeCosts[J].begin(), NodeCosts[J].end()) -
+                   NodeCosts[J].begin());
+    }
+  for (unsigned Sweep = 0; Sweep < 16; ++Sweep) {
+    bool Changed = false;
+    for (unsigned J : Rest) {
+      uint32_t Best = Chosen[J];
+      double BestCost = Infinity;
+      for (uint32_t C = 0; C < Configs[J].size(); ++C) {
+        double Total = NodeCosts[J][C];
+        for (unsigned K : Neighbours[J])
+          Total += edgeCost(J, C, K, Chosen[K]);
+        if (Total < BestCost) {
+          BestCost = Total;
+          Best = C;
+        }
+      }
+      Changed |= Best != Chosen[J];
+      Chosen[J] = Best;
+    }
+    if (!Changed)
+      break;
+  }
+}
+
+void AdditiveCost::readBack() {
+  for (auto S = Steps.rbegin(); S != Steps.rend(); ++S)
+    switch (S->Kind) {
+    case Step::Alone:
+      Chosen[S->Node] = S->Choice[0];
+      break;
+    case Step::Leaf:
+      Chosen[S->Node] = S->Choice[Chosen[S->A]];
+      break;
+    case Step::Series:
+      Chosen[S->Node] =
+          S->Choice[size_t(Chosen[S->A]) * Configs[S->B].size() + Chosen[S->B]];
+      break;
+    }
+}
+
+double AdditiveCost::work() const {
+  // Per edge: every pair of configs, every pair of their partitions.
+  std::vector<double> Parts(Ops.size(), 0);
+  for (unsigned J = 0; J < Ops.size(); ++J)
+    for (const ParallelConfig &C : Configs[J])
+      Parts[J] += C.numPartitions();
+  double Work = 0;
+  forEachEdge([&](unsigned Producer, unsigned, unsigned Consumer, unsigned) {
+    Work += Parts[Producer] * Parts[Consumer];
+  });
+  return Work;
+}
+
+std::optional<Strategy> AdditiveCost::minimize(const Strategy &Base,
+                                               double MaxWork) {
+  if (work() > MaxWork)
+    return std::nullopt;
+  NodeCosts.clear();
+  for (unsigned J = 0; J < Ops.size(); ++J) {
+    NodeCosts.emplace_back();
+    for (const ParallelConfig &C : Configs[J])
+      NodeCosts.back().push_back(nodeCost(G.op(Ops[J]), C));
+  }
+  Edges.clear();
+  Steps.clear();
+  Neighbours.assign(Ops.size(), {});
+  Eliminated.assign(Ops.size(), false);
+  forEachEdge(
+      [&](unsigned Producer, unsigned Output, unsigned Consumer,
+          unsigned Slot) { addEdge(Producer, Output, Consumer, Slot); });
+  reduce();
+  Chosen.assign(Ops.size(), 0);
+  settleTheRest();
+  readBack();
+  Strategy S = Base;
+  for (unsigned J = 0; J < Ops.size(); ++J)
+    S[Ops[J]] = Configs[J][Chosen[J]];
+  return S;
+}
+
+AdditiveCost::AdditiveCost(const ir::TrainingGraph &T,
+                           const simulator::Machine &M,
+                           const simulator::CostModel &Cost,
+                           simulator::SimOptions Options,
+                           const ConfigSpace &Space)
+    : T(T), G(T.G), M(M), Cost(Cost), Options(Options), Space(Space),
+      WeightOnly(simulator::weightOnlyOps(T.G)), Load(M.numLinks(), 0.0) {
+  addNodes();
+}
+
+double AdditiveCost::of(const Strategy &S) {
+  double Total = 0;
+  for (unsigned J = 0; J < Ops.size(); ++J)
+    Total += nodeCost(G.op(Ops[J]), S[Ops[J]]);
+  forEachEdge([&](unsigned Producer, unsigned Output, unsigned Consumer,
+                  unsigned Slot) {
+    EdgeRegions R = regions(Producer, Output, {S[Ops[Producer]]}, Consumer,
+                            Slot, {S[Ops[Consumer]]});
+    Total += R.Scale * transferTime(R.Written[0], S[Ops[Producer]], R.Needed[0],
+                                    S[Ops[Consumer]], R.ElementSize);
+  });
+  return Total;
+}
+
+} // namespace onnx2soap::soap_search

@@ -1,0 +1,148 @@
+//===- soap_search/Elimination.h - A start by graph elimination -*- C++ -*-===//
+//
+// A strategy chosen by dynamic programming over an additive cost, after
+// OptCNN (Jia et al., ICML 2018; FlexFlow compares with it in §8.1.3). An
+// op's cost under a config is its partition's forward and backward time,
+// its BatchNorm statistics' all-reduces, and the all-reduce and update of
+// its weights' gradients; an edge's cost under a pair of configs is the
+// time its transfers (activations forward, their gradients backward) keep
+// the busiest link they cross busy. Node elimination (an op between two
+// others becomes an edge between them, minimized over its configs), edge
+// elimination (parallel edges add) and leaf elimination reduce the graph;
+// each op's config is then read back in reverse. For chains and
+// series-parallel graphs (AlexNet, ResNet, Inception) that is the additive
+// cost's optimum over the configs offered; ops left in a graph that does
+// not reduce are settled one at a time, each taking its best config given
+// the others', until none changes.
+//
+// The sum ignores what the simulator models: overlap of transfers and
+// all-reduces with compute, and contention between edges. The strategy is
+// a start for the search, simulated like any other; the configs offered
+// are each op's shapes that split no Attribute dim, on the first devices
+// and, where the space has it, spread over the cluster (one part per node).
+//
+//===----------------------------------------------------------------------===//
+#ifndef ONNX2SOAP_SOAP_SEARCH_ELIMINATION_H
+#define ONNX2SOAP_SOAP_SEARCH_ELIMINATION_H
+
+#include "ir/Training.h"
+#include "simulator/CostModel.h"
+#include "simulator/Machine.h"
+#include "simulator/Strategy.h"
+#include "simulator/TaskGraph.h"
+#include "soap_search/ConfigSpace.h"
+#include <map>
+#include <optional>
+#include <set>
+#include <vector>
+
+namespace onnx2soap::soap_search {
+
+/// OptCNN's cost of strategies over one space, and its minimum.
+class AdditiveCost {
+public:
+  AdditiveCost(const ir::TrainingGraph &T, const simulator::Machine &M,
+               const simulator::CostModel &Cost, simulator::SimOptions Options,
+               const ConfigSpace &Space);
+
+  /// The configs offered to Op (for ops with tasks: not weight-only).
+  llvm::ArrayRef<simulator::ParallelConfig> configs(ir::OpId Op) const {
+    return Configs[NodeOf[Op]];
+  }
+  /// The ops with tasks, in graph order.
+  llvm::ArrayRef<ir::OpId> ops() const { return Ops; }
+  /// The additive cost of S (any configs, offered or not).
+  double of(const simulator::Strategy &S);
+  /// A strategy of least additive cost among the configs offered: Base's
+  /// configs for the weight-only ops (they have no tasks). None when
+  /// costing the edges would take more than MaxWork pairs of partitions
+  /// (about 4e-8 s each on a 2.x GHz core).
+  std::optional<simulator::Strategy> minimize(const simulator::Strategy &Base,
+                                              double MaxWork);
+
+private:
+  /// One reduction, undone in reverse to read the configs back.
+  struct Step {
+    enum KindT { Series, Leaf, Alone } Kind;
+    unsigned Node = 0;
+    /// Series: the neighbours (A < B); Leaf: the neighbour A.
+    unsigned A = 0, B = 0;
+    /// The node's best config per config of A (Leaf), per pair of A's and
+    /// B's (Series, row-major), or its best (Alone).
+    std::vector<uint32_t> Choice;
+  };
+  /// What the partitions of an edge's configs write and read.
+  struct EdgeRegions {
+    std::vector<std::vector<ir::Region>> Written, Needed;
+    double ElementSize = 4;
+    /// 2 where the gradient flows back, else 1.
+    double Scale = 1;
+  };
+
+  std::vector<simulator::ParallelConfig> offered(ir::OpId Op) const;
+  double nodeCost(const ir::Op &O, const simulator::ParallelConfig &C) const;
+  double syncTime(const ir::Op &O, const simulator::ParallelConfig &C) const;
+  void addNodes();
+  /// Calls Visit(Producer, Output, Consumer, Slot) (nodes, not ops) for
+  /// every activation a node reads from another.
+  template <typename Fn> void forEachEdge(Fn &&Visit) const;
+  double work() const;
+  EdgeRegions
+  regions(unsigned Producer, unsigned Output,
+          llvm::ArrayRef<simulator::ParallelConfig> ProducerConfigs,
+          unsigned Consumer, unsigned Slot,
+          llvm::ArrayRef<simulator::ParallelConfig> ConsumerConfigs) const;
+  void addEdge(unsigned Producer, unsigned Output, unsigned Consumer,
+               unsigned Slot);
+  double transferTime(llvm::ArrayRef<ir::Region> Written,
+                      const simulator::ParallelConfig &From,
+                      llvm::ArrayRef<ir::Region> Needed,
+                      const simulator::ParallelConfig &To, double ElementSize);
+  std::vector<double> &edge(unsigned A, unsigned B) {
+    return Edges[{std::min(A, B), std::max(A, B)}];
+  }
+  /// Edge A-B's cost with A in config CA and B in CB.
+  double edgeCost(unsigned A, uint32_t CA, unsigned B, uint32_t CB) {
+    const std::vector<double> &E = edge(A, B);
+    return A < B ? E[size_t(CA) * Configs[B].size() + CB]
+                 : E[size_t(CB) * Configs[A].size() + CA];
+  }
+  void reduce();
+  void eliminateSeries(unsigned J);
+  void eliminateLeaf(unsigned J);
+  void settleTheRest();
+  void readBack();
+
+  const ir::TrainingGraph &T;
+  const ir::Graph &G;
+  const simulator::Machine &M;
+  const simulator::CostModel &Cost;
+  simulator::SimOptions Options;
+  const ConfigSpace &Space;
+  std::vector<bool> WeightOnly;
+  /// Per tensor: whether its gradient is all-reduced and applied (as the
+  /// task graph's synced tensors).
+  std::vector<bool> Synced;
+
+  /// Nodes: the ops with tasks, their configs and (while minimizing) own
+  /// costs, to which eliminated neighbours add theirs.
+  std::vector<ir::OpId> Ops;
+  std::vector<int> NodeOf;
+  std::vector<std::vector<simulator::ParallelConfig>> Configs;
+  std::vector<std::vector<double>> NodeCosts;
+  /// Edge tables by (lower node, higher node), and each node's neighbours.
+  std::map<std::pair<unsigned, unsigned>, std::vector<double>> Edges;
+  std::vector<std::set<unsigned>> Neighbours;
+  std::vector<bool> Eliminated;
+  std::vector<Step> Steps;
+  std::vector<uint32_t> Chosen;
+
+  /// Seconds each link is busy with the transfers being costed, and the
+  /// links touched.
+  std::vector<double> Load;
+  std::vector<simulator::LinkId> Touched;
+};
+
+} // namespace onnx2soap::soap_search
+
+#endif

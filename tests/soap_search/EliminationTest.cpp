@@ -1,0 +1,174 @@
+//===- tests/soap_search/EliminationTest.cpp - OptCNN's elimination ------===//
+//
+// AdditiveCost::minimize against brute force: on graphs small enough to
+// enumerate (chains, and windows of branching graphs), its strategy has the
+// least additive cost of every combination of the configs offered; on
+// larger ones (residual blocks, concatenated branches, unrolled recurrent
+// layers), no single op's other config costs less, and the strategy is a
+// valid one of the space.
+//
+//===----------------------------------------------------------------------===//
+#include "soap_search/Elimination.h"
+#include "PlannerTestUtil.h"
+#include "soap_search/Builtins.h"
+#include "gtest/gtest.h"
+#include <cmath>
+
+using namespace onnx2soap;
+using namespace onnx2soap::simulator;
+using namespace onnx2soap::soap_search;
+
+namespace {
+
+/// The least additive cost over every combination of offered configs.
+double bruteForce(AdditiveCost &Cost, Strategy S) {
+  llvm::ArrayRef<ir::OpId> Ops = Cost.ops();
+  std::vector<size_t> Pick(Ops.size(), 0);
+  double Best = INFINITY;
+  while (true) {
+    for (size_t I = 0; I < Ops.size(); ++I)
+      S[Ops[I]] = Cost.configs(Ops[I])[Pick[I]];
+    Best = std::min(Best, Cost.of(S));
+    size_t I = Ops.size();
+    while (I > 0 && ++Pick[I - 1] == Cost.configs(Ops[I - 1]).size())
+      Pick[--I] = 0;
+    if (I == 0)
+      return Best;
+  }
+}
+
+double combinations(const AdditiveCost &Cost) {
+  double N = 1;
+  for (ir::OpId Op : Cost.ops())
+    N *= double(Cost.configs(Op).size());
+  return N;
+}
+
+struct Small {
+  const char *Path;
+  unsigned Devices;
+};
+
+class ExactOnSmallGraphs : public ::testing::TestWithParam<Small> {};
+
+TEST_P(ExactOnSmallGraphs, MinimumOfEveryCombination) {
+  const Small &C = GetParam();
+  ir::TrainingGraph T = test::training(C.Path, 8);
+  ASSERT_GT(T.G.numOps(), 0u);
+  Machine M = test::machine("paper-k80", C.Devices);
+  AnalyticCostModel Model;
+  // Splits over Sample and Parameter dims only, keep the products small.
+  ConfigSpaceOptions Options;
+  Options.SampleAndParameterOnly = true;
+  ConfigSpace Space(T.G, M.numDevices(), Options);
+  AdditiveCost Cost(T, M, Model, {}, Space);
+  ASSERT_LT(combinations(Cost), 3e5) << "too many to enumerate";
+  Strategy Base = dataParallel(T.G, M);
+  std::optional<Strategy> S = Cost.minimize(Base, 1e12);
+  ASSERT_TRUE(S);
+  double Least = bruteForce(Cost, Base);
+  EXPECT_NEAR(Cost.of(*S), Least, 1e-12 * Least);
+  // A second call gives the same (the tables are rebuilt).
+  EXPECT_EQ(Cost.minimize(Base, 1e12)->Configs, S->Configs);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Graphs, ExactOnSmallGraphs,
+    ::testing::Values(Small{"samples/tiny_mlp.onnx", 2},
+                      Small{"samples/tiny_mlp.onnx", 4},
+                      Small{"tests/fixtures/mlp/model.onnx", 2}));
+
+// Graphs that do not reduce to a chain of leaves: a window of ops with
+// branches joined again (a residual block with its downsampling branch,
+// Inception branches concatenated), each op
+// of it whole or split over samples, the ops around it whole, so that the
+// products can be enumerated.
+struct Window {
+  const char *Model;
+  ir::OpId First, End;
+};
+
+class ExactOnBranchingGraphs : public ::testing::TestWithParam<Window> {};
+
+TEST_P(ExactOnBranchingGraphs, MinimumOfEveryCombination) {
+  const Window &C = GetParam();
+  ir::TrainingGraph T = test::sample(C.Model, 64);
+  ASSERT_GT(T.G.numOps(), 0u);
+  Machine M = test::machine("paper-k80", 2);
+  AnalyticCostModel Model;
+  ConfigSpaceOptions Options;
+  Options.Accept = [&](ir::OpId Op, const ParallelConfig &Shape) {
+    bool SamplesOnly = Shape.Reduction == 1;
+    for (unsigned D = 1; D < Shape.Degrees.size(); ++D)
+      SamplesOnly &= Shape.Degrees[D] == 1;
+    return Op >= C.First && Op < C.End && SamplesOnly;
+  };
+  ConfigSpace Space(T.G, M.numDevices(), Options);
+  AdditiveCost Cost(T, M, Model, {}, Space);
+  ASSERT_LE(combinations(Cost), 4096) << "too many to enumerate";
+  Strategy Base = dataParallel(T.G, M);
+  std::optional<Strategy> S = Cost.minimize(Base, 1e12);
+  ASSERT_TRUE(S);
+  double Least = bruteForce(Cost, Base);
+  EXPECT_NEAR(Cost.of(*S), Least, 1e-12 * Least);
+  // Not a trivial answer: some ops of the window split, some not.
+  unsigned Split = 0;
+  for (ir::OpId Op : Cost.ops())
+    Split += (*S)[Op].numPartitions() > 1;
+  EXPECT_GT(Split, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Graphs, ExactOnBranchingGraphs,
+                         ::testing::Values(Window{"resnet101", 5, 16},
+                                           Window{"inception_v3", 31, 41},
+                                           Window{"resnet101", 37, 48}));
+
+struct Larger {
+  const char *Path;
+  bool Unroll;
+};
+
+class LocallyOptimal : public ::testing::TestWithParam<Larger> {};
+
+TEST_P(LocallyOptimal, NoSingleOpGainsAlone) {
+  const Larger &C = GetParam();
+  ir::TrainingGraph T = test::training(C.Path, 8, C.Unroll);
+  ASSERT_GT(T.G.numOps(), 0u);
+  Machine M = test::machine("paper-k80", 4);
+  AnalyticCostModel Model;
+  ConfigSpace Space(T.G, M.numDevices());
+  AdditiveCost Cost(T, M, Model, {}, Space);
+  std::optional<Strategy> S = Cost.minimize(dataParallel(T.G, M), 1e12);
+  ASSERT_TRUE(S);
+  EXPECT_FALSE(static_cast<bool>(checkStrategy(T.G, *S, M.numDevices())));
+  double Own = Cost.of(*S);
+  Strategy Other = *S;
+  for (ir::OpId Op : Cost.ops()) {
+    EXPECT_TRUE(Space.contains(Op, (*S)[Op])) << T.G.op(Op).Name;
+    for (const ParallelConfig &Config : Cost.configs(Op)) {
+      Other[Op] = Config;
+      EXPECT_GE(Cost.of(Other), Own * (1 - 1e-12))
+          << T.G.op(Op).Name << " " << Config.str();
+    }
+    Other[Op] = (*S)[Op];
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Graphs, LocallyOptimal,
+    ::testing::Values(Larger{"samples/tiny_cnn.onnx", false},
+                      Larger{"tests/fixtures/resnet18/model.onnx", false},
+                      Larger{"tests/fixtures/inception_mini/model.onnx", false},
+                      Larger{"tests/fixtures/seq2seq/model.onnx", true}));
+
+TEST(Elimination, DeclinesMoreWorkThanAllowed) {
+  ir::TrainingGraph T = test::sample("alexnet", 64);
+  Machine M = test::machine("paper-k80", 16);
+  AnalyticCostModel Model;
+  ConfigSpace Space(T.G, M.numDevices());
+  AdditiveCost Cost(T, M, Model, {}, Space);
+  EXPECT_FALSE(Cost.minimize(dataParallel(T.G, M), 1000));
+  EXPECT_TRUE(Cost.minimize(dataParallel(T.G, M), 1e7));
+}
+
+} // namespace
