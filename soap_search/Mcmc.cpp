@@ -700,23 +700,6 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
       Builtins[I]->FoundAt =
           std::chrono::duration<double>(Clock::now() - Begin).count();
     }
-    // OptCNN's strategy (Elimination.h), where costing the graph's edges
-    // takes at most EliminationWork pairs of partitions (0.1 s or so): a
-    // candidate answer. On 2-8 GPUs it is often as good as the chains'
-    // answer or better (RNNTC on 4 P100s 33.8 ms, the chains 36.1), found
-    // in milliseconds; on more the sum misjudges what overlaps. Not a
-    // chain's start: the data-parallel chain's heavy-layer splits from it
-    // end worse than from data parallelism (AlexNet on 16 K80s 41.2 ms
-    // against 39.5).
-    std::optional<Strategy> Eliminated =
-        AdditiveCost(T, M, Cost, SimOpts, Space)
-            .minimize(Starts[0], EliminationWork);
-    if (Eliminated) {
-      Sim.simulate(*Eliminated);
-      ByElimination = candidate(Sim, Options.MemoryLimit);
-      ByElimination->FoundAt =
-          std::chrono::duration<double>(Clock::now() - Begin).count();
-    }
     // Data parallelism on the first half, quarter, ... of the devices: where
     // the collectives among all of them cost more than the compute they
     // split, fewer devices are faster. No chain could get there, since every
@@ -760,7 +743,33 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
   std::vector<ChainResult> Results(Chains);
   Shared Progress;
   std::atomic<unsigned> NextChain{0};
+  // OptCNN's strategy (Elimination.h), where costing the graph's edges
+  // takes at most EliminationWork pairs of partitions (0.1 s or so): a
+  // candidate answer. On 2-8 GPUs it is often as good as the chains' answer
+  // or better (RNNTC on 4 P100s 33.8 ms, the chains 36.1), found in
+  // milliseconds; on more the sum misjudges what overlaps. The first worker
+  // finds it before its first chain, so that on two threads or more the
+  // data-parallel chain starts at once (ResNet-101 on 8 K80s costs 0.07 s).
+  // Not a chain's start: the data-parallel chain's heavy-layer splits from
+  // it end worse than from data parallelism (AlexNet on 16 K80s 41.2 ms
+  // against 39.5).
+  std::atomic<bool> EliminationClaimed{false};
+  auto Eliminate = [&] {
+    std::optional<Strategy> Eliminated =
+        AdditiveCost(T, M, Cost, SimOpts, Space)
+            .minimize(Starts[0], EliminationWork);
+    if (!Eliminated)
+      return;
+    Simulator Sim(T, M, Cost, SimOpts);
+    Sim.simulate(*Eliminated);
+    Candidate C = candidate(Sim, Options.MemoryLimit);
+    C.FoundAt = std::chrono::duration<double>(Clock::now() - Begin).count();
+    Progress.improved(C.Time);
+    ByElimination = std::move(C);
+  };
   auto Worker = [&] {
+    if (!EliminationClaimed.exchange(true))
+      Eliminate();
     for (unsigned C; (C = NextChain.fetch_add(1)) < Chains;) {
       Strategy Start;
       if (C < 3) {
