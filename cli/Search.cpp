@@ -352,13 +352,15 @@ llvm::Error runSearch() {
         {"iterations", int64_t(R.Iterations)},
         {"search_seconds", R.Seconds},
         {"best_found_seconds", R.BestFoundSeconds},
+        {"found_by", Answer->Source},
         {"gradient_bucket", Answer->GradientBucketBytes}};
     llvm::json::Array Progression;
     for (const Improvement &I : R.Progression)
       Progression.push_back(llvm::json::Object{{"seconds", I.Seconds},
                                                {"time", I.Time},
                                                {"peak_memory", I.PeakMemory},
-                                               {"fits", I.Fits}});
+                                               {"fits", I.Fits},
+                                               {"found_by", I.Source}});
     Out["progression"] = std::move(Progression);
     if (Options->Goal == Objective::Frontier) {
       llvm::json::Array Frontier;
@@ -396,6 +398,8 @@ llvm::Error runSearch() {
                       Fits ? "fits" : "does not fit");
   OS << llvm::formatv("search          {0} iterations in {1:F2} s\n",
                       R.Iterations, R.Seconds);
+  OS << llvm::formatv("found by        {0}, after {1:F2} s\n", Answer->Source,
+                      Answer->FoundAt);
   if (Options->Goal == Objective::Frontier) {
     OS << llvm::formatv("frontier        {0} strategies (time, peak memory):\n",
                         R.Frontier.size());

@@ -58,12 +58,13 @@ Candidate candidate(const Simulator &Sim, double Limit) {
           Sim.peakMemory(),
           Sim.memoryOverflow(Limit) <= 0,
           0,
-          Sim.graph().options().GradientBucketBytes};
+          Sim.graph().options().GradientBucketBytes,
+          {}};
 }
 
 /// Adds C to a Pareto set over (time, peak memory) unless it is dominated.
 void addToFrontier(std::vector<Candidate> &Set, const Simulator &Sim,
-                   double Limit) {
+                   double Limit, const std::string &Source) {
   double Time = Sim.time(), Peak = Sim.peakMemory();
   if (Sim.memoryOverflow(Limit) > 0)
     return;
@@ -74,10 +75,11 @@ void addToFrontier(std::vector<Candidate> &Set, const Simulator &Sim,
     return Time <= C.Time && Peak <= C.PeakMemory;
   });
   Set.push_back(candidate(Sim, Limit));
+  Set.back().Source = Source;
 }
 
 Improvement improvement(const Candidate &C) {
-  return {C.FoundAt, C.Time, C.PeakMemory, C.Fits};
+  return {C.FoundAt, C.Time, C.PeakMemory, C.Fits, C.Source};
 }
 
 struct ChainResult {
@@ -332,20 +334,23 @@ static ChainResult
 runChain(const ir::TrainingGraph &T, const simulator::Machine &M,
          const simulator::CostModel &Cost, simulator::SimOptions SimOpts,
          const SearchOptions &Options, const ConfigSpace &Space,
-         const Strategy &Start, llvm::ArrayRef<Strategy> Alternatives,
-         CostFunction F, unsigned Index, Shared &Progress,
-         Clock::time_point Begin, double Budget) {
+         const Strategy &Start, llvm::StringRef StartName,
+         llvm::ArrayRef<Strategy> Alternatives, CostFunction F, unsigned Index,
+         Shared &Progress, Clock::time_point Begin, double Budget) {
   Rng R = chainRng(Options.Seed, Index);
+  std::string FoundBy =
+      "chain " + std::to_string(Index) + " from " + StartName.str();
   Clock::time_point ChainBegin = Clock::now();
   Simulator Sim(T, M, Cost, SimOpts);
   double Current = F(Sim, Sim.simulate(Start));
   ChainResult Result;
   Result.Best = candidate(Sim, F.Limit);
+  Result.Best.Source = FoundBy;
   Result.Best.FoundAt =
       std::chrono::duration<double>(Clock::now() - Begin).count();
   Result.Improvements.push_back(improvement(Result.Best));
   if (Options.Goal == Objective::Frontier)
-    addToFrontier(Result.Frontier, Sim, F.Limit);
+    addToFrontier(Result.Frontier, Sim, F.Limit, FoundBy);
   Progress.improved(Result.Best.Time);
   double LastImprovement = 0;
   std::vector<bool> WeightOnly = simulator::weightOnlyOps(T.G);
@@ -360,14 +365,17 @@ runChain(const ir::TrainingGraph &T, const simulator::Machine &M,
   auto Accept = [&](double Next) {
     Current = Next;
     if (Options.Goal == Objective::Frontier)
-      addToFrontier(Result.Frontier, Sim, F.Limit);
-    Candidate Now{
-        {}, Sim.time(), Sim.peakMemory(), Sim.memoryOverflow(F.Limit) <= 0};
+      addToFrontier(Result.Frontier, Sim, F.Limit, FoundBy);
+    Candidate Now;
+    Now.Time = Sim.time();
+    Now.PeakMemory = Sim.peakMemory();
+    Now.Fits = Sim.memoryOverflow(F.Limit) <= 0;
     if (better(Options.Goal, Now, Result.Best)) {
       Clock::time_point Found = Clock::now();
       LastImprovement =
           std::chrono::duration<double>(Found - ChainBegin).count();
       Result.Best = candidate(Sim, F.Limit);
+      Result.Best.Source = FoundBy;
       Result.Best.FoundAt =
           std::chrono::duration<double>(Found - Begin).count();
       Result.Improvements.push_back(improvement(Result.Best));
@@ -686,6 +694,7 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
                         modelParallel(G, M, Cost)};
   Candidate *Builtins[3] = {&Result.DataParallel, &Result.Expert,
                             &Result.ModelParallel};
+  const char *StartNames[3] = {"data-parallel", "expert", "model-parallel"};
   std::optional<Strategy> FewerDevices;
   // RNNs: each recurrent layer data parallel on its own group of devices
   // (a pipeline of layers), which no op-by-op walk reaches either.
@@ -697,6 +706,7 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
     for (unsigned I = 0; I < 3; ++I) {
       Sim.simulate(Starts[I]);
       *Builtins[I] = candidate(Sim, Options.MemoryLimit);
+      Builtins[I]->Source = StartNames[I];
       Builtins[I]->FoundAt =
           std::chrono::duration<double>(Clock::now() - Begin).count();
     }
@@ -764,6 +774,7 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
     Sim.simulate(*Eliminated);
     Candidate C = candidate(Sim, Options.MemoryLimit);
     C.FoundAt = std::chrono::duration<double>(Clock::now() - Begin).count();
+    C.Source = "optcnn";
     Progress.improved(C.Time);
     ByElimination = std::move(C);
   };
@@ -793,9 +804,9 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
         for (const std::optional<Strategy> &A : {FewerDevices, LayerGroups})
           if (A)
             Alternatives.push_back(Space.admit(*A));
-      Results[C] =
-          runChain(T, M, Cost, SimOpts, Options, Space, Start, Alternatives,
-                   Chain, C, Progress, Begin, ChainBudget);
+      Results[C] = runChain(T, M, Cost, SimOpts, Options, Space, Start,
+                            C < 3 ? StartNames[C] : "random", Alternatives,
+                            Chain, C, Progress, Begin, ChainBudget);
     }
   };
   std::vector<std::thread> Pool;
@@ -873,12 +884,16 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
       HalfAnswer =
           evaluate(T, M, Cost, SimOpts, Half->Best, Options.MemoryLimit);
       HalfAnswer->FoundAt = Offset + Half->BestFoundSeconds;
+      std::string Within =
+          "first " + std::to_string(Fewer->numDevices()) + " devices: ";
+      HalfAnswer->Source = Within + Half->Best.Source;
       // Its improvements on the way count in the progression when the idle
       // devices changed nothing (as they should: the first devices of a
       // cluster are routed alike in both).
       if (HalfAnswer->Time == Half->Best.Time)
         for (Improvement I : Half->Progression) {
           I.Seconds += Offset;
+          I.Source = Within + I.Source;
           HalfProgression.push_back(I);
         }
     }
@@ -918,6 +933,7 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
     if (C.GradientBucketBytes != Result.Best.GradientBucketBytes &&
         better(Options.Goal, C, Result.Best)) {
       C.FoundAt = std::chrono::duration<double>(Clock::now() - Begin).count();
+      C.Source = Result.Best.Source + " (gradient buckets resized)";
       Resized = C;
       Result.Best = std::move(C);
     }
@@ -959,7 +975,11 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
                      return A.Seconds < B.Seconds;
                    });
   auto AsCandidate = [](const Improvement &I) {
-    return Candidate{{}, I.Time, I.PeakMemory, I.Fits, I.Seconds};
+    Candidate C;
+    C.Time = I.Time;
+    C.PeakMemory = I.PeakMemory;
+    C.Fits = I.Fits;
+    return C;
   };
   for (const Improvement &I : Seen)
     if (Result.Progression.empty() ||

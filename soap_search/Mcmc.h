@@ -22,6 +22,7 @@
 #include "soap_search/ConfigSpace.h"
 #include <functional>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace onnx2soap::soap_search {
@@ -96,6 +97,12 @@ struct Candidate {
   /// The gradient bucket size it was simulated with
   /// (SimOptions::GradientBucketBytes).
   double GradientBucketBytes = 0;
+  /// What found it: a built-in ("data-parallel", "expert",
+  /// "model-parallel"), "optcnn" (Elimination.h), "chain N from S" (S the
+  /// chain's start: a built-in or "random"), or "first N devices: " and the
+  /// source within the search on the first devices; " (gradient buckets
+  /// resized)" follows when the end gave the answer another bucket size.
+  std::string Source;
 };
 
 /// Whether A is a better answer than B for Goal: one that fits before one
@@ -117,6 +124,7 @@ struct Improvement {
   double Time = 0;
   double PeakMemory = 0;
   bool Fits = false;
+  std::string Source; ///< as Candidate::Source
 };
 
 struct SearchResult {

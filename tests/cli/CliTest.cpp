@@ -595,6 +595,16 @@ TEST_F(CliTest, SearchJsonOnCpuRanks) {
   EXPECT_LE(Time, O.getNumber("data_parallel_time").getValueOr(0));
   EXPECT_LE(Time, O.getNumber("expert_time").getValueOr(0));
   EXPECT_GE(O.getNumber("speedup_vs_data_parallel").getValueOr(0), 1.0);
+  // What found the answer, as the progression's last entry says; the first
+  // is data parallelism, simulated first.
+  ASSERT_TRUE(O.getString("found_by").hasValue()) << R.Out;
+  const llvm::json::Array *Progression = O.getArray("progression");
+  ASSERT_NE(Progression, nullptr);
+  ASSERT_FALSE(Progression->empty());
+  EXPECT_EQ(Progression->front().getAsObject()->getString("found_by"),
+            llvm::Optional<llvm::StringRef>("data-parallel"));
+  EXPECT_EQ(Progression->back().getAsObject()->getString("found_by"),
+            O.getString("found_by"));
 }
 
 TEST_F(CliTest, SearchIsReproducibleAndSimulateAgrees) {

@@ -56,6 +56,9 @@ TEST_P(EverySample, NeverWorseThanABuiltinStrategy) {
   // answer says it was.
   ASSERT_FALSE(R.Progression.empty());
   EXPECT_EQ(R.Progression.front().Time, R.DataParallel.Time);
+  EXPECT_EQ(R.Progression.front().Source, "data-parallel");
+  EXPECT_EQ(R.Progression.back().Source, R.Best.Source);
+  EXPECT_NE(R.Best.Source, "");
   for (size_t I = 1; I < R.Progression.size(); ++I) {
     EXPECT_LT(R.Progression[I].Time, R.Progression[I - 1].Time);
     EXPECT_GE(R.Progression[I].Seconds, R.Progression[I - 1].Seconds);
