@@ -46,8 +46,8 @@ static cl::opt<std::string> Model(cl::Positional, cl::Required,
 static cl::opt<std::string>
     StrategyFlag("strategy",
                  cl::desc("Measure the partitions of this strategy (a file, or "
-                          "data-parallel, model-parallel or expert) instead of "
-                          "all three built-ins"),
+                          "data-parallel, model-parallel, expert or optcnn) "
+                          "instead of the three built-ins"),
                  cl::value_desc("S"), cl::sub(calibrateCommand()));
 static cl::opt<unsigned>
     SearchConfigs("search-configs",

@@ -39,8 +39,8 @@ static cl::opt<std::string> Output("o", cl::desc("The project folder"),
                                    cl::sub(compileCommand()));
 static cl::opt<std::string> StrategyFlag(
     "strategy",
-    cl::desc("Strategy file, or data-parallel, model-parallel or expert "
-             "(default: search for one)"),
+    cl::desc("Strategy file, or data-parallel, model-parallel, expert or "
+             "optcnn (default: search for one)"),
     cl::value_desc("S"), cl::sub(compileCommand()));
 static cl::opt<std::string> Init("init",
                                  cl::desc("Initial weights: onnx (the "

@@ -12,6 +12,7 @@
 #include "simulator/ProfileCostModel.h"
 #include "simulator/Trace.h"
 #include "soap_search/Builtins.h"
+#include "soap_search/Elimination.h"
 #include "soap_search/Mcmc.h"
 #include "soap_search/StrategyFile.h"
 #include "llvm/ADT/StringExtras.h"
@@ -22,6 +23,7 @@
 #include "llvm/Support/raw_ostream.h"
 #include <cstdio>
 #include <future>
+#include <limits>
 
 namespace onnx2soap::cli {
 
@@ -98,7 +100,8 @@ static cl::opt<std::string> Model(cl::Positional, cl::Required,
                                   cl::sub(simulateCommand()));
 static cl::opt<std::string> StrategyFlag(
     "strategy",
-    cl::desc("Strategy file, or data-parallel, model-parallel or expert"),
+    cl::desc("Strategy file, or data-parallel, model-parallel, expert or "
+             "optcnn"),
     cl::value_desc("S"), cl::sub(simulateCommand()));
 
 /// "16GiB", "80GB", "1.5 T", "1000000": bytes, or nothing.
@@ -137,10 +140,20 @@ namedStrategy(llvm::StringRef Flag, const Planning &P,
               std::optional<double> *FromFile) {
   if (auto Kind = soap_search::parseBuiltin(Flag))
     return soap_search::builtin(*Kind, P.Training.G, P.M, Cost);
+  if (Flag == "optcnn") {
+    // OptCNN's strategy over the configs generated programs can run, however
+    // long costing the edges takes (search limits it; see planner.md).
+    soap_search::ConfigSpaceOptions Options;
+    Options.Accept = runnableConfigs(P.Training);
+    soap_search::ConfigSpace Space(P.Training.G, P.M.numDevices(), Options);
+    return *soap_search::AdditiveCost(P.Training, P.M, Cost, P.Sim, Space)
+                .minimize(soap_search::dataParallel(P.Training.G, P.M),
+                          std::numeric_limits<double>::infinity());
+  }
   if (!llvm::sys::fs::exists(Flag))
     return usageError(llvm::formatv("--strategy {0}: no such file, and not a "
                                     "built-in strategy (data-parallel, "
-                                    "model-parallel, expert)",
+                                    "model-parallel, expert, optcnn)",
                                     Flag));
   return soap_search::readStrategy(Flag, P.Training.G, P.Target, FromFile);
 }

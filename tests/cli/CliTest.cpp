@@ -507,7 +507,8 @@ TEST_F(CliTest, SimulateJsonOnCpuRanks) {
 }
 
 TEST_F(CliTest, SimulateWritesTheStrategyItSimulated) {
-  for (const char *Strategy : {"data-parallel", "model-parallel", "expert"}) {
+  for (const char *Strategy :
+       {"data-parallel", "model-parallel", "expert", "optcnn"}) {
     std::string File = Dir.file(std::string(Strategy) + ".json");
     RunResult Built = run(planArgs(
         "simulate", "paper-p100",
@@ -1066,6 +1067,16 @@ TEST_F(CliTest, CompileWritesTheProject) {
   EXPECT_THAT(Again.Out, ::testing::HasSubstr("strategy expert"));
   EXPECT_FALSE(llvm::sys::fs::exists(Out + ".tmp-onnx2soap"));
   EXPECT_FALSE(llvm::sys::fs::exists(Out + ".old-onnx2soap"));
+}
+
+// OptCNN's strategy is chosen among the configs generated programs can run.
+TEST_F(CliTest, CompileWritesOptCnnsStrategy) {
+  std::string Out = Dir.file("cnn_bn-optcnn");
+  RunResult R = run(compileArgs({"--strategy", "optcnn", "-o", Out}));
+  ASSERT_EQ(R.ExitCode, 0) << R.Err;
+  EXPECT_THAT(R.Out, ::testing::StartsWith("wrote " + Out +
+                                           ": 2 ranks on cpu:2, strategy "
+                                           "optcnn, predicted "));
 }
 
 TEST_F(CliTest, CompileTwiceGivesTheSameBytes) {
