@@ -40,6 +40,8 @@ using rt::program::CopyInfo;
 using rt::program::StepInfo;
 using rt::program::StepKind;
 using simulator::DeviceId;
+using simulator::isTrainingBatchNorm;
+using simulator::outputIndex;
 using simulator::ParallelConfig;
 using simulator::Task;
 using simulator::TaskId;
@@ -51,10 +53,6 @@ static llvm::Error fail(const llvm::Twine &Message) {
 
 static rt::DType toRuntime(ir::DType Type) {
   return static_cast<rt::DType>(static_cast<uint8_t>(Type));
-}
-
-static bool isTrainingBatchNorm(const ir::Op &O) {
-  return O.Kind == ir::OpKind::BatchNorm && O.Attrs.getInt("training", 0);
 }
 
 static bool sameRegion(llvm::ArrayRef<ir::Interval> A,
@@ -633,13 +631,6 @@ void Builder::makeOutputs() {
                 : -1);
       }
   }
-}
-
-static unsigned outputIndex(const ir::Op &O, ir::TensorId Tensor) {
-  for (unsigned I = 0; I < O.Outputs.size(); ++I)
-    if (O.Outputs[I] == Tensor)
-      return I;
-  llvm_unreachable("tensor is not an output of its producer");
 }
 
 llvm::Error Builder::bindInputs() {

@@ -198,7 +198,7 @@ void TaskGraph::removeTask(TaskId Id, std::vector<TaskId> &Touched) {
 
 //===-- An op's own tasks ---------------------------------------------------
 
-static bool isTrainingBatchNorm(const ir::Op &O) {
+bool isTrainingBatchNorm(const ir::Op &O) {
   return O.Kind == ir::OpKind::BatchNorm && O.Attrs.getInt("training", 0);
 }
 
@@ -370,7 +370,7 @@ void TaskGraph::connect(TaskId From, DeviceId FromDevice, TaskId To,
   Owned.push_back(Id);
 }
 
-static unsigned outputIndex(const ir::Op &O, ir::TensorId Tensor) {
+unsigned outputIndex(const ir::Op &O, ir::TensorId Tensor) {
   for (unsigned I = 0; I < O.Outputs.size(); ++I)
     if (O.Outputs[I] == Tensor)
       return I;

@@ -360,6 +360,11 @@ double alignedBufferBytes(double Bytes);
 /// Per op: whether it reads only parameters, constants, state and outputs
 /// of such ops (see TaskGraph::WeightOnly).
 std::vector<bool> weightOnlyOps(const ir::Graph &G);
+/// A BatchNorm normalizing with the batch's statistics (training mode),
+/// whose partitions over samples or space sum them (addStatsSync).
+bool isTrainingBatchNorm(const ir::Op &O);
+/// The index of Tensor among O's outputs (Tensor must be one).
+unsigned outputIndex(const ir::Op &O, ir::TensorId Tensor);
 /// Per tensor: whether its gradient is summed over its holders and applied
 /// (synchronized): parameters, and outputs of weight-only ops that need a
 /// gradient (a weight the exporter reshaped), read by some op that is not

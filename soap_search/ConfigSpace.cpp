@@ -162,6 +162,14 @@ simulator::Strategy ConfigSpace::project(simulator::Strategy S) const {
   return S;
 }
 
+bool splitsAttribute(const ir::ParallelDims &Dims,
+                     const simulator::ParallelConfig &Shape) {
+  for (unsigned D = 0; D < Shape.Degrees.size(); ++D)
+    if (Shape.Degrees[D] > 1 && Dims.Output[D] == ir::DimKind::Attribute)
+      return true;
+  return false;
+}
+
 simulator::Strategy ConfigSpace::admit(simulator::Strategy S) const {
   if (Options.restricts())
     return project(std::move(S));

@@ -17,6 +17,7 @@
 #ifndef ONNX2SOAP_SOAP_SEARCH_CONFIGSPACE_H
 #define ONNX2SOAP_SOAP_SEARCH_CONFIGSPACE_H
 
+#include "ir/BatchDims.h"
 #include "ir/OpKind.h"
 #include "simulator/Strategy.h"
 #include "soap_search/Random.h"
@@ -55,6 +56,11 @@ struct ConfigSpaceOptions {
            FixDataMovement || WholeOpDevices;
   }
 };
+
+/// Whether Shape splits one of the op's Attribute dims (Dims: its
+/// parallelDims), such as an image's height or a sequence's steps.
+bool splitsAttribute(const ir::ParallelDims &Dims,
+                     const simulator::ParallelConfig &Shape);
 
 class ConfigSpace {
 public:

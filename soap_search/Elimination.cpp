@@ -1,4 +1,4 @@
-//===- soap_search/Elimination.cpp - A start by graph elimination ---------===//
+//===- soap_search/Elimination.cpp - OptCNN's graph elimination ----------===//
 //
 // See Elimination.h. Costs are seconds per iteration; a node's configs are
 // indexed 0 .. K-1, an edge's table row-major with the lower node's config
@@ -27,11 +27,7 @@ std::vector<ParallelConfig> AdditiveCost::offered(ir::OpId Op) const {
   unsigned N = Space.numDevices();
   std::vector<ParallelConfig> Offered;
   for (const ParallelConfig &Shape : Space.shapes(O.Id)) {
-    bool SplitsAttribute = false;
-    for (unsigned D = 0; D < Shape.Degrees.size(); ++D)
-      SplitsAttribute |=
-          Shape.Degrees[D] > 1 && Dims.Output[D] == ir::DimKind::Attribute;
-    if (SplitsAttribute)
+    if (splitsAttribute(Dims, Shape))
       continue;
     unsigned Parts = Shape.numPartitions();
     unsigned Blocks = N / Parts;
@@ -106,8 +102,7 @@ double AdditiveCost::nodeCost(const ir::Op &O, const ParallelConfig &C) const {
         std::max(Compute, Times.Forward + (HasBackward ? Times.Backward : 0));
   }
   double Stats = 0;
-  if (O.Kind == ir::OpKind::BatchNorm && O.Attrs.getInt("training", 0) &&
-      C.Degrees.size() > 1) {
+  if (simulator::isTrainingBatchNorm(O) && C.Degrees.size() > 1) {
     // Each channel block's partitions add their statistics: the first's.
     llvm::SmallVector<DeviceId, 8> Group;
     for (unsigned P = 0; P < C.numPartitions(); ++P)
@@ -231,11 +226,8 @@ template <typename Fn> void AdditiveCost::forEachEdge(Fn &&Visit) const {
       if (Value.Role != ir::TensorRole::Activation ||
           WeightOnly[Value.Producer])
         continue;
-      const ir::Op &Producer = G.op(Value.Producer);
-      unsigned Output = 0;
-      while (Producer.Outputs[Output] != Tensor)
-        ++Output;
-      Visit(unsigned(NodeOf[Producer.Id]), Output, Node, Slot);
+      Visit(unsigned(NodeOf[Value.Producer]),
+            simulator::outputIndex(G.op(Value.Producer), Tensor), Node, Slot);
     }
   }
 }

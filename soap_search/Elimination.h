@@ -1,4 +1,4 @@
-//===- soap_search/Elimination.h - A start by graph elimination -*- C++ -*-===//
+//===- soap_search/Elimination.h - OptCNN's graph elimination --*- C++ -*-===//
 //
 // A strategy chosen by dynamic programming over an additive cost, after
 // OptCNN (Jia et al., ICML 2018; FlexFlow compares with it in §8.1.3). An
@@ -17,9 +17,10 @@
 //
 // The sum ignores what the simulator models: overlap of transfers and
 // all-reduces with compute, and contention between edges. The strategy is
-// a start for the search, simulated like any other; the configs offered
-// are each op's shapes that split no Attribute dim, on the first devices
-// and, where the space has it, spread over the cluster (one part per node).
+// a candidate answer of the search, simulated like any other; the configs
+// offered are each op's shapes that split no Attribute dim, on the first
+// devices and, where the space has it, spread over the cluster (one part
+// per node).
 //
 //===----------------------------------------------------------------------===//
 #ifndef ONNX2SOAP_SOAP_SEARCH_ELIMINATION_H

@@ -498,14 +498,9 @@ runChain(const ir::TrainingGraph &T, const simulator::Machine &M,
       // Its shapes that split no Attribute dim, on the first devices.
       ir::ParallelDims Dims = ir::parallelDims(T.G, T.G.op(Unit.front()));
       std::vector<ParallelConfig> Splits;
-      for (const ParallelConfig &Shape : Space.shapes(Unit.front())) {
-        bool SplitsAttribute = false;
-        for (unsigned D = 0; D < Shape.Degrees.size(); ++D)
-          SplitsAttribute |=
-              Shape.Degrees[D] > 1 && Dims.Output[D] == ir::DimKind::Attribute;
-        if (Shape.numPartitions() > 1 && !SplitsAttribute)
+      for (const ParallelConfig &Shape : Space.shapes(Unit.front()))
+        if (Shape.numPartitions() > 1 && !splitsAttribute(Dims, Shape))
           Splits.push_back(Space.place(Shape, 0));
-      }
       double BestCost = Current;
       std::optional<ParallelConfig> BestConfig;
       for (unsigned Parts = 2; Parts <= N; ++Parts) {
@@ -694,7 +689,9 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
                         modelParallel(G, M, Cost)};
   Candidate *Builtins[3] = {&Result.DataParallel, &Result.Expert,
                             &Result.ModelParallel};
-  const char *StartNames[3] = {"data-parallel", "expert", "model-parallel"};
+  llvm::StringRef StartNames[3] = {builtinName(Builtin::DataParallel),
+                                   builtinName(Builtin::Expert),
+                                   builtinName(Builtin::ModelParallel)};
   std::optional<Strategy> FewerDevices;
   // RNNs: each recurrent layer data parallel on its own group of devices
   // (a pipeline of layers), which no op-by-op walk reaches either.
@@ -706,7 +703,7 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
     for (unsigned I = 0; I < 3; ++I) {
       Sim.simulate(Starts[I]);
       *Builtins[I] = candidate(Sim, Options.MemoryLimit);
-      Builtins[I]->Source = StartNames[I];
+      Builtins[I]->Source = StartNames[I].str();
       Builtins[I]->FoundAt =
           std::chrono::duration<double>(Clock::now() - Begin).count();
     }
