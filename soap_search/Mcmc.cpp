@@ -665,10 +665,6 @@ double bestGradientBucket(const ir::TrainingGraph &T,
   return fastestBucket(Run, S, Candidates, MemoryLimit);
 }
 
-/// The most pairs of partitions the search lets AdditiveCost::minimize cost
-/// (work the size of AlexNet's on 32 GPUs, ResNet-101's and NMT's on 8).
-static constexpr double EliminationWork = 2e6;
-
 SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
                     const simulator::CostModel &Cost,
                     simulator::SimOptions SimOpts,

@@ -75,6 +75,11 @@ struct SearchOptions {
 /// all-reduce per tensor) and 1, 4, 16 and 64 MiB.
 std::vector<double> defaultGradientBuckets();
 
+/// The most pairs of partitions the search lets AdditiveCost::minimize cost
+/// for OptCNN's candidate (work the size of AlexNet's on 32 GPUs,
+/// ResNet-101's and NMT's on 8: about 0.1 s).
+constexpr double EliminationWork = 2e6;
+
 /// Of Candidates, the gradient bucket size (SimOptions::GradientBucketBytes)
 /// under which S is fastest, among those under which it fits MemoryLimit
 /// bytes per device (0: each device's capacity) if any does (a bucket is

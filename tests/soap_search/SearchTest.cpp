@@ -47,7 +47,8 @@ TEST_P(EverySample, NeverWorseThanABuiltinStrategy) {
   // Nor worse than OptCNN's strategy (a candidate on so few devices).
   ConfigSpace Space(T.G, M.numDevices());
   std::optional<Strategy> Eliminated =
-      AdditiveCost(T, M, Cost, {}, Space).minimize(dataParallel(T.G, M), 2e6);
+      AdditiveCost(T, M, Cost, {}, Space)
+          .minimize(dataParallel(T.G, M), EliminationWork);
   ASSERT_TRUE(Eliminated);
   EXPECT_LE(R.Best.Time, Sim.simulate(*Eliminated));
   EXPECT_FALSE(static_cast<bool>(checkStrategy(T.G, R.Best.S, 8)));
