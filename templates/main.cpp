@@ -21,7 +21,9 @@ int main(int argc, char **argv) {
   };
   Platform.CreateComm = [](int *Argc, char ***Argv,
                            const program::CommOptions &Options, Backend &B) {
-    // The legacy default stream orders NCCL after the backend's kernels.
+    // NCCL runs on the legacy default stream, which does not order the
+    // backend's (non-blocking) stream: the runner synchronizes the backend
+    // before every send and all-reduce, and waits for NCCL to finish.
     (void)B;
     return program::createNcclComm(Argc, Argv, Options, nullptr);
   };

@@ -185,6 +185,9 @@ struct Runner::Impl {
   void statsForward(const StepInfo &S, int64_t Step) {
     const CallInfo &Info = P.Calls[S.Call];
     TensorView Stats = view(Info.Statistics);
+    // The partial sums are written on the backend's stream, which does not
+    // order the communication library's.
+    B.synchronize();
     C.allReduceSum(S.Group, Stats.Data, Stats.numElements(), Stats.Type,
                    S.Label);
     B.batchNormForwardWithStats(call(Info, Step), Stats, Info.StatisticsCount);
@@ -215,6 +218,7 @@ struct Runner::Impl {
   void statsBackward(const StepInfo &S, int64_t Step) {
     const CallInfo &Info = P.Calls[S.Call];
     TensorView Sums = view(Info.GradientSums);
+    B.synchronize();
     C.allReduceSum(S.Group, Sums.Data, Sums.numElements(), Sums.Type, S.Label);
     std::vector<TensorView> OutGrads, InGrads;
     gradients(Info, OutGrads, InGrads);
@@ -644,6 +648,7 @@ std::vector<HostTensor> Runner::gatherWeights() {
       I->B.copyToHost(Bytes.data(), I->data(Id), Bytes.size());
     } else {
       DeviceBuffer Incoming(I->B, Bytes.size());
+      I->B.synchronize(); // its zero fill before the message lands
       C.recv(Info.Rank, Incoming.data(), Bytes.size(), "gather weights");
       I->B.copyToHost(Bytes.data(), Incoming.data(), Bytes.size());
     }

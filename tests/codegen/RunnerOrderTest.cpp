@@ -1,0 +1,252 @@
+//===- tests/codegen/RunnerOrderTest.cpp - Kernels before communication ---===//
+//
+// On a GPU the backend queues kernels on its own stream, which does not
+// order the communication library's (NCCL runs on another stream, MPI on
+// the host): whatever a send or an all-reduce reads must have been written
+// before it starts, so the runner waits for the backend (synchronize())
+// after queuing work and before each send and all-reduce, and before a
+// message lands where queued work writes (a buffer it has just allocated,
+// which a GPU backend zero-fills on its stream). Checked here on the plans
+// of fixtures with BatchNorm statistics all-reduced between phases,
+// gradients all-reduced and activations sent, walked by the runner for rank
+// 0 (two steps, then the weights gathered) over the CPU backend wrapped in
+// a recorder, with a stand-in for the other ranks (the values do not
+// matter, only the order).
+//
+//===----------------------------------------------------------------------===//
+#include "../soap_search/PlannerTestUtil.h"
+#include "codegen/ProgramPlan.h"
+#include "runtime_lib/program/Runner.h"
+#include "soap_search/Builtins.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "gtest/gtest.h"
+#include <fstream>
+#include <optional>
+
+using namespace onnx2soap;
+using namespace onnx2soap::rt;
+using namespace onnx2soap::rt::program;
+
+namespace {
+
+/// The CPU backend, counting the work queued since the last synchronize(),
+/// and the memory queued fills and copies write (a GPU backend zero-fills
+/// what it allocates on its stream too).
+class RecordingBackend final : public Backend {
+public:
+  std::unique_ptr<Backend> Cpu = createCpuBackend(1);
+  int Queued = 0;
+  std::vector<std::pair<const char *, const char *>> Written;
+
+  bool written(const void *Data, size_t Bytes) const {
+    auto *Begin = static_cast<const char *>(Data);
+    for (auto [From, To] : Written)
+      if (Begin < To && From < Begin + Bytes)
+        return true;
+    return false;
+  }
+  void write(const void *Data, size_t Bytes) {
+    ++Queued;
+    auto *Begin = static_cast<const char *>(Data);
+    Written.emplace_back(Begin, Begin + Bytes);
+  }
+
+  const char *name() const override { return "recording"; }
+  void *allocate(size_t Bytes) override {
+    void *Data = Cpu->allocate(Bytes);
+    write(Data, Bytes);
+    return Data;
+  }
+  void deallocate(void *Pointer) override { Cpu->deallocate(Pointer); }
+  void copyFromHost(void *Device, const void *Host, size_t Bytes) override {
+    Cpu->copyFromHost(Device, Host, Bytes); // synchronous in every backend
+  }
+  void copyToHost(void *Host, const void *Device, size_t Bytes) override {
+    Cpu->copyToHost(Host, Device, Bytes);
+  }
+  void fillZero(void *Device, size_t Bytes) override {
+    write(Device, Bytes);
+    Cpu->fillZero(Device, Bytes);
+  }
+  void copyOnDevice(void *To, const void *From, size_t Bytes) override {
+    write(To, Bytes);
+    Cpu->copyOnDevice(To, From, Bytes);
+  }
+  void copyBox(const TensorView &To, const TensorView &From,
+               bool Add) override {
+    ++Queued;
+    Cpu->copyBox(To, From, Add);
+  }
+  void forward(const OpCall &Call) override {
+    ++Queued;
+    Cpu->forward(Call);
+  }
+  void backward(const OpCall &Call, const std::vector<TensorView> &OutputGrads,
+                const std::vector<TensorView> &InputGrads) override {
+    ++Queued;
+    Cpu->backward(Call, OutputGrads, InputGrads);
+  }
+  void update(const OptimizerConfig &Config, int64_t Step,
+              const TensorView &Parameter, const TensorView &Gradient,
+              const std::vector<TensorView> &State) override {
+    ++Queued;
+    Cpu->update(Config, Step, Parameter, Gradient, State);
+  }
+  void synchronize() override {
+    Queued = 0;
+    Written.clear();
+    Cpu->synchronize();
+  }
+  void batchNormPartialStats(const OpCall &Call,
+                             const TensorView &Stats) override {
+    ++Queued;
+    Cpu->batchNormPartialStats(Call, Stats);
+  }
+  void batchNormForwardWithStats(const OpCall &Call, const TensorView &Stats,
+                                 int64_t Count) override {
+    ++Queued;
+    Cpu->batchNormForwardWithStats(Call, Stats, Count);
+  }
+  void batchNormBackwardPartialSums(const OpCall &Call,
+                                    const TensorView &OutputGrad,
+                                    const TensorView &Stats, int64_t Count,
+                                    const TensorView &Sums) override {
+    ++Queued;
+    Cpu->batchNormBackwardPartialSums(Call, OutputGrad, Stats, Count, Sums);
+  }
+  void batchNormBackwardWithSums(const OpCall &Call,
+                                 const std::vector<TensorView> &OutputGrads,
+                                 const std::vector<TensorView> &InputGrads,
+                                 const TensorView &Stats,
+                                 const TensorView &Sums,
+                                 int64_t Count) override {
+    ++Queued;
+    Cpu->batchNormBackwardWithSums(Call, OutputGrads, InputGrads, Stats, Sums,
+                                   Count);
+  }
+};
+
+/// Rank 0 of Size: messages from the others leave the buffer as it is, and
+/// sums are this rank's. Records every send and all-reduce that started
+/// with backend work still queued.
+class StandInComm final : public Comm {
+public:
+  StandInComm(int Ranks, const RecordingBackend &B) : B(B) { Size = Ranks; }
+  std::vector<std::string> Unordered;
+  int Sends = 0, AllReduces = 0, Recvs = 0;
+
+  void setGroups(const std::vector<std::vector<int>> &) override {}
+  void send(int, const void *, size_t, const char *Label) override {
+    ++Sends;
+    check(Label);
+  }
+  /// A message may arrive while the backend still has work queued, but not
+  /// work that writes where it lands.
+  void recv(int, void *Data, size_t Bytes, const char *Label) override {
+    ++Recvs;
+    if (B.written(Data, Bytes))
+      Unordered.push_back(Label);
+  }
+  void allReduceSum(int, void *, int64_t, DType, const char *Label) override {
+    ++AllReduces;
+    check(Label);
+  }
+  double sumOverRanks(double Value) override { return Value; }
+  double maxOverRanks(double Value) override { return Value; }
+  void barrier() override {}
+
+private:
+  const RecordingBackend &B;
+  void check(const char *Label) {
+    if (B.Queued != 0)
+      Unordered.push_back(Label);
+  }
+};
+
+struct Case {
+  const char *Fixture;
+  int64_t Batch;
+  soap_search::Builtin Strategy;
+  unsigned Ranks;
+};
+
+void PrintTo(const Case &C, std::ostream *Out) {
+  *Out << C.Fixture << " " << soap_search::builtinName(C.Strategy).str()
+       << " on " << C.Ranks << " ranks";
+}
+
+class RunnerOrder : public ::testing::TestWithParam<Case> {};
+
+TEST_P(RunnerOrder, CommunicationStartsAfterTheKernelsItReads) {
+  const Case &C = GetParam();
+  ir::TrainingGraph T = test::training(
+      std::string("tests/fixtures/") + C.Fixture + "/model.onnx", C.Batch);
+  simulator::Machine M =
+      test::machine("cpu:" + std::to_string(C.Ranks), C.Ranks);
+  simulator::AnalyticCostModel Cost;
+  codegen::PlanOptions Options;
+  Options.Init = codegen::InitKind::Random;
+  auto Plan = codegen::buildProgramPlan(
+      T, soap_search::builtin(C.Strategy, T.G, M, Cost), M, Cost, Options);
+  ASSERT_TRUE(bool(Plan)) << llvm::toString(Plan.takeError());
+  rt::program::Plan View = Plan->view("", "", 0);
+
+  llvm::SmallString<128> Dir;
+  ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("runner-order", Dir));
+  std::string Shards = std::string(Dir) + "/shards.bin";
+  {
+    std::ofstream File(Shards, std::ios::binary);
+    File.write("O2SWGHT2", 8);
+    File.write(std::string(8, '\0').data(), 8); // the view's hash, 0
+    File.write(Plan->Weights.data(), std::streamsize(Plan->Weights.size()));
+  }
+
+  RecordingBackend B;
+  StandInComm Others(int(C.Ranks), B);
+  {
+    Runner R(View, B, Others, std::string(Dir));
+    // Zeros (labels: class 0) of the plan's shapes.
+    auto Zeros = [&](int32_t Tensor) {
+      const TensorInfo &Info = View.Tensors[Tensor];
+      HostTensor H;
+      H.Name = Info.Name;
+      H.Type = Info.Type;
+      H.Dims.assign(Info.Dims, Info.Dims + Info.Rank);
+      H.Bytes.assign(size_t(H.numElements()) * dtypeSize(H.Type), 0);
+      return H;
+    };
+    std::vector<HostTensor> Inputs;
+    for (int32_t Input : View.DataInputs)
+      Inputs.push_back(Zeros(Input));
+    std::optional<HostTensor> Labels;
+    if (View.Labels >= 0)
+      Labels = Zeros(View.Labels);
+    R.setBatch(Inputs, Labels ? &*Labels : nullptr);
+    R.step();
+    R.step();
+    // Rank 0 receives the other ranks' parameters.
+    R.gatherWeights();
+  }
+  llvm::sys::fs::remove(Shards);
+  llvm::sys::fs::remove(Dir);
+
+  EXPECT_GT(Others.Sends + Others.AllReduces, 0) << "nothing to check";
+  EXPECT_GT(Others.Recvs, 0) << "nothing to check";
+  EXPECT_TRUE(Others.Unordered.empty())
+      << Others.Unordered.size() << " of " << Others.Sends << " sends, "
+      << Others.Recvs << " receives and " << Others.AllReduces
+      << " all-reduces started before the backend work they depend on, the "
+         "first: "
+      << Others.Unordered.front();
+}
+
+// cnn_bn data parallel: BatchNorm statistics and gradients all-reduced;
+// model parallel: activations sent between ranks.
+INSTANTIATE_TEST_SUITE_P(
+    Fixtures, RunnerOrder,
+    ::testing::Values(Case{"cnn_bn", 8, soap_search::Builtin::DataParallel, 2},
+                      Case{"cnn_bn", 8, soap_search::Builtin::ModelParallel,
+                           2}));
+
+} // namespace
