@@ -262,6 +262,8 @@ struct Runner::Impl {
       B.synchronize();
       C.allReduceSum(S.Group, Message.data(), S.Elements, S.Type, S.Label);
       runCopies(S.FirstPostCopy, S.NumPostCopies);
+      // The next message reuses the buffer the copies read.
+      B.synchronize();
       return;
     case StepKind::Update:
       return update(S, Step);
@@ -371,6 +373,9 @@ Runner::Runner(const Plan &P, Backend &B, Comm &C,
   }
   // The largest message or packed all-reduce of this rank.
   I->Message = DeviceBuffer(B, messageBufferBytes(P, Rank));
+  // A GPU backend zero-fills on its stream: done before any message lands
+  // (a rank with nothing to load may receive first).
+  B.synchronize();
 
   // Initial values of parameters, state and constants.
   std::string Path = WeightsDir + "/shards.bin";
