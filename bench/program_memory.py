@@ -9,8 +9,10 @@ For each sample model (samples/*.onnx, --init random) and built-in strategy,
 runs `onnx2soap compile` with BUILD's binary (and PEER_BUILD's, for a
 before/after comparison in the same run) and reads the project's
 manifest.json: per rank, `allocated_bytes` (what the program allocates: its
-buffers' arena and its message buffer) and `predicted_peak_memory` (the
-planner's peak). Prints a markdown table for the rank that allocates most.
+buffers' arena and its message buffer), `kernel_scratch_bytes` (the kernel
+scratch the planner counts on top, where the manifest has it) and
+`predicted_peak_memory` (the planner's peak). Prints a markdown table for
+the rank that allocates most.
 Compiling needs no GPU; nothing is run.
 """
 import argparse
@@ -29,8 +31,8 @@ STRATEGIES = ["data-parallel", "expert"]
 
 
 def compile_memory(build, model, batch, strategy, cluster, gpus, work):
-    """(allocated, planner peak) of the rank that allocates most, or None
-    when compile refuses the strategy (its message)."""
+    """(allocated, planner peak, kernel scratch) of the rank that allocates
+    most, or None when compile refuses the strategy (its message)."""
     out = os.path.join(work, "project")
     shutil.rmtree(out, ignore_errors=True)
     cmd = [os.path.join(build, "bin", "onnx2soap"), "compile",
@@ -44,8 +46,9 @@ def compile_memory(build, model, batch, strategy, cluster, gpus, work):
         manifest = json.load(f)
     allocated = manifest["allocated_bytes"]
     peak = manifest["predicted_peak_memory"]
+    scratch = manifest.get("kernel_scratch_bytes", [0] * len(allocated))
     rank = max(range(len(allocated)), key=lambda r: allocated[r])
-    return (allocated[rank], peak[rank]), None
+    return (allocated[rank], peak[rank], scratch[rank]), None
 
 
 def mib(n):
@@ -72,7 +75,8 @@ def main():
                     row["error"] = error
                     rows.append(row)
                     continue
-                row["allocated"], row["planner_peak"] = now
+                (row["allocated"], row["planner_peak"],
+                 row["kernel_scratch"]) = now
                 if args.peer:
                     before, _ = compile_memory(args.peer, model, batch,
                                                strategy, args.cluster,
@@ -84,19 +88,21 @@ def main():
         shutil.rmtree(work, ignore_errors=True)
 
     peer = " | peer allocates MiB | now / peer" if args.peer else ""
-    print("| model | strategy | batch | allocates MiB | planner's peak MiB "
-          "| allocates / peak%s |" % peer)
-    print("|---|---|---:|---:|---:|---:%s|" % ("|---:|---:" if args.peer
-                                              else ""))
+    print("| model | strategy | batch | allocates MiB | kernel scratch MiB "
+          "| planner's peak MiB | allocates / peak "
+          "| (allocates + scratch) / peak%s |" % peer)
+    print("|---|---|---:|---:|---:|---:|---:|---:%s|" % (
+        "|---:|---:" if args.peer else ""))
     for row in rows:
         if "error" in row:
             print("| %s | %s | %d | refused: %s |" %
                   (row["model"], row["strategy"], row["batch"], row["error"]))
             continue
-        line = "| %s | %s | %d | %s | %s | %.3f" % (
+        line = "| %s | %s | %d | %s | %s | %s | %.3f | %.3f" % (
             row["model"], row["strategy"], row["batch"],
-            mib(row["allocated"]), mib(row["planner_peak"]),
-            row["allocated"] / row["planner_peak"])
+            mib(row["allocated"]), mib(row["kernel_scratch"]),
+            mib(row["planner_peak"]), row["allocated"] / row["planner_peak"],
+            (row["allocated"] + row["kernel_scratch"]) / row["planner_peak"])
         if args.peer:
             if "peer_allocated" in row:
                 line += " | %s | %.2f" % (mib(row["peer_allocated"]),

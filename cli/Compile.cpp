@@ -233,31 +233,34 @@ llvm::Error runCompile() {
   if (llvm::Error E = codegen::writeProject(Output, *Files))
     return usageError(llvm::toString(std::move(E)));
 
-  // What the program allocates (its buffers' arena and message buffer) is
-  // not what the planner's peak counts (docs/planner.md, "Memory"): both
-  // are reported.
+  // What the program allocates (its buffers' arena and message buffer) and
+  // the kernel scratch it takes on top are not what the planner's peak
+  // counts (docs/planner.md, "Memory"): all are reported.
   std::vector<double> Allocated = Plan->allocatedBytes();
   size_t Fullest =
       std::max_element(Allocated.begin(), Allocated.end()) - Allocated.begin();
   llvm::outs() << llvm::formatv(
       "wrote {0}: {1} ranks on {2}, strategy {3}, predicted {4} per step\n"
-      "memory: {5} allocated on rank {6} (the fullest; the planner's peak "
-      "there: {7})\n"
+      "memory: {5} allocated on rank {6} (the fullest; kernel scratch on "
+      "top: {8}; the planner's peak there: {7})\n"
       "build: cmake -S {0} -B {0}/build && cmake --build {0}/build\n"
       "run:   mpirun -np {1} {0}/build/train --inputs INPUT.pb --labels "
       "LABELS.pb\n",
       Output.getValue(), Plan->NumRanks, P.M.Name, StrategyName,
       formatSeconds(Plan->Prediction.Time), formatBytes(Allocated[Fullest]),
-      Fullest, formatBytes(Plan->Prediction.PeakMemory[Fullest]));
+      Fullest, formatBytes(Plan->Prediction.PeakMemory[Fullest]),
+      formatBytes(double(Plan->ScratchBytes[Fullest])));
   for (size_t Rank = 0; Rank < Allocated.size(); ++Rank) {
     double Capacity = double(P.M.deviceType(Rank).MemoryCapacity);
-    if (Allocated[Rank] > Capacity) {
+    double Needed = Allocated[Rank] + double(Plan->ScratchBytes[Rank]);
+    if (Needed > Capacity) {
       llvm::errs() << llvm::formatv(
-          "warning: rank {0} allocates {1}, more than its device's {2}: the "
-          "program will fail to start there (search with a lower "
-          "--memory-limit and compile its strategy file, or use more "
-          "devices)\n",
-          Rank, formatBytes(Allocated[Rank]), formatBytes(Capacity));
+          "warning: rank {0} allocates {1} and takes {2} of kernel scratch, "
+          "more than its device's {3}: the program will fail to start there "
+          "(search with a lower --memory-limit and compile its strategy "
+          "file, or use more devices)\n",
+          Rank, formatBytes(Allocated[Rank]),
+          formatBytes(double(Plan->ScratchBytes[Rank])), formatBytes(Capacity));
       break;
     }
   }

@@ -1321,9 +1321,17 @@ llvm::Error Builder::run(const simulator::Simulator &Sim) {
   Out.NumRanks = M.numDevices();
   Out.DeviceType = M.numDevices() ? M.deviceType(0).Name : "";
   Out.Optimizer = Options.Optimizer;
+  // The planner counted each device's own workspace: the smallest keeps
+  // every rank within its count.
+  Out.ConvWorkspaceBytes = INT64_MAX;
+  for (simulator::DeviceId D = 0; D < M.numDevices(); ++D)
+    Out.ConvWorkspaceBytes =
+        std::min(Out.ConvWorkspaceBytes, M.deviceType(D).ConvWorkspace);
   Out.Prediction = Sim.report();
   Out.PredictedBytes.assign(Out.Prediction.BytesSent.begin(),
                             Out.Prediction.BytesSent.end());
+  for (double Bytes : Out.Prediction.KernelScratch)
+    Out.ScratchBytes.push_back(int64_t(std::ceil(Bytes)));
   PerRank.resize(Out.NumRanks);
   StateCopies.resize(Out.NumRanks);
 
@@ -1389,6 +1397,7 @@ rt::program::Plan ProgramPlan::view(const char *Generator,
   P.PlanHash = Hash;
   P.NumRanks = NumRanks;
   P.DeviceType = DeviceType.c_str();
+  P.ConvWorkspaceBytes = ConvWorkspaceBytes;
   P.Optimizer = Optimizer;
   P.PredictedBytes = Of(PredictedBytes);
   P.Tensors = Of(Tensors);
@@ -1406,6 +1415,7 @@ rt::program::Plan ProgramPlan::view(const char *Generator,
   P.RankSteps = Of(RankSteps);
   P.RankStateCopies = Of(RankStateCopies);
   P.ArenaBytes = Of(ArenaBytes);
+  P.ScratchBytes = Of(ScratchBytes);
   P.LossTensor = LossTensor;
   P.DataInputs = Of(DataInputs);
   P.Labels = Labels;

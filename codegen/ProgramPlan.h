@@ -33,6 +33,7 @@ namespace onnx2soap::codegen {
 struct ProgramPlan {
   int32_t NumRanks = 0;
   std::string DeviceType;
+  int64_t ConvWorkspaceBytes = 0;
   rt::OptimizerConfig Optimizer;
   /// The simulator's report for the strategy (time, bytes, memory).
   simulator::SimReport Prediction;
@@ -54,6 +55,7 @@ struct ProgramPlan {
   std::vector<rt::program::Range> RankSteps;
   std::vector<rt::program::Range> RankStateCopies;
   std::vector<int64_t> ArenaBytes;
+  std::vector<int64_t> ScratchBytes;
   int32_t LossTensor = -1;
   std::vector<int32_t> DataInputs;
   int32_t Labels = -1;

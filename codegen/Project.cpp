@@ -323,6 +323,12 @@ static std::string planSource(const ProgramPlan &P, const ProjectInputs &In,
         },
         "0");
     W2.write(
+        "int64_t", "ScratchBytes", P.ScratchBytes,
+        [](int64_t V, size_t Index) {
+          return std::to_string(V) + " // rank " + std::to_string(Index);
+        },
+        "0");
+    W2.write(
         "int32_t", "DataInputs", P.DataInputs,
         [](int32_t V, size_t) { return std::to_string(V); }, "0");
     W2.write(
@@ -418,6 +424,8 @@ static std::string planSource(const ProgramPlan &P, const ProjectInputs &In,
   Out += "      " + HashText + "ull, // plan hash\n";
   Out += "      " + std::to_string(P.NumRanks) + ", // ranks\n";
   Out += "      " + quoted(P.DeviceType) + ", // device type\n";
+  Out += "      " + std::to_string(P.ConvWorkspaceBytes) +
+         ", // convolution workspace limit, bytes\n";
   Out += llvm::formatv("      {{OptimizerKind::{0}, {1}, {2}, {3}, {4}, {5}, "
                        "{6}, {7}, {8}},\n",
                        Kind, number(O.LearningRate), number(O.Momentum),
@@ -428,7 +436,8 @@ static std::string planSource(const ProgramPlan &P, const ProjectInputs &In,
   for (const char *Name :
        {"PredictedBytes", "Tensors", "Ops", "Attrs", "IntValues", "FloatValues",
         "Buffers", "Calls", "Operands", "Copies", "Steps", "Groups",
-        "GroupRanks", "RankSteps", "RankStateCopies", "ArenaBytes"})
+        "GroupRanks", "RankSteps", "RankStateCopies", "ArenaBytes",
+        "ScratchBytes"})
     Out += "      " + W.table(Name) + ",\n";
   Out += "      " + std::to_string(P.LossTensor) + ", // loss\n";
   Out += "      " + W.table("DataInputs") + ",\n";
@@ -568,9 +577,11 @@ llvm::Expected<ProjectFiles> projectFiles(const ProjectInputs &In) {
     FileHashes[Path] = Hash.get();
   // Per rank: the planner's peak and what the runner allocates (its arena
   // and message buffer).
-  llvm::json::Array PredictedPeak, Allocated;
+  llvm::json::Array PredictedPeak, Allocated, Scratch;
   for (double Bytes : P.Prediction.PeakMemory)
     PredictedPeak.push_back(int64_t(Bytes));
+  for (int64_t Bytes : P.ScratchBytes)
+    Scratch.push_back(Bytes);
   for (double Bytes : P.allocatedBytes())
     Allocated.push_back(int64_t(Bytes));
   llvm::json::Object Manifest{
@@ -591,6 +602,8 @@ llvm::Expected<ProjectFiles> projectFiles(const ProjectInputs &In) {
       {"predicted_step_seconds", P.Prediction.Time},
       {"predicted_peak_memory", std::move(PredictedPeak)},
       {"allocated_bytes", std::move(Allocated)},
+      {"kernel_scratch_bytes", std::move(Scratch)},
+      {"conv_workspace_bytes", P.ConvWorkspaceBytes},
       {"files", std::move(FileHashes)},
   };
   std::string Text;

@@ -221,10 +221,11 @@ Expected<DeviceType>
 ClusterReader::readDeviceType(const json::Value &V,
                               const std::string &Path) const {
   TRY(O, object(V, Path));
-  if (Error E = checkKeys(*O, Path,
-                          {"name", "peak_TFLOPS_f32", "peak_TFLOPS_f16",
-                           "memory_bandwidth_GBps", "memory_GiB",
-                           "launch_overhead_us", "cuda_arch"}))
+  if (Error E =
+          checkKeys(*O, Path,
+                    {"name", "peak_TFLOPS_f32", "peak_TFLOPS_f16",
+                     "memory_bandwidth_GBps", "memory_GiB",
+                     "launch_overhead_us", "cuda_arch", "conv_workspace_MiB"}))
     return E;
   DeviceType T;
   TRY(Name, string(*O, Path, "name", true));
@@ -234,8 +235,13 @@ ClusterReader::readDeviceType(const json::Value &V,
   TRY(GiB, number(*O, Path, "memory_GiB", Sign::Positive));
   TRY(Launch, number(*O, Path, "launch_overhead_us", Sign::NonNegative));
   TRY(Arch, string(*O, Path, "cuda_arch", false, StringRef()));
+  TRY(Workspace, number(*O, Path, "conv_workspace_MiB", Sign::NonNegative,
+                        Arch.empty() ? 0 : DefaultConvWorkspaceMiB));
   if (GiB > 1e9)
     return error(key(Path, "memory_GiB"), "is too large");
+  if (Workspace > GiB * 1024)
+    return error(key(Path, "conv_workspace_MiB"),
+                 "is more than the device's memory_GiB");
   bool ArchOk =
       Arch.empty() ||
       ((Arch.size() == 2 || Arch.size() == 3) && llvm::isDigit(Arch[0]) &&
@@ -252,6 +258,7 @@ ClusterReader::readDeviceType(const json::Value &V,
   T.MemoryCapacity = static_cast<int64_t>(std::llround(GiB * (1 << 30)));
   T.LaunchOverhead = Launch * 1e-6;
   T.CudaArch = Arch;
+  T.ConvWorkspace = static_cast<int64_t>(std::llround(Workspace * (1 << 20)));
   return T;
 }
 
@@ -613,7 +620,9 @@ json::Value Machine::toJson() const {
                    {"memory_bandwidth_GBps", round12(T.MemoryBandwidth / 1e9)},
                    {"memory_GiB",
                     round12(static_cast<double>(T.MemoryCapacity) / (1 << 30))},
-                   {"launch_overhead_us", round12(T.LaunchOverhead * 1e6)}};
+                   {"launch_overhead_us", round12(T.LaunchOverhead * 1e6)},
+                   {"conv_workspace_MiB",
+                    round12(static_cast<double>(T.ConvWorkspace) / (1 << 20))}};
     if (!T.CudaArch.empty())
       O["cuda_arch"] = T.CudaArch;
     TypeList.push_back(std::move(O));

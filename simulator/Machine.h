@@ -32,6 +32,11 @@ using LinkId = uint32_t;
 /// DeviceId, then switches, bridges, NICs, networks).
 using EndpointId = uint32_t;
 
+/// A GPU device type's convolution workspace when its cluster file gives
+/// none (conv_workspace_MiB): enough for the algorithms cuDNN's heuristics
+/// rank first on common layers; CPU devices default to none.
+constexpr double DefaultConvWorkspaceMiB = 64;
+
 /// What one kind of compute device can do. Rates are per second, sizes in
 /// bytes, times in seconds.
 struct DeviceType {
@@ -41,6 +46,10 @@ struct DeviceType {
   double MemoryBandwidth = 0; ///< device memory, bytes/s
   int64_t MemoryCapacity = 0; ///< bytes usable for training
   double LaunchOverhead = 0;  ///< fixed cost of one kernel, seconds
+  /// Bytes of workspace a convolution may take (cuDNN's): generated programs
+  /// choose algorithms within it, and the memory model counts it on every
+  /// device that runs a convolution (MemoryModel.h).
+  int64_t ConvWorkspace = 0;
   /// CUDA compute capability as nvcc spells it ("60", "90"), empty for CPU
   /// devices.
   std::string CudaArch;

@@ -20,6 +20,8 @@ void MemoryBreakdown::add(const Task &T, double Sign) {
   };
   if (T.GradientMemory > 0)
     Count(Gradients[T.Device], T.GradientMemory);
+  if (T.ScratchMemory > 0)
+    Count(Scratch[T.Device], T.ScratchMemory);
   if (T.MessageBytes <= 0)
     return;
   // A collective's members, or a transfer's two ends.

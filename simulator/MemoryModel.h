@@ -8,15 +8,17 @@
 // data of its partitions, the activations kept for the backward pass (every
 // forward output it computes and every activation region it receives), the
 // message buffer that transfers and gradient all-reduces pack their data
-// into (as large as the device's largest message), and the gradient working
-// set: the activation gradients of its largest backward call. Without
-// recomputation the activations are all live when the backward pass begins,
-// so the sum bounds the peak; each buffer is rounded up to the 256 bytes a
-// generated program aligns it to. On every fixture and sample plan measured
-// the generated program allocates at most this much
+// into (as large as the device's largest message), the gradient working
+// set: the activation gradients of its largest backward call, and the
+// kernel scratch of its largest call (KernelScratch.h: convolution
+// workspace, copies kernels make while they run). Without recomputation
+// the activations are all live when the backward pass begins, so the sum
+// bounds the peak; each buffer is rounded up to the 256 bytes a generated
+// program aligns it to. On every fixture and sample plan measured the
+// generated program's buffers take at most this much less the scratch
 // (tests/codegen/BufferLayoutTest.cpp, docs/benchmarks.md). Not counted:
-// kernel workspace, NCCL's buffers, and sharing of one constant by several
-// ops on a device (each op's read is counted).
+// NCCL's buffers, the CUDA context and libraries' own memory, and sharing
+// of one constant by several ops on a device (each op's read is counted).
 //
 // Every task carries its share (TaskGraph sets it when it builds the task),
 // so the sums are kept up to date as delta simulation adds and removes
@@ -46,10 +48,12 @@ struct MemoryBreakdown {
   /// and how many backward tasks have a gradient working set of each size.
   std::vector<std::map<double, uint32_t>> Messages;
   std::vector<std::map<double, uint32_t>> Gradients;
+  /// Per device: how many compute tasks take kernel scratch of each size.
+  std::vector<std::map<double, uint32_t>> Scratch;
 
   explicit MemoryBreakdown(unsigned NumDevices = 0)
       : Parameters(NumDevices), Fixed(NumDevices), Activations(NumDevices),
-        Messages(NumDevices), Gradients(NumDevices) {}
+        Messages(NumDevices), Gradients(NumDevices), Scratch(NumDevices) {}
   /// Adds (Sign 1) or removes (Sign -1) a task's share.
   void add(const Task &T, double Sign);
   std::vector<double> total() const;
@@ -63,10 +67,15 @@ struct MemoryBreakdown {
   double gradients(DeviceId D) const {
     return Gradients[D].empty() ? 0 : Gradients[D].rbegin()->first;
   }
+  /// Device D's kernel scratch: its largest compute task's (kernels run
+  /// one at a time on a device, and free their scratch when they end).
+  double scratch(DeviceId D) const {
+    return Scratch[D].empty() ? 0 : Scratch[D].rbegin()->first;
+  }
   /// Device D's total.
   double total(DeviceId D) const {
     return Parameters[D] + Fixed[D] + Activations[D] + message(D) +
-           gradients(D);
+           gradients(D) + scratch(D);
   }
 };
 

@@ -340,7 +340,10 @@ SimReport Simulator::report() const {
   }
   for (double Bytes : R.BytesSent)
     R.BytesTransferred += Bytes;
-  R.PeakMemory = memoryBreakdown(Graph).total();
+  MemoryBreakdown Breakdown = memoryBreakdown(Graph);
+  R.PeakMemory = Breakdown.total();
+  for (DeviceId D = 0; D < M.numDevices(); ++D)
+    R.KernelScratch.push_back(Breakdown.scratch(D));
   for (DeviceId D = 0; D < M.numDevices(); ++D)
     if (R.PeakMemory[D] > double(M.deviceType(D).MemoryCapacity))
       R.Fits = false;

@@ -40,6 +40,9 @@ struct SimReport {
   std::vector<double> BytesSent;
   /// Per device: peak bytes of memory (see MemoryModel.h).
   std::vector<double> PeakMemory;
+  /// Per device: the part of PeakMemory that is kernel scratch (taken and
+  /// freed by each call; KernelScratch.h).
+  std::vector<double> KernelScratch;
   /// Whether every device's peak fits its capacity.
   bool Fits = true;
   unsigned NumTasks = 0;

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "simulator/TaskGraph.h"
 #include "ir/BatchDims.h"
+#include "simulator/KernelScratch.h"
 #include "llvm/Support/MathExtras.h"
 #include <algorithm>
 #include <cmath>
@@ -231,12 +232,16 @@ void TaskGraph::buildOp(ir::OpId Id) {
     PartitionBytes Bytes = partitionBytes(O, Out, Reduction);
     Task Forward = Compute(TaskKind::Forward, forwardLevel(Id), Times.Forward);
     setForwardMemory(Forward, Bytes);
+    Forward.ScratchMemory =
+        kernelScratchBytes(G, O, Out, Reduction, false, M.deviceType(Device));
     Own.Forward.push_back(addTask(std::move(Forward)));
     if (!HasBackward)
       continue;
     Task Backward =
         Compute(TaskKind::Backward, backwardLevel(Id), Times.Backward);
     setBackwardMemory(Backward, Bytes);
+    Backward.ScratchMemory =
+        kernelScratchBytes(G, O, Out, Reduction, true, M.deviceType(Device));
     Own.Backward.push_back(addTask(std::move(Backward)));
     addEdge(Own.Forward.back(), Own.Backward.back());
   }

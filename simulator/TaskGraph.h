@@ -151,6 +151,10 @@ struct Task {
   /// (its outputs' and its activation inputs'), live together while it
   /// runs. A device's largest is its gradient working set.
   double GradientMemory = 0;
+  /// Forward and backward: the kernel scratch its call takes while it runs
+  /// (a convolution's workspace, copies a kernel makes; KernelScratch.h). A
+  /// device's largest is its scratch.
+  double ScratchMemory = 0;
 };
 
 /// Options of the training step being simulated.

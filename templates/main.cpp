@@ -15,9 +15,11 @@ using namespace onnx2soap::rt;
 int main(int argc, char **argv) {
   program::Platform Platform;
 #if TRAIN_BACKEND_CUDA
-  // One rank per GPU: the rank's index on its node picks the device.
+  // One rank per GPU: the rank's index on its node picks the device;
+  // convolutions keep to the workspace the planner counted.
   Platform.CreateBackend = [](int LocalRank, int) {
-    return createCudaBackend(LocalRank);
+    return createCudaBackend(LocalRank,
+                             size_t(trainingPlan().ConvWorkspaceBytes));
   };
   Platform.CreateComm = [](int *Argc, char ***Argv,
                            const program::CommOptions &Options, Backend &B) {

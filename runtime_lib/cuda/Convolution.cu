@@ -278,16 +278,29 @@ std::vector<Perf> candidates(const Perf *Results, int Count) {
   return Order;
 }
 
-/// The first candidate whose workspace query succeeds under FMA math.
+/// The first candidate whose workspace query succeeds under FMA math and
+/// whose workspace is within the plan's limit (Context::ConvWorkspaceLimit:
+/// the planner counted that much on this device).
 template <typename Perf, typename SizeQuery>
 std::pair<decltype(Perf().algo), size_t>
-chooseAlgorithm(const OpCall &Call, const Perf *Results, int Count,
-                SizeQuery Size, const char *What) {
+chooseAlgorithm(const Context &C, const OpCall &Call, const Perf *Results,
+                int Count, SizeQuery Size, const char *What) {
+  size_t Smallest = SIZE_MAX;
   for (const Perf &P : candidates(Results, Count)) {
     size_t Bytes = 0;
-    if (Size(P.algo, &Bytes) == CUDNN_STATUS_SUCCESS)
+    if (Size(P.algo, &Bytes) != CUDNN_STATUS_SUCCESS)
+      continue;
+    if (Bytes <= C.ConvWorkspaceLimit)
       return {P.algo, Bytes};
+    Smallest = std::min(Smallest, Bytes);
   }
+  if (Smallest != SIZE_MAX)
+    failOp(Call, std::string("every float-precision algorithm cuDNN offers "
+                             "for ") +
+                     What + " needs more workspace than the plan's " +
+                     std::to_string(C.ConvWorkspaceLimit) +
+                     " bytes (the least: " + std::to_string(Smallest) +
+                     "); raise the cluster's conv_workspace_MiB");
   failOp(Call,
          std::string("cuDNN offers no float-precision algorithm for ") + What);
 }
@@ -324,7 +337,7 @@ void convForward(Context &C, const OpCall &Call, ConvDescs &D, const float *Big,
                    &Count, Results),
                "cudnnGetConvolutionForwardAlgorithm_v7");
     return chooseAlgorithm(
-        Call, Results, Count,
+        C, Call, Results, Count,
         [&](cudnnConvolutionFwdAlgo_t A, size_t *B) {
           return cudnnGetConvolutionForwardWorkspaceSize(C.Dnn, D.Big, D.Filter,
                                                          D.Conv, D.Small, A, B);
@@ -355,7 +368,7 @@ void convBackwardData(Context &C, const OpCall &Call, ConvDescs &D,
                    &Count, Results),
                "cudnnGetConvolutionBackwardDataAlgorithm_v7");
     return chooseAlgorithm(
-        Call, Results, Count,
+        C, Call, Results, Count,
         [&](cudnnConvolutionBwdDataAlgo_t A, size_t *B) {
           return cudnnGetConvolutionBackwardDataWorkspaceSize(
               C.Dnn, D.Filter, D.Small, D.Conv, D.Big, A, B);
@@ -385,7 +398,7 @@ void convBackwardFilter(Context &C, const OpCall &Call, ConvDescs &D,
                    &Count, Results),
                "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
     return chooseAlgorithm(
-        Call, Results, Count,
+        C, Call, Results, Count,
         [&](cudnnConvolutionBwdFilterAlgo_t A, size_t *B) {
           return cudnnGetConvolutionBackwardFilterWorkspaceSize(
               C.Dnn, D.Big, D.Small, D.Conv, D.Filter, A, B);

@@ -53,8 +53,9 @@ void check(cudaError_t Status, const char *What) {
 
 class CudaBackend final : public Backend {
 public:
-  explicit CudaBackend(int Device) {
+  CudaBackend(int Device, size_t ConvWorkspaceLimit) {
     Ctx.Device = Device;
+    Ctx.ConvWorkspaceLimit = ConvWorkspaceLimit;
     check(cudaSetDevice(Device), "cudaSetDevice");
     check(cudaStreamCreateWithFlags(&Ctx.Stream, cudaStreamNonBlocking),
           "cudaStreamCreate");
@@ -216,11 +217,12 @@ std::string cudaAvailability() {
   return "";
 }
 
-std::unique_ptr<Backend> createCudaBackend(int Device) {
+std::unique_ptr<Backend> createCudaBackend(int Device,
+                                           size_t ConvWorkspaceLimit) {
   std::string Why = cudaAvailability();
   if (!Why.empty())
     fail("cuda backend", Why);
-  return std::make_unique<cuda::CudaBackend>(Device);
+  return std::make_unique<cuda::CudaBackend>(Device, ConvWorkspaceLimit);
 }
 
 } // namespace onnx2soap::rt

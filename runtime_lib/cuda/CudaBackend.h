@@ -8,6 +8,7 @@
 #define ONNX2SOAP_RUNTIME_CUDA_CUDABACKEND_H
 
 #include "../Backend.h"
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -18,7 +19,10 @@ namespace onnx2soap::rt {
 std::string cudaAvailability();
 
 /// The CUDA backend on Device; throws RuntimeError when there is none.
-std::unique_ptr<Backend> createCudaBackend(int Device = 0);
+/// Convolutions choose cuDNN algorithms whose workspace is at most
+/// ConvWorkspaceLimit bytes (a generated program passes its plan's).
+std::unique_ptr<Backend>
+createCudaBackend(int Device = 0, size_t ConvWorkspaceLimit = SIZE_MAX);
 
 } // namespace onnx2soap::rt
 

@@ -37,6 +37,9 @@ struct Context {
   /// query costs about a millisecond on an H100 with cuDNN 9 (more than most
   /// convolutions of a ResNet step), so each shape asks once.
   std::map<std::vector<int64_t>, ConvAlgorithm> ConvAlgorithms;
+  /// The most workspace a convolution algorithm may take: a generated
+  /// program's plan gives the cluster's conv_workspace_MiB.
+  size_t ConvWorkspaceLimit = SIZE_MAX;
 };
 
 using Views = std::vector<TensorView>;

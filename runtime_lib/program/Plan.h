@@ -226,6 +226,9 @@ struct Plan {
   /// The cluster's device type name ("cpu", "H100-SXM"): a --profile-ops
   /// file's device_type.
   const char *DeviceType;
+  /// The most workspace a convolution algorithm may take on a rank's device
+  /// (the cluster's conv_workspace_MiB; counted by the planner).
+  int64_t ConvWorkspaceBytes;
   OptimizerConfig Optimizer;
   /// Per-rank bytes the planner predicts this rank sends per step.
   Table<double> PredictedBytes;
@@ -248,6 +251,10 @@ struct Plan {
   Table<Range> RankStateCopies;
   /// Per rank: the bytes of its arena, which holds all of its buffers.
   Table<int64_t> ArenaBytes;
+  /// Per rank: the kernel scratch the planner counts (its largest call's:
+  /// convolution workspace, copies kernels make), taken and freed by each
+  /// call on top of the arena.
+  Table<int64_t> ScratchBytes;
   /// Index of the loss tensor and of the graph inputs in Tensors, in the
   /// order the program's --inputs / --labels options give them.
   int32_t LossTensor;
@@ -286,7 +293,8 @@ inline int64_t alignedBufferBytes(const BufferInfo &Info) {
 
 /// Device memory the runner allocates for Rank and holds for the whole run:
 /// the arena of its buffers and its message buffer. Kernels' scratch memory
-/// and the communication library's own buffers come on top.
+/// (Plan::ScratchBytes at most) and the communication library's own buffers
+/// come on top.
 inline size_t allocatedBytes(const Plan &P, int32_t Rank) {
   return size_t(P.ArenaBytes[Rank]) + messageBufferBytes(P, Rank);
 }

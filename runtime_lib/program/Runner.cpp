@@ -280,11 +280,12 @@ static std::string bytesText(size_t Bytes) {
 }
 
 void checkDeviceMemory(const Plan &P, int32_t Rank, size_t Free) {
-  size_t Needed = allocatedBytes(P, Rank);
+  size_t Needed = allocatedBytes(P, Rank) + size_t(P.ScratchBytes[Rank]);
   if (Needed > Free)
     fail("device memory",
-         "rank " + std::to_string(Rank) + "'s buffers need " +
-             bytesText(Needed) + ", the device has " + bytesText(Free) +
+         "rank " + std::to_string(Rank) +
+             "'s buffers and kernel scratch need " + bytesText(Needed) +
+             ", the device has " + bytesText(Free) +
              " free (plan with a lower --memory-limit, or use more devices)");
 }
 

@@ -1130,16 +1130,19 @@ TEST_F(CliTest, CompileGraphOnlyModelNeedsRandomInit) {
 }
 
 // compile says how much device memory the program will allocate per rank
-// (manifest.json: allocated_bytes, next to the planner's peak; the codegen
-// cases check that the program allocates exactly that), and warns when a
-// rank's device is too small for it.
+// and the kernel scratch it takes on top (manifest.json: allocated_bytes
+// and kernel_scratch_bytes, next to the planner's peak; the codegen cases
+// check that the program allocates exactly that), and warns when a rank's
+// device is too small for them.
 TEST_F(CliTest, CompileReportsTheMemoryTheProgramAllocates) {
   std::string Out = Dir.file("project");
   RunResult R = run(compileArgs({"--strategy", "data-parallel", "-o", Out}));
   ASSERT_EQ(R.ExitCode, 0) << R.Err;
   EXPECT_EQ(R.Err, "");
-  EXPECT_THAT(R.Out, ::testing::HasSubstr("allocated on rank 0 (the fullest; "
-                                          "the planner's peak there: "));
+  EXPECT_THAT(R.Out,
+              ::testing::HasSubstr("allocated on rank 0 (the fullest; kernel "
+                                   "scratch on top: "));
+  EXPECT_THAT(R.Out, ::testing::HasSubstr("; the planner's peak there: "));
   auto Manifest = llvm::json::parse(readFile(Out + "/manifest.json"));
   ASSERT_TRUE(bool(Manifest)) << llvm::toString(Manifest.takeError());
   const llvm::json::Array *Allocated =
@@ -1149,9 +1152,20 @@ TEST_F(CliTest, CompileReportsTheMemoryTheProgramAllocates) {
   ASSERT_TRUE(Allocated && Peak);
   ASSERT_EQ(Allocated->size(), 2u);
   ASSERT_EQ(Peak->size(), 2u);
+  // The CNN's loss and BatchNorm take a little scratch; a CPU device
+  // has no convolution workspace.
+  const llvm::json::Array *Scratch =
+      Manifest->getAsObject()->getArray("kernel_scratch_bytes");
+  ASSERT_TRUE(Scratch);
+  ASSERT_EQ(Scratch->size(), 2u);
+  EXPECT_EQ(Manifest->getAsObject()->getInteger("conv_workspace_bytes"),
+            llvm::Optional<int64_t>(0));
   for (size_t Rank = 0; Rank < 2; ++Rank) {
     EXPECT_GT(*(*Allocated)[Rank].getAsInteger(), 0);
-    EXPECT_GT(*(*Peak)[Rank].getAsInteger(), 0);
+    EXPECT_GT(*(*Scratch)[Rank].getAsInteger(), 0);
+    EXPECT_GE(*(*Peak)[Rank].getAsInteger(),
+              *(*Allocated)[Rank].getAsInteger() +
+                  *(*Scratch)[Rank].getAsInteger());
   }
 
   // The same two ranks with 100 KiB each.

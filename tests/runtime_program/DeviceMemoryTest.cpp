@@ -3,7 +3,7 @@
 // allocatedBytes: the rank's arena, as the plan sizes it, and one message
 // buffer as large as the rank's largest message (at least 64 bytes), on a
 // hand-made plan; checkDeviceMemory refuses a device with less free memory
-// than that, naming the rank and both sizes.
+// than that and the rank's kernel scratch, naming the rank and both sizes.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime_lib/program/Runner.h"
@@ -43,7 +43,8 @@ template <typename T> Table<T> table(const std::vector<T> &V) {
 struct TwoRanks {
   // Rank 0: 2x3 floats, 5 int64 and an empty region in an arena of 768
   // bytes; its largest message 30 floats (120 bytes). Rank 1: 4 halves in
-  // 256 bytes, no message (the buffer is still 64 bytes).
+  // 256 bytes, no message (the buffer is still 64 bytes). Kernel scratch:
+  // 1000 bytes on rank 0, none on rank 1.
   std::vector<BufferInfo> Buffers{
       buffer(0, DType::Float32, {2, 3}), buffer(1, DType::Float16, {4}),
       buffer(0, DType::Int64, {5}), buffer(0, DType::Float32, {0, 7})};
@@ -51,6 +52,7 @@ struct TwoRanks {
                               message(30, DType::Float32)};
   std::vector<Range> RankSteps{{0, 2}, {2, 0}};
   std::vector<int64_t> ArenaBytes{768, 256};
+  std::vector<int64_t> ScratchBytes{1000, 0};
   Plan P{};
   TwoRanks() {
     P.NumRanks = 2;
@@ -58,6 +60,7 @@ struct TwoRanks {
     P.Steps = table(Steps);
     P.RankSteps = table(RankSteps);
     P.ArenaBytes = table(ArenaBytes);
+    P.ScratchBytes = table(ScratchBytes);
   }
 };
 
@@ -71,15 +74,16 @@ TEST(DeviceMemoryTest, TheArenaAndTheMessageBuffer) {
 
 TEST(DeviceMemoryTest, RefusesADeviceWithTooLittleFreeMemory) {
   TwoRanks Plan;
-  checkDeviceMemory(Plan.P, 0, 888); // exactly enough
+  checkDeviceMemory(Plan.P, 0, 1888); // exactly enough
+  checkDeviceMemory(Plan.P, 1, 320);
   try {
-    checkDeviceMemory(Plan.P, 0, 887);
+    checkDeviceMemory(Plan.P, 0, 1887);
     FAIL() << "no error";
   } catch (const std::exception &E) {
     EXPECT_EQ(std::string(E.what()),
-              "device memory: rank 0's buffers need 888 bytes (0.0 GiB), the "
-              "device has 887 bytes (0.0 GiB) free (plan with a lower "
-              "--memory-limit, or use more devices)");
+              "device memory: rank 0's buffers and kernel scratch need 1888 "
+              "bytes (0.0 GiB), the device has 1887 bytes (0.0 GiB) free "
+              "(plan with a lower --memory-limit, or use more devices)");
   }
 }
 

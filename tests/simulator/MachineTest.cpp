@@ -97,6 +97,8 @@ TEST_P(PresetTest, MatchesItsDatasheet) {
   EXPECT_GE(T.PeakFlopsF16, T.PeakFlopsF32);
   EXPECT_GT(T.MemoryBandwidth, 0);
   EXPECT_GT(T.LaunchOverhead, 0);
+  // GPUs keep convolutions within the default workspace; CPUs have none.
+  EXPECT_EQ(T.ConvWorkspace, *C.Arch ? 64ll << 20 : 0);
   for (DeviceId D = 0; D < M.numDevices(); ++D) {
     EXPECT_EQ(M.endpoint(D).Name, M.device(D).Name);
     EXPECT_EQ(M.endpoint(D).Kind, EndpointKind::Device);
@@ -403,6 +405,8 @@ TEST(ClusterFile, TheValidFileReads) {
   EXPECT_DOUBLE_EQ(M->deviceTypes()[0].PeakFlopsF16, 10e12); // f32's
   EXPECT_DOUBLE_EQ(M->deviceTypes()[0].LaunchOverhead, 5e-6);
   EXPECT_EQ(M->deviceTypes()[0].MemoryCapacity, 8ll << 30);
+  // A GPU type (it has a cuda_arch) without conv_workspace_MiB: 64 MiB.
+  EXPECT_EQ(M->deviceTypes()[0].ConvWorkspace, 64ll << 20);
   // a -> b is one way: b reaches a through the switch.
   EXPECT_EQ(hops(*M, 2, 3), (std::vector<std::string>{"node1/b"}));
   EXPECT_EQ(hops(*M, 3, 2), (std::vector<std::string>{"node1/sw", "node1/a"}));
@@ -489,6 +493,13 @@ const BadCase BadCases[] = {
      "device_types[0].cuda_arch: 'sm_80' is not a compute capability"},
     {"HugeMemory", [](json::Value &V) { deviceType(V)["memory_GiB"] = 1e300; },
      "device_types[0].memory_GiB: is too large"},
+    {"NegativeWorkspace",
+     [](json::Value &V) { deviceType(V)["conv_workspace_MiB"] = -1; },
+     "device_types[0].conv_workspace_MiB: must not be negative"},
+    {"WorkspaceOverMemory",
+     [](json::Value &V) { deviceType(V)["conv_workspace_MiB"] = 8193; },
+     "device_types[0].conv_workspace_MiB: is more than the device's "
+     "memory_GiB"},
     {"TypeTwice",
      [](json::Value &V) {
        json::Value Copy = json::Object(deviceType(V));
