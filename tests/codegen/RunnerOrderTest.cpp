@@ -233,10 +233,10 @@ TEST_P(RunnerOrder, CommunicationStartsAfterTheKernelsItReads) {
   const Case &C = GetParam();
   ir::TrainingGraph T = test::training(
       std::string("tests/fixtures/") + C.Fixture + "/model.onnx", C.Batch);
-  simulator::Machine M = test::machine(
-      C.Cluster == std::string("cpu") ? "cpu:" + std::to_string(C.Ranks)
-                                      : std::string(C.Cluster),
-      C.Ranks);
+  simulator::Machine M = test::machine(C.Cluster == std::string("cpu")
+                                           ? "cpu:" + std::to_string(C.Ranks)
+                                           : std::string(C.Cluster),
+                                       C.Ranks);
   simulator::AnalyticCostModel Cost;
   codegen::PlanOptions Options;
   Options.Init = codegen::InitKind::Random;
@@ -309,11 +309,10 @@ TEST_P(RunnerOrder, CommunicationStartsAfterTheKernelsItReads) {
 // weights whose first step receives into the buffer just allocated.
 INSTANTIATE_TEST_SUITE_P(
     Fixtures, RunnerOrder,
-    ::testing::Values(Case{"cnn_bn", 8, soap_search::Builtin::DataParallel, 2},
-                      Case{"cnn_bn", 8, soap_search::Builtin::ModelParallel, 2},
-                      Case{"resnet18", 8, soap_search::Builtin::Expert, 4,
-                           "paper-p100"},
-                      Case{"transformer", 4, soap_search::Builtin::Expert, 4,
-                           "paper-p100"}));
+    ::testing::Values(
+        Case{"cnn_bn", 8, soap_search::Builtin::DataParallel, 2},
+        Case{"cnn_bn", 8, soap_search::Builtin::ModelParallel, 2},
+        Case{"resnet18", 8, soap_search::Builtin::Expert, 4, "paper-p100"},
+        Case{"transformer", 4, soap_search::Builtin::Expert, 4, "paper-p100"}));
 
 } // namespace
