@@ -9,8 +9,9 @@ For each sample model (samples/*.onnx, --init random) and built-in strategy,
 runs `onnx2soap compile` with BUILD's binary (and PEER_BUILD's, for a
 before/after comparison in the same run) and reads the project's
 manifest.json: per rank, `allocated_bytes` (what the program allocates: its
-buffers' arena and its message buffer), `kernel_scratch_bytes` (the kernel
-scratch the planner counts on top, where the manifest has it) and
+buffers' arena and its message buffer), `kernel_scratch_bytes` and
+`library_bytes` (the kernel scratch and the cuBLAS workspace the planner
+counts on top, where the manifest has them) and
 `predicted_peak_memory` (the planner's peak). Prints a markdown table for
 the rank that allocates most.
 Compiling needs no GPU; nothing is run.
@@ -31,8 +32,9 @@ STRATEGIES = ["data-parallel", "expert"]
 
 
 def compile_memory(build, model, batch, strategy, cluster, gpus, work):
-    """(allocated, planner peak, kernel scratch) of the rank that allocates
-    most, or None when compile refuses the strategy (its message)."""
+    """(allocated, planner peak, kernel scratch and library memory) of the
+    rank that allocates most, or None when compile refuses the strategy (its
+    message)."""
     out = os.path.join(work, "project")
     shutil.rmtree(out, ignore_errors=True)
     cmd = [os.path.join(build, "bin", "onnx2soap"), "compile",
@@ -47,8 +49,9 @@ def compile_memory(build, model, batch, strategy, cluster, gpus, work):
     allocated = manifest["allocated_bytes"]
     peak = manifest["predicted_peak_memory"]
     scratch = manifest.get("kernel_scratch_bytes", [0] * len(allocated))
+    library = manifest.get("library_bytes", [0] * len(allocated))
     rank = max(range(len(allocated)), key=lambda r: allocated[r])
-    return (allocated[rank], peak[rank], scratch[rank]), None
+    return (allocated[rank], peak[rank], scratch[rank] + library[rank]), None
 
 
 def mib(n):
@@ -88,9 +91,10 @@ def main():
         shutil.rmtree(work, ignore_errors=True)
 
     peer = " | peer allocates MiB | now / peer" if args.peer else ""
-    print("| model | strategy | batch | allocates MiB | kernel scratch MiB "
-          "| planner's peak MiB | allocates / peak "
-          "| (allocates + scratch) / peak%s |" % peer)
+    print("| model | strategy | batch | allocates MiB "
+          "| kernel scratch + cuBLAS MiB | planner's peak MiB "
+          "| allocates / peak | (allocates + scratch + cuBLAS) / peak%s |"
+          % peer)
     print("|---|---|---:|---:|---:|---:|---:|---:%s|" % (
         "|---:|---:" if args.peer else ""))
     for row in rows:

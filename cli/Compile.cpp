@@ -252,15 +252,17 @@ llvm::Error runCompile() {
       formatBytes(double(Plan->ScratchBytes[Fullest])));
   for (size_t Rank = 0; Rank < Allocated.size(); ++Rank) {
     double Capacity = double(P.M.deviceType(Rank).MemoryCapacity);
-    double Needed = Allocated[Rank] + double(Plan->ScratchBytes[Rank]);
-    if (Needed > Capacity) {
+    // On top of its buffers: kernel scratch and the libraries' workspace.
+    double OnTop = double(Plan->ScratchBytes[Rank]) +
+                   double(P.M.deviceType(Rank).LibraryMemory);
+    if (Allocated[Rank] + OnTop > Capacity) {
       llvm::errs() << llvm::formatv(
-          "warning: rank {0} allocates {1} and takes {2} of kernel scratch, "
-          "more than its device's {3}: the program will fail to start there "
-          "(search with a lower --memory-limit and compile its strategy "
-          "file, or use more devices)\n",
-          Rank, formatBytes(Allocated[Rank]),
-          formatBytes(double(Plan->ScratchBytes[Rank])), formatBytes(Capacity));
+          "warning: rank {0} allocates {1} and takes {2} of kernel scratch "
+          "and library workspace, more than its device's {3}: the program "
+          "will fail to start there (search with a lower --memory-limit and "
+          "compile its strategy file, or use more devices)\n",
+          Rank, formatBytes(Allocated[Rank]), formatBytes(OnTop),
+          formatBytes(Capacity));
       break;
     }
   }

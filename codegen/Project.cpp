@@ -582,6 +582,9 @@ llvm::Expected<ProjectFiles> projectFiles(const ProjectInputs &In) {
     PredictedPeak.push_back(int64_t(Bytes));
   for (int64_t Bytes : P.ScratchBytes)
     Scratch.push_back(Bytes);
+  llvm::json::Array Library;
+  for (simulator::DeviceId D = 0; D < In.M.numDevices(); ++D)
+    Library.push_back(In.M.deviceType(D).LibraryMemory);
   for (double Bytes : P.allocatedBytes())
     Allocated.push_back(int64_t(Bytes));
   llvm::json::Object Manifest{
@@ -603,6 +606,7 @@ llvm::Expected<ProjectFiles> projectFiles(const ProjectInputs &In) {
       {"predicted_peak_memory", std::move(PredictedPeak)},
       {"allocated_bytes", std::move(Allocated)},
       {"kernel_scratch_bytes", std::move(Scratch)},
+      {"library_bytes", std::move(Library)},
       {"conv_workspace_bytes", P.ConvWorkspaceBytes},
       {"files", std::move(FileHashes)},
   };

@@ -42,7 +42,10 @@ std::vector<double> MemoryBreakdown::total() const {
 }
 
 MemoryBreakdown memoryBreakdown(const TaskGraph &Graph) {
-  MemoryBreakdown B(Graph.machine().numDevices());
+  const Machine &M = Graph.machine();
+  MemoryBreakdown B(M.numDevices());
+  for (DeviceId D = 0; D < M.numDevices(); ++D)
+    B.Library[D] = double(M.deviceType(D).LibraryMemory);
   for (TaskId Id = 0; Id < Graph.size(); ++Id)
     if (Graph.task(Id).Alive)
       B.add(Graph.task(Id), 1);

@@ -9,15 +9,16 @@
 // forward output it computes and every activation region it receives), the
 // message buffer that transfers and gradient all-reduces pack their data
 // into (as large as the device's largest message), the gradient working
-// set: the activation gradients of its largest backward call, and the
-// kernel scratch of its largest call (KernelScratch.h: convolution
-// workspace, copies kernels make while they run). Without recomputation
+// set: the activation gradients of its largest backward call, the kernel
+// scratch of its largest call (KernelScratch.h: convolution
+// workspace, copies kernels make while they run), and what the backend
+// holds for its libraries (cuBLAS's workspace). Without recomputation
 // the activations are all live when the backward pass begins, so the sum
 // bounds the peak; each buffer is rounded up to the 256 bytes a generated
 // program aligns it to. On every fixture and sample plan measured the
 // generated program's buffers take at most this much less the scratch
 // (tests/codegen/BufferLayoutTest.cpp, docs/benchmarks.md). Not counted:
-// NCCL's buffers, the CUDA context and libraries' own memory, and sharing
+// NCCL's buffers, the CUDA context and the libraries' code, and sharing
 // of one constant by several ops on a device (each op's read is counted).
 //
 // Every task carries its share (TaskGraph sets it when it builds the task),
@@ -50,10 +51,14 @@ struct MemoryBreakdown {
   std::vector<std::map<double, uint32_t>> Gradients;
   /// Per device: how many compute tasks take kernel scratch of each size.
   std::vector<std::map<double, uint32_t>> Scratch;
+  /// Per device: what the backend holds for its libraries (the device
+  /// type's LibraryMemory).
+  std::vector<double> Library;
 
   explicit MemoryBreakdown(unsigned NumDevices = 0)
       : Parameters(NumDevices), Fixed(NumDevices), Activations(NumDevices),
-        Messages(NumDevices), Gradients(NumDevices), Scratch(NumDevices) {}
+        Messages(NumDevices), Gradients(NumDevices), Scratch(NumDevices),
+        Library(NumDevices) {}
   /// Adds (Sign 1) or removes (Sign -1) a task's share.
   void add(const Task &T, double Sign);
   std::vector<double> total() const;
@@ -75,7 +80,7 @@ struct MemoryBreakdown {
   /// Device D's total.
   double total(DeviceId D) const {
     return Parameters[D] + Fixed[D] + Activations[D] + message(D) +
-           gradients(D) + scratch(D);
+           gradients(D) + scratch(D) + Library[D];
   }
 };
 

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "../Families.h"
+#include "../LibraryMemory.h"
 #include "CudaBackend.h"
 #include "CudaKernels.h"
 #include <cstdint>
@@ -72,6 +73,18 @@ public:
     if (cublasCreate(&Ctx.Blas) != CUBLAS_STATUS_SUCCESS)
       fail("cuda backend", "cublasCreate failed");
     cublasSetStream(Ctx.Blas, Ctx.Stream);
+    // A workspace of our own, of the size the planner counts (setting the
+    // stream above gave the handle cuBLAS's default pool).
+    int Major = 0;
+    check(cudaDeviceGetAttribute(&Major, cudaDevAttrComputeCapabilityMajor,
+                                 Device),
+          "cudaDeviceGetAttribute");
+    size_t BlasBytes = blasWorkspaceBytes(Major);
+    check(cudaMalloc(&BlasWorkspace, BlasBytes),
+          "cudaMalloc (cuBLAS workspace)");
+    if (cublasSetWorkspace(Ctx.Blas, BlasWorkspace, BlasBytes) !=
+        CUBLAS_STATUS_SUCCESS)
+      fail("cuda backend", "cublasSetWorkspace failed");
     if (cudnnCreate(&Ctx.Dnn) != CUDNN_STATUS_SUCCESS)
       fail("cuda backend", "cudnnCreate failed");
     cudnnSetStream(Ctx.Dnn, Ctx.Stream);
@@ -81,6 +94,8 @@ public:
       cudnnDestroy(Ctx.Dnn);
     if (Ctx.Blas)
       cublasDestroy(Ctx.Blas);
+    if (BlasWorkspace)
+      cudaFree(BlasWorkspace);
     if (Ctx.Stream)
       cudaStreamDestroy(Ctx.Stream);
   }
@@ -203,6 +218,7 @@ public:
 
 private:
   Context Ctx;
+  void *BlasWorkspace = nullptr;
 };
 } // namespace
 } // namespace cuda

@@ -1153,13 +1153,17 @@ TEST_F(CliTest, CompileReportsTheMemoryTheProgramAllocates) {
   ASSERT_EQ(Allocated->size(), 2u);
   ASSERT_EQ(Peak->size(), 2u);
   // The CNN's loss and BatchNorm take a little scratch; a CPU device
-  // has no convolution workspace.
+  // has no convolution or cuBLAS workspace.
   const llvm::json::Array *Scratch =
       Manifest->getAsObject()->getArray("kernel_scratch_bytes");
   ASSERT_TRUE(Scratch);
   ASSERT_EQ(Scratch->size(), 2u);
   EXPECT_EQ(Manifest->getAsObject()->getInteger("conv_workspace_bytes"),
             llvm::Optional<int64_t>(0));
+  const llvm::json::Array *Library =
+      Manifest->getAsObject()->getArray("library_bytes");
+  ASSERT_TRUE(Library);
+  EXPECT_EQ(*Library, llvm::json::Array({0, 0})); // no cuBLAS on a CPU
   for (size_t Rank = 0; Rank < 2; ++Rank) {
     EXPECT_GT(*(*Allocated)[Rank].getAsInteger(), 0);
     EXPECT_GT(*(*Scratch)[Rank].getAsInteger(), 0);

@@ -99,6 +99,9 @@ TEST_P(PresetTest, MatchesItsDatasheet) {
   EXPECT_GT(T.LaunchOverhead, 0);
   // GPUs keep convolutions within the default workspace; CPUs have none.
   EXPECT_EQ(T.ConvWorkspace, *C.Arch ? 64ll << 20 : 0);
+  // cuBLAS's workspace: 32 MiB from Hopper (sm_90) on, 4 MiB before.
+  int64_t Blas = !*C.Arch ? 0 : C.Arch[0] == '9' ? 32ll << 20 : 4ll << 20;
+  EXPECT_EQ(T.LibraryMemory, Blas);
   for (DeviceId D = 0; D < M.numDevices(); ++D) {
     EXPECT_EQ(M.endpoint(D).Name, M.device(D).Name);
     EXPECT_EQ(M.endpoint(D).Kind, EndpointKind::Device);
@@ -405,8 +408,10 @@ TEST(ClusterFile, TheValidFileReads) {
   EXPECT_DOUBLE_EQ(M->deviceTypes()[0].PeakFlopsF16, 10e12); // f32's
   EXPECT_DOUBLE_EQ(M->deviceTypes()[0].LaunchOverhead, 5e-6);
   EXPECT_EQ(M->deviceTypes()[0].MemoryCapacity, 8ll << 30);
-  // A GPU type (it has a cuda_arch) without conv_workspace_MiB: 64 MiB.
+  // A GPU type (it has a cuda_arch) without conv_workspace_MiB: 64 MiB;
+  // sm_80's cuBLAS workspace: 4 MiB.
   EXPECT_EQ(M->deviceTypes()[0].ConvWorkspace, 64ll << 20);
+  EXPECT_EQ(M->deviceTypes()[0].LibraryMemory, 4ll << 20);
   // a -> b is one way: b reaches a through the switch.
   EXPECT_EQ(hops(*M, 2, 3), (std::vector<std::string>{"node1/b"}));
   EXPECT_EQ(hops(*M, 3, 2), (std::vector<std::string>{"node1/sw", "node1/a"}));
