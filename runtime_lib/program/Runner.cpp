@@ -328,6 +328,13 @@ Runner::Runner(const Plan &P, Backend &B, Comm &C,
     fail("train", "this program runs on " + std::to_string(P.NumRanks) +
                       " ranks, it was started on " + std::to_string(C.size()) +
                       " (mpirun -np " + std::to_string(P.NumRanks) + ")");
+  // The communicators first: NCCL allocates their buffers as it creates
+  // them, and the memory check below should see what is left.
+  std::vector<std::vector<int>> Groups;
+  for (const GroupInfo &Group : P.Groups)
+    Groups.emplace_back(P.GroupRanks.Data + Group.First,
+                        P.GroupRanks.Data + Group.First + Group.Size);
+  C.setGroups(Groups);
   if (std::optional<size_t> Free = B.freeMemory())
     checkDeviceMemory(P, Rank, *Free);
   // Attributes, once: each op's, then each call's that replaces some.
@@ -406,12 +413,6 @@ Runner::Runner(const Plan &P, Backend &B, Comm &C,
       fail(Path, "is truncated (buffer " + std::to_string(Id) + ")");
     B.copyFromHost(I->data(Id), Bytes.data(), Bytes.size());
   }
-
-  std::vector<std::vector<int>> Groups;
-  for (const GroupInfo &Group : P.Groups)
-    Groups.emplace_back(P.GroupRanks.Data + Group.First,
-                        P.GroupRanks.Data + Group.First + Group.Size);
-  C.setGroups(Groups);
 }
 
 Runner::~Runner() = default;

@@ -66,7 +66,17 @@ public:
   }
   void queue() { ++Queued; }
 
+  /// Whether the communicators existed when the runner asked for the free
+  /// memory (set through GroupsSet, which the stand-in comm sets).
+  const bool *GroupsSet = nullptr;
+  mutable std::optional<bool> GroupsSetAtCheck;
+
   const char *name() const override { return "recording"; }
+  std::optional<size_t> freeMemory() const override {
+    if (GroupsSet)
+      GroupsSetAtCheck = *GroupsSet;
+    return SIZE_MAX;
+  }
   void *allocate(size_t Bytes) override {
     void *Data = Cpu->allocate(Bytes);
     queue();
@@ -186,7 +196,10 @@ public:
   std::vector<std::string> Unordered;
   int Sends = 0, AllReduces = 0, Recvs = 0;
 
-  void setGroups(const std::vector<std::vector<int>> &) override {}
+  bool GroupsSet = false;
+  void setGroups(const std::vector<std::vector<int>> &) override {
+    GroupsSet = true;
+  }
   void send(int, const void *, size_t, const char *Label) override {
     ++Sends;
     check(Label);
@@ -278,6 +291,7 @@ TEST_P(RunnerOrder, CommunicationStartsAfterTheKernelsItReads) {
     SCOPED_TRACE("rank " + std::to_string(Rank));
     RecordingBackend B;
     StandInComm Others(int(Rank), int(C.Ranks), B);
+    B.GroupsSet = &Others.GroupsSet;
     {
       Runner R(View, B, Others, std::string(Dir));
       R.setBatch(Inputs, Labels ? &*Labels : nullptr);
@@ -286,6 +300,9 @@ TEST_P(RunnerOrder, CommunicationStartsAfterTheKernelsItReads) {
       // Rank 0 receives the other ranks' parameters.
       R.gatherWeights();
     }
+    // NCCL allocates its communicators' buffers when it creates them: the
+    // memory check comes after, so that it sees them.
+    EXPECT_EQ(B.GroupsSetAtCheck, std::optional<bool>(true));
     Sends += Others.Sends;
     Recvs += Others.Recvs;
     AllReduces += Others.AllReduces;
