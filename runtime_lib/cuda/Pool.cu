@@ -11,13 +11,15 @@
 // a max skips taps in padding, an average divides by the taps inside the
 // input (exclude pad) or inside the padded input (include pad).
 //
-// Backward accumulates into dX: cuDNN with beta = 1 (max pooling recomputes
-// the forward output, which cuDNN needs to find the argmax: the forward
-// call keeps nothing); the direct backward gathers, one thread per input
-// element over the windows that contain it, from the output gradient (and,
-// for max, a per-output argmax computed first), so no atomics are needed
-// and the result is deterministic. Ties in a max window go to the first
-// tap, as on the CPU. Global pools are warp-per-plane reductions.
+// Backward accumulates into dX: averages on cuDNN with beta = 1 where it
+// pools; max pooling always, and averages elsewhere, on the direct
+// backward, which gathers, one thread per input element over the windows
+// that contain it, from the output gradient (and, for max, a per-output
+// argmax computed first), so no atomics are needed and the result is
+// deterministic. Ties in a max window go to the first tap, as on the CPU
+// and in PyTorch; cuDNN does not say where it sends them, and a pool split
+// over space would run its inner parts on cuDNN and its edges here. Global
+// pools are warp-per-plane reductions.
 //
 //===----------------------------------------------------------------------===//
 #include "ContractionCommon.cuh"
@@ -327,21 +329,15 @@ void backwardWindowPool(Context &C, const OpCall &Call,
   if (DY.numElements() == 0 || X.numElements() == 0)
     return;
   bool Max = S.G.Mode == PoolMode::Max;
-  if (S.UseCudnn) {
+  // Averages through cuDNN, which ignores Y's values (the output view
+  // stands in). Max pooling's gradient goes to the first maximum of each
+  // window, as on the CPU and in PyTorch, which cuDNN does not promise
+  // where values tie: our own kernels, on every geometry, so that a split
+  // pool computes what the whole one does.
+  if (S.UseCudnn && !Max) {
     PoolingDescs D(Call, S);
     float Alpha = 1, Beta = 1;
-    // Max pooling finds the argmax by comparing X with Y: recompute Y.
-    // Averages ignore Y's values, so the output view stands in.
-    Scratch Output(C, Call, Max ? DY.byteSize() : 0);
     const void *YData = Call.Outputs[0].Data;
-    if (Max) {
-      float Zero = 0;
-      checkCudnn(Call,
-                 cudnnPoolingForward(C.Dnn, D.Pool, &Alpha, D.X, X.Data, &Zero,
-                                     D.Y, Output.data()),
-                 "cudnnPoolingForward");
-      YData = Output.data();
-    }
     checkCudnn(Call,
                cudnnPoolingBackward(C.Dnn, D.Pool, &Alpha, D.Y, YData, D.Y,
                                     DY.Data, D.X, X.Data, &Beta, D.X, DX.Data),

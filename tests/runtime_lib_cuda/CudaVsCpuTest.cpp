@@ -222,6 +222,21 @@ std::vector<Case> cases() {
          {1, 2, 6, 6}, {2, 2}, {1, 1}, {1, 0, 0, 1}, {2, 2}, false);
     Pool("maxpool_3d", OpKind::MaxPool, {1, 2, 4, 5, 4}, {1, 2, 2, 3, 4},
          {2, 2, 2}, {2, 2, 1}, {0, 1, 0, 0, 0, 1}, {1, 1, 1}, false);
+    {
+      // Ties in every window (values 0 and 1 only, as after a ReLU and a
+      // threshold): the gradient goes to the first maximum in window order,
+      // as on the CPU and in PyTorch, on a geometry cuDNN could pool.
+      HostTensor In = f32({1, 2, 6, 6});
+      for (int64_t I = 0; I < In.size(); ++I)
+        In.set(I, (I * 7 % 5) < 2 ? 1.0 : 0.0);
+      OpAttrs A;
+      A.set("kernel_shape", Ints{2, 2});
+      A.set("strides", Ints{2, 2});
+      A.set("pads", Ints{0, 0, 0, 0});
+      A.set("dilations", Ints{1, 1});
+      All.push_back(
+          {"maxpool_ties", OpKind::MaxPool, A, {In}, {f32({1, 2, 3, 3})}, {0}});
+    }
     Pool("avgpool_ceil_past_end_pad", OpKind::AveragePool, {1, 2, 6, 6},
          {1, 2, 4, 4}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, true);
     Pool("avgpool_exclude_pad", OpKind::AveragePool, {2, 2, 5, 5}, {2, 2, 5, 5},
