@@ -8,10 +8,13 @@
 // tap again and adds dY there: what oneDNN's workspace would record, without
 // recomputing the forward into a scratch output and accumulating a scratch
 // dX (the forward call keeps nothing). Loops run their planes (N*C) on
-// several threads. One case oneDNN cannot express is left to loops: AveragePool
-// with count_include_pad whose ceil-mode windows run past the end padding,
-// where the divisor counts only the taps inside the padded input (ONNX's
-// reference and PyTorch), not the whole kernel. Global pools are loops.
+// several threads. Two cases oneDNN cannot express are left to loops:
+// AveragePool with count_include_pad whose ceil-mode windows run past the
+// end padding, where the divisor counts only the taps inside the padded
+// input (ONNX's reference and PyTorch), not the whole kernel; and dilated
+// AveragePool without it, which oneDNN 2.6 refuses where a window's taps
+// skip over the input (the parts of a pool split over space). Global pools
+// are loops.
 //
 //===----------------------------------------------------------------------===//
 #include "ContractionKernels.h"
@@ -82,7 +85,9 @@ struct PoolSetup {
   // output size (oneDNN's end padding); AttrPadEnd is the attribute's.
   std::vector<int64_t> In, Out, Kernel, Strides, Dilations, PadBegin, PadEnd,
       AttrPadEnd;
-  /// AveragePool counting padding with windows past the end padding.
+  /// AveragePool counting padding with windows past the end padding, or
+  /// not counting it with dilated windows (which oneDNN 2.6 refuses where
+  /// taps skip over the input, as the parts of a split pool's windows do).
   bool NeedsLoops = false;
 };
 
@@ -120,6 +125,8 @@ PoolSetup setupPool(const OpCall &Call) {
     S.AttrPadEnd.push_back(End);
     if (S.IncludePad && EndNeeded > End)
       S.NeedsLoops = true;
+    if (!S.Max && !S.IncludePad && S.Dilations[I] > 1)
+      S.NeedsLoops = true;
   }
   return S;
 }
@@ -154,7 +161,9 @@ dnnl::pooling_v2_forward::primitive_desc poolForwardDesc(Context &C,
 struct LoopGeometry {
   int64_t In[3] = {1, 1, 1}, Out[3] = {1, 1, 1}, Kernel[3] = {1, 1, 1};
   std::vector<int64_t> Position[3]; // [Out * Kernel]
-  std::vector<int64_t> Count[3];    // [Out]: taps inside the padded input
+  /// [Out]: taps inside the padded input (count_include_pad), or inside
+  /// the input.
+  std::vector<int64_t> Count[3];
 };
 
 LoopGeometry loopGeometry(const PoolSetup &S) {
@@ -174,8 +183,9 @@ LoopGeometry loopGeometry(const PoolSetup &S) {
       int64_t Count = 0;
       for (int64_t K = 0; K < S.Kernel[I]; ++K) {
         int64_t P = O * S.Strides[I] - S.PadBegin[I] + K * S.Dilations[I];
-        G.Position[D].push_back(P >= 0 && P < S.In[I] ? P : -1);
-        Count += P < S.In[I] + S.AttrPadEnd[I];
+        bool Inside = P >= 0 && P < S.In[I];
+        G.Position[D].push_back(Inside ? P : -1);
+        Count += S.IncludePad ? P < S.In[I] + S.AttrPadEnd[I] : Inside;
       }
       G.Count[D].push_back(Count);
     }
@@ -183,8 +193,9 @@ LoopGeometry loopGeometry(const PoolSetup &S) {
   return G;
 }
 
-/// AveragePool with count_include_pad by loops: Y = sum / taps inside the
-/// padded input, or (Backward) dX += dY / taps.
+/// AveragePool by loops: Y = sum / taps inside the padded input (with
+/// count_include_pad) or the input, or (Backward) dX += dY / taps; a window
+/// with no such tap gives 0.
 void averagePoolLoops(const PoolSetup &S, int64_t Planes, float *X, float *Y,
                       bool Backward) {
   LoopGeometry G = loopGeometry(S);
@@ -199,7 +210,8 @@ void averagePoolLoops(const PoolSetup &S, int64_t Planes, float *X, float *Y,
           float &Value = Out[(OD * G.Out[1] + OH) * G.Out[2] + OW];
           double Divisor =
               double(G.Count[0][OD]) * G.Count[1][OH] * G.Count[2][OW];
-          float Share = Backward ? static_cast<float>(Value / Divisor) : 0;
+          float Share =
+              Backward && Divisor > 0 ? static_cast<float>(Value / Divisor) : 0;
           double Sum = 0;
           for (int64_t KD = 0; KD < G.Kernel[0]; ++KD) {
             int64_t PD = G.Position[0][OD * G.Kernel[0] + KD];
@@ -222,7 +234,7 @@ void averagePoolLoops(const PoolSetup &S, int64_t Planes, float *X, float *Y,
             }
           }
           if (!Backward)
-            Value = static_cast<float>(Sum / Divisor);
+            Value = Divisor > 0 ? static_cast<float>(Sum / Divisor) : 0.0f;
         }
   }
 }

@@ -157,6 +157,17 @@ const PoolCase PoolCases[] = {
      {0, 0, 0, 0},
      false},
     {"1-D", {2, 2, 9}, {3}, {2}, {1}, {1, 1}, false},
+    // Dilated windows whose taps skip over the input: the whole op, and
+    // the part of it a split gives the call computing its last output
+    // (input [6, 8), local pads 0 and 2), where one tap of two is inside.
+    {"dilation 3 past the end", {1, 2, 8}, {2}, {3}, {3}, {3, 2}, true},
+    {"dilation 3, a split's last part",
+     {1, 2, 2},
+     {2},
+     {3},
+     {3},
+     {0, 2},
+     false},
     {"3-D",
      {1, 2, 4, 5, 4},
      {2, 2, 2},
