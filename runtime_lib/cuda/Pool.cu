@@ -131,6 +131,15 @@ PoolSetup setupPool(const OpCall &Call) {
         In > INT_MAX || Kernel[I] > INT_MAX || Stride > INT_MAX)
       S.UseCudnn = false;
   }
+  // cuDNN's descriptors hold 32-bit sizes and strides: a sample (or a
+  // batch) past them runs on the direct kernels, which index in 64 bits.
+  for (const TensorView *V : {&X, &Y}) {
+    int64_t Sample = 1;
+    for (int D = 1; D < V->Rank; ++D)
+      Sample *= V->Dims[D];
+    if (Sample > INT_MAX || V->Dims[0] > INT_MAX)
+      S.UseCudnn = false;
+  }
   return S;
 }
 
