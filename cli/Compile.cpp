@@ -254,7 +254,7 @@ llvm::Error runCompile() {
     double Capacity = double(P.M.deviceType(Rank).MemoryCapacity);
     // On top of its buffers: kernel scratch and the libraries' workspace.
     double OnTop = double(Plan->ScratchBytes[Rank]) +
-                   double(P.M.deviceType(Rank).LibraryMemory);
+                   double(P.M.deviceType(Rank).libraryMemory());
     if (Allocated[Rank] + OnTop > Capacity) {
       llvm::errs() << llvm::formatv(
           "warning: rank {0} allocates {1} and takes {2} of kernel scratch "

@@ -584,7 +584,7 @@ llvm::Expected<ProjectFiles> projectFiles(const ProjectInputs &In) {
     Scratch.push_back(Bytes);
   llvm::json::Array Library;
   for (simulator::DeviceId D = 0; D < In.M.numDevices(); ++D)
-    Library.push_back(In.M.deviceType(D).LibraryMemory);
+    Library.push_back(In.M.deviceType(D).libraryMemory());
   for (double Bytes : P.allocatedBytes())
     Allocated.push_back(int64_t(Bytes));
   llvm::json::Object Manifest{

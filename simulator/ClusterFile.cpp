@@ -9,7 +9,6 @@
 // rounded to 12 significant digits, identical nodes folded into a template.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime_lib/LibraryMemory.h"
 #include "simulator/Machine.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringMap.h"
@@ -260,12 +259,6 @@ ClusterReader::readDeviceType(const json::Value &V,
   T.LaunchOverhead = Launch * 1e-6;
   T.CudaArch = Arch;
   T.ConvWorkspace = static_cast<int64_t>(std::llround(Workspace * (1 << 20)));
-  if (!Arch.empty()) {
-    // "37", "90", "90a": one digit of major version; "100", "120": two.
-    bool TwoDigitMajor = Arch.size() == 3 && llvm::isDigit(Arch[2]);
-    int Major = std::stoi(Arch.substr(0, TwoDigitMajor ? 2 : 1));
-    T.LibraryMemory = int64_t(onnx2soap::rt::blasWorkspaceBytes(Major));
-  }
   return T;
 }
 

@@ -45,6 +45,11 @@ double convolution(const ir::Graph &G, const ir::Op &O,
   auto Dilations = O.Attrs.getInts("dilations");
   auto OutputPadding = O.Attrs.getInts("output_padding");
   size_t Spatial = Pads.size() / 2;
+  auto StrideOf = [&](size_t D) { return D < Strides.size() ? Strides[D] : 1; };
+  // The dilated kernel's span in spatial dim D, from W's extent there.
+  auto SpanOf = [&](size_t D, int64_t Kernel) {
+    return (Kernel - 1) * (D < Dilations.size() ? Dilations[D] : 1) + 1;
+  };
   const ir::OpKindInfo &Info = ir::opKindInfo(O.Kind);
   ir::Region X = Info.InputRegion(G, O, 0, Out, Reduction);
   ir::Region W = Info.InputRegion(G, O, 1, Out, Reduction);
@@ -55,18 +60,16 @@ double convolution(const ir::Graph &G, const ir::Op &O,
   const ir::Shape &YDims = G.outputType(O).Dims;
   bool Direct = !splitOverSpace(G, O, Out) && XType;
   for (size_t D = 0; Direct && D < Spatial; ++D) {
-    int64_t Stride = D < Strides.size() ? Strides[D] : 1;
-    int64_t Dilation = D < Dilations.size() ? Dilations[D] : 1;
     int64_t Begin = Pads[D], End = Pads[D + Spatial];
     int64_t Slack;
     if (Transposed) {
       Slack = (D < OutputPadding.size() ? OutputPadding[D] : 0) + Begin - End;
     } else {
-      int64_t Extent = (G.inputType(O, 1)->Dims[D + 2] - 1) * Dilation + 1;
+      int64_t Span = SpanOf(D, G.inputType(O, 1)->Dims[D + 2]);
       int64_t Big = XType->Dims[D + 2], Small = YDims[D + 2];
-      Slack = Big + 2 * Begin - Extent - (Small - 1) * Stride;
+      Slack = Big + 2 * Begin - Span - (Small - 1) * StrideOf(D);
     }
-    Direct = Slack >= 0 && Slack < Stride;
+    Direct = Slack >= 0 && Slack < StrideOf(D);
   }
   double Scratch = double(Device.ConvWorkspace);
   if (Direct)
@@ -80,11 +83,8 @@ double convolution(const ir::Graph &G, const ir::Op &O,
       double(Out[0].size()) * double(Transposed ? Out[1].size() : X[1].size());
   for (size_t D = 0; D < Spatial && D + 2 < Small.size() && D + 2 < W.size();
        ++D) {
-    int64_t Stride = D < Strides.size() ? Strides[D] : 1;
-    int64_t Dilation = D < Dilations.size() ? Dilations[D] : 1;
-    int64_t Extent = (W[D + 2].size() - 1) * Dilation + 1;
-    Big *=
-        double(std::max<int64_t>(0, Small[D + 2].size() - 1) * Stride + Extent);
+    Big *= double(std::max<int64_t>(0, Small[D + 2].size() - 1) * StrideOf(D) +
+                  SpanOf(D, W[D + 2].size()));
   }
   return Scratch + 4 * Big;
 }

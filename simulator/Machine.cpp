@@ -7,6 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "simulator/Machine.h"
+#include "runtime_lib/LibraryMemory.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -104,6 +106,16 @@ Expected<Machine> MachineBuilder::finish() {
   if (Error E = M.computeRoutes())
     return E;
   return M;
+}
+
+int64_t DeviceType::libraryMemory() const {
+  if (CudaArch.empty())
+    return 0;
+  // "37", "90", "90a": one digit of major version; "100", "120": two (the
+  // cluster reader admits only these spellings).
+  bool TwoDigitMajor = CudaArch.size() == 3 && llvm::isDigit(CudaArch[2]);
+  int Major = std::stoi(CudaArch.substr(0, TwoDigitMajor ? 2 : 1));
+  return int64_t(onnx2soap::rt::blasWorkspaceBytes(Major));
 }
 
 //===-- Routes ------------------------------------------------------------===//

@@ -50,14 +50,15 @@ struct DeviceType {
   /// choose algorithms within it, and the memory model counts it on every
   /// device that runs a convolution (MemoryModel.h).
   int64_t ConvWorkspace = 0;
-  /// Bytes a generated program's backend holds for its libraries on a
-  /// device of this type for the whole run: the cuBLAS workspace on GPUs
-  /// (rt::blasWorkspaceBytes of the cuda_arch's major version), none on
-  /// CPUs. Counted in every device's peak.
-  int64_t LibraryMemory = 0;
   /// CUDA compute capability as nvcc spells it ("60", "90"), empty for CPU
   /// devices.
   std::string CudaArch;
+
+  /// Bytes a generated program's backend holds for its libraries on a
+  /// device of this type for the whole run: the cuBLAS workspace on GPUs
+  /// (rt::blasWorkspaceBytes of CudaArch's major version), none on CPUs.
+  /// Counted in every device's peak.
+  int64_t libraryMemory() const;
 };
 
 struct Device {

@@ -45,7 +45,7 @@ MemoryBreakdown memoryBreakdown(const TaskGraph &Graph) {
   const Machine &M = Graph.machine();
   MemoryBreakdown B(M.numDevices());
   for (DeviceId D = 0; D < M.numDevices(); ++D)
-    B.Library[D] = double(M.deviceType(D).LibraryMemory);
+    B.Library[D] = double(M.deviceType(D).libraryMemory());
   for (TaskId Id = 0; Id < Graph.size(); ++Id)
     if (Graph.task(Id).Alive)
       B.add(Graph.task(Id), 1);

@@ -52,7 +52,7 @@ struct MemoryBreakdown {
   /// Per device: how many compute tasks take kernel scratch of each size.
   std::vector<std::map<double, uint32_t>> Scratch;
   /// Per device: what the backend holds for its libraries (the device
-  /// type's LibraryMemory).
+  /// type's libraryMemory()).
   std::vector<double> Library;
 
   explicit MemoryBreakdown(unsigned NumDevices = 0)

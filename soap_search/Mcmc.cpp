@@ -52,14 +52,17 @@ struct CostFunction {
   }
 };
 
-Candidate candidate(const Simulator &Sim, double Limit) {
-  return {Sim.strategy(),
-          Sim.time(),
-          Sim.peakMemory(),
-          Sim.memoryOverflow(Limit) <= 0,
-          0,
-          Sim.graph().options().GradientBucketBytes,
-          {}};
+double secondsSince(Clock::time_point Begin) {
+  return std::chrono::duration<double>(Clock::now() - Begin).count();
+}
+
+/// The strategy Sim holds, found by Source FoundAt seconds into the search.
+Candidate candidate(const Simulator &Sim, double Limit, std::string Source = {},
+                    double FoundAt = 0) {
+  return {Sim.strategy(),   Sim.time(),
+          Sim.peakMemory(), Sim.memoryOverflow(Limit) <= 0,
+          FoundAt,          Sim.graph().options().GradientBucketBytes,
+          std::move(Source)};
 }
 
 /// Adds C to a Pareto set over (time, peak memory) unless it is dominated.
@@ -74,8 +77,7 @@ void addToFrontier(std::vector<Candidate> &Set, const Simulator &Sim,
   llvm::erase_if(Set, [&](const Candidate &C) {
     return Time <= C.Time && Peak <= C.PeakMemory;
   });
-  Set.push_back(candidate(Sim, Limit));
-  Set.back().Source = Source;
+  Set.push_back(candidate(Sim, Limit, Source));
 }
 
 Improvement improvement(const Candidate &C) {
@@ -344,10 +346,7 @@ runChain(const ir::TrainingGraph &T, const simulator::Machine &M,
   Simulator Sim(T, M, Cost, SimOpts);
   double Current = F(Sim, Sim.simulate(Start));
   ChainResult Result;
-  Result.Best = candidate(Sim, F.Limit);
-  Result.Best.Source = FoundBy;
-  Result.Best.FoundAt =
-      std::chrono::duration<double>(Clock::now() - Begin).count();
+  Result.Best = candidate(Sim, F.Limit, FoundBy, secondsSince(Begin));
   Result.Improvements.push_back(improvement(Result.Best));
   if (Options.Goal == Objective::Frontier)
     addToFrontier(Result.Frontier, Sim, F.Limit, FoundBy);
@@ -374,10 +373,9 @@ runChain(const ir::TrainingGraph &T, const simulator::Machine &M,
       Clock::time_point Found = Clock::now();
       LastImprovement =
           std::chrono::duration<double>(Found - ChainBegin).count();
-      Result.Best = candidate(Sim, F.Limit);
-      Result.Best.Source = FoundBy;
-      Result.Best.FoundAt =
-          std::chrono::duration<double>(Found - Begin).count();
+      Result.Best =
+          candidate(Sim, F.Limit, FoundBy,
+                    std::chrono::duration<double>(Found - Begin).count());
       Result.Improvements.push_back(improvement(Result.Best));
       Progress.improved(Result.Best.Time);
     }
@@ -602,8 +600,7 @@ runChain(const ir::TrainingGraph &T, const simulator::Machine &M,
     if (Options.Iterations ? Step >= Options.Iterations : Step % 16 == 0) {
       if (Options.Iterations)
         break;
-      double Elapsed =
-          std::chrono::duration<double>(Clock::now() - ChainBegin).count();
+      double Elapsed = secondsSince(ChainBegin);
       if (Elapsed >= Budget || Elapsed - LastImprovement >= Budget / 2)
         break;
     }
@@ -698,10 +695,8 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
     Simulator Sim(T, M, Cost, SimOpts);
     for (unsigned I = 0; I < 3; ++I) {
       Sim.simulate(Starts[I]);
-      *Builtins[I] = candidate(Sim, Options.MemoryLimit);
-      Builtins[I]->Source = StartNames[I].str();
-      Builtins[I]->FoundAt =
-          std::chrono::duration<double>(Clock::now() - Begin).count();
+      *Builtins[I] = candidate(Sim, Options.MemoryLimit, StartNames[I].str(),
+                               secondsSince(Begin));
     }
     // Data parallelism on the first half, quarter, ... of the devices: where
     // the collectives among all of them cost more than the compute they
@@ -765,11 +760,9 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
       return;
     Simulator Sim(T, M, Cost, SimOpts);
     Sim.simulate(*Eliminated);
-    Candidate C = candidate(Sim, Options.MemoryLimit);
-    C.FoundAt = std::chrono::duration<double>(Clock::now() - Begin).count();
-    C.Source = "optcnn";
-    Progress.improved(C.Time);
-    ByElimination = std::move(C);
+    ByElimination =
+        candidate(Sim, Options.MemoryLimit, "optcnn", secondsSince(Begin));
+    Progress.improved(ByElimination->Time);
   };
   auto Worker = [&] {
     if (!EliminationClaimed.exchange(true))
@@ -817,7 +810,7 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
           std::lock_guard<std::mutex> Guard(Progress.Lock);
           P.BestTime = Progress.BestTime;
         }
-        P.Seconds = std::chrono::duration<double>(Clock::now() - Begin).count();
+        P.Seconds = secondsSince(Begin);
         if (!Done.load())
           Options.Progress(P);
       }
@@ -848,7 +841,7 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
       llvm::consumeError(First.takeError());
   }
   if (Fewer) {
-    double Offset = std::chrono::duration<double>(Clock::now() - Begin).count();
+    double Offset = secondsSince(Begin);
     SearchOptions Sub = Options;
     if (Options.Iterations)
       Sub.Iterations = Options.Iterations / 2;
@@ -925,7 +918,7 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
     Candidate C = candidate(Sim, Options.MemoryLimit);
     if (C.GradientBucketBytes != Result.Best.GradientBucketBytes &&
         better(Options.Goal, C, Result.Best)) {
-      C.FoundAt = std::chrono::duration<double>(Clock::now() - Begin).count();
+      C.FoundAt = secondsSince(Begin);
       C.Source = Result.Best.Source + " (gradient buckets resized)";
       Resized = C;
       Result.Best = std::move(C);
@@ -944,7 +937,7 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
       if (Result.Frontier.empty() || C.Time < Result.Frontier.back().Time)
         Result.Frontier.push_back(std::move(C));
   }
-  Result.Seconds = std::chrono::duration<double>(Clock::now() - Begin).count();
+  Result.Seconds = secondsSince(Begin);
   Result.BestFoundSeconds = Result.Best.FoundAt;
 
   // The progression: everything any chain improved on, merged in time order

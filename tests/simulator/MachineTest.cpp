@@ -101,7 +101,7 @@ TEST_P(PresetTest, MatchesItsDatasheet) {
   EXPECT_EQ(T.ConvWorkspace, *C.Arch ? 64ll << 20 : 0);
   // cuBLAS's workspace: 32 MiB from Hopper (sm_90) on, 4 MiB before.
   int64_t Blas = !*C.Arch ? 0 : C.Arch[0] == '9' ? 32ll << 20 : 4ll << 20;
-  EXPECT_EQ(T.LibraryMemory, Blas);
+  EXPECT_EQ(T.libraryMemory(), Blas);
   for (DeviceId D = 0; D < M.numDevices(); ++D) {
     EXPECT_EQ(M.endpoint(D).Name, M.device(D).Name);
     EXPECT_EQ(M.endpoint(D).Kind, EndpointKind::Device);
@@ -411,7 +411,7 @@ TEST(ClusterFile, TheValidFileReads) {
   // A GPU type (it has a cuda_arch) without conv_workspace_MiB: 64 MiB;
   // sm_80's cuBLAS workspace: 4 MiB.
   EXPECT_EQ(M->deviceTypes()[0].ConvWorkspace, 64ll << 20);
-  EXPECT_EQ(M->deviceTypes()[0].LibraryMemory, 4ll << 20);
+  EXPECT_EQ(M->deviceTypes()[0].libraryMemory(), 4ll << 20);
   // a -> b is one way: b reaches a through the switch.
   EXPECT_EQ(hops(*M, 2, 3), (std::vector<std::string>{"node1/b"}));
   EXPECT_EQ(hops(*M, 3, 2), (std::vector<std::string>{"node1/sw", "node1/a"}));
