@@ -4,6 +4,7 @@
 Usage: bench/planner_bench.py BUILD_DIR [--budget SEC] [--iterations N]
                               [--models a,b] [--per-gpu-batch] [--out DIR]
                               [--skip-search] [--skip-table5]
+                              [--skip-bounds]
 
 For the six DNNs of the FlexFlow paper (samples/), on `paper-p100` (1-16
 GPUs) and `paper-k80` (4-64 GPUs), runs `onnx2soap search` and reports the
@@ -14,6 +15,15 @@ Then, in the layout of the paper's Table 5, the wall time of the same fixed
 amount of search work (--iterations per chain, 2 chains, seed 1) with full
 simulation of every proposal and with delta simulation, on paper-k80; both
 runs find the same strategy (checked), so the ratio is the simulator's alone.
+
+First, from simulation alone (a few seconds), the most any strategy can
+gain over data parallelism on N devices in the analytic cost model: a
+partition's time is a launch plus the roofline of its share of the FLOPs and
+of the bytes its regions read and write, so the partitions of an op together
+keep devices busy at least as long as the whole op on one device, and an
+iteration on N devices takes at least the 1-GPU time / N (every device busy
+all the time, communication free). Data parallelism's time over that bound is
+the largest speedup over data parallelism the search could find.
 
 Batch sizes: 64 (AlexNet 256) for the whole cluster by default, which is
 strong scaling (the same global batch on more GPUs); --per-gpu-batch makes
@@ -104,6 +114,30 @@ def simulate(binary, root, model, cluster, gpus, strategy, batch):
     return json.loads(done.stdout)
 
 
+def bounds(binary, root, models):
+    """The 1-GPU time / N bound and the speedup over data parallelism it
+    allows, per model, cluster and device count."""
+    print("### The most any strategy can gain (batch %s)\n" %
+          ("per GPU" if PER_GPU_BATCH else "per cluster"))
+    print("| model | cluster | GPUs | batch | data parallel ms | 1-GPU ms / N "
+          "| most speedup vs DP |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for model in models:
+        for cluster, counts in CLUSTERS:
+            for gpus in counts:
+                if gpus == 1:
+                    continue
+                batch = global_batch(model, gpus)
+                one = simulate(binary, root, model, cluster, 1,
+                               "data-parallel", batch)["time"]
+                dp = simulate(binary, root, model, cluster, gpus,
+                              "data-parallel", batch)["time"]
+                print("| %s | %s | %d | %d | %s | %s | %.2f |" % (
+                    model[0], cluster, gpus, batch, ms(dp), ms(one / gpus),
+                    dp / (one / gpus)), flush=True)
+    print()
+
+
 def gib(x):
     return "%.2f" % (x / 2**30)
 
@@ -122,6 +156,7 @@ def main():
     parser.add_argument("--skip-table5", action="store_true")
     parser.add_argument("--skip-search", action="store_true")
     parser.add_argument("--per-gpu-batch", action="store_true")
+    parser.add_argument("--skip-bounds", action="store_true")
     args = parser.parse_args()
     global PER_GPU_BATCH
     PER_GPU_BATCH = args.per_gpu_batch
@@ -133,6 +168,9 @@ def main():
     os.makedirs(out_dir, exist_ok=True)
     models = [m for m in MODELS
               if not args.models or m[1] in args.models.split(",")]
+
+    if not args.skip_bounds:
+        bounds(binary, root, models)
 
     if not args.skip_search:
         print("### Searched strategies (budget %g s, 4 chains, seed 1; batch "
