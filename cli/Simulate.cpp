@@ -146,9 +146,11 @@ namedStrategy(llvm::StringRef Flag, const Planning &P,
     soap_search::ConfigSpaceOptions Options;
     Options.Accept = runnableConfigs(P.Training);
     soap_search::ConfigSpace Space(P.Training.G, P.M.numDevices(), Options);
-    return *soap_search::AdditiveCost(P.Training, P.M, Cost, P.Sim, Space)
-                .minimize(soap_search::dataParallel(P.Training.G, P.M),
-                          std::numeric_limits<double>::infinity());
+    soap_search::AdditiveCost Additive(P.Training, P.M, Cost, P.Sim, Space);
+    simulator::Simulator Sim(P.Training, P.M, Cost, P.Sim);
+    return *soap_search::optcnnStrategy(
+        Additive, Sim, soap_search::dataParallel(P.Training.G, P.M),
+        std::numeric_limits<double>::infinity());
   }
   if (!llvm::sys::fs::exists(Flag))
     return usageError(llvm::formatv("--strategy {0}: no such file, and not a "

@@ -80,7 +80,12 @@ double AdditiveCost::syncTime(const ir::Op &O, const ParallelConfig &C) const {
       Update = std::max(Update,
                         Cost.updateTime(Options.Optimizer, double(Elements),
                                         Value.Type.Type, M.deviceType(Device)));
-    Time += Reduce + Update;
+    // A weight read by several ops (an unrolled layer's cells) is
+    // synchronized once: each reader pays its share, which adds up to one
+    // all-reduce when they take the same config.
+    Time +=
+        (Reduce + Update) /
+        (Shared == SharedWeights::Once ? double(SyncedReaders[Tensor]) : 1.0);
   }
   return Time;
 }
@@ -120,6 +125,15 @@ double AdditiveCost::nodeCost(const ir::Op &O, const ParallelConfig &C) const {
 
 void AdditiveCost::addNodes() {
   Synced = simulator::syncedTensors(T, WeightOnly);
+  SyncedReaders.assign(G.numTensors(), 0);
+  for (const ir::Op &O : G.ops())
+    if (!WeightOnly[O.Id])
+      for (unsigned Slot = 0; Slot < O.Inputs.size(); ++Slot) {
+        ir::TensorId Tensor = O.Inputs[Slot];
+        if (Tensor != ir::NoTensor && Synced[Tensor] &&
+            (T.BackwardInputs[O.Id] >> Slot & 1))
+          ++SyncedReaders[Tensor];
+      }
   NodeOf.assign(G.numOps(), -1);
   for (const ir::Op &O : G.ops()) {
     if (WeightOnly[O.Id])
@@ -401,13 +415,21 @@ std::optional<Strategy> AdditiveCost::minimize(const Strategy &Base,
     for (const ParallelConfig &C : Configs[J])
       NodeCosts.back().push_back(nodeCost(G.op(Ops[J]), C));
   }
-  Edges.clear();
+  if (!EdgesCosted) {
+    Edges.clear();
+    Neighbours.assign(Ops.size(), {});
+    forEachEdge(
+        [&](unsigned Producer, unsigned Output, unsigned Consumer,
+            unsigned Slot) { addEdge(Producer, Output, Consumer, Slot); });
+    CostedEdges = Edges;
+    CostedNeighbours = Neighbours;
+    EdgesCosted = true;
+  } else {
+    Edges = CostedEdges;
+    Neighbours = CostedNeighbours;
+  }
   Steps.clear();
-  Neighbours.assign(Ops.size(), {});
   Eliminated.assign(Ops.size(), false);
-  forEachEdge(
-      [&](unsigned Producer, unsigned Output, unsigned Consumer,
-          unsigned Slot) { addEdge(Producer, Output, Consumer, Slot); });
   reduce();
   Chosen.assign(Ops.size(), 0);
   settleTheRest();
@@ -415,7 +437,60 @@ std::optional<Strategy> AdditiveCost::minimize(const Strategy &Base,
   Strategy S = Base;
   for (unsigned J = 0; J < Ops.size(); ++J)
     S[Ops[J]] = Configs[J][Chosen[J]];
+  shareConfigs(S);
   return S;
+}
+
+void AdditiveCost::shareConfigs(Strategy &S) {
+  // Ops joined by the weights they read (union-find over nodes).
+  std::vector<unsigned> Root(Ops.size());
+  for (unsigned J = 0; J < Ops.size(); ++J)
+    Root[J] = J;
+  auto Find = [&](unsigned J) {
+    while (Root[J] != J)
+      J = Root[J] = Root[Root[J]];
+    return J;
+  };
+  std::vector<int> FirstReader(G.numTensors(), -1);
+  for (unsigned J = 0; J < Ops.size(); ++J)
+    for (ir::TensorId Tensor : G.op(Ops[J]).Inputs) {
+      if (Tensor == ir::NoTensor || SyncedReaders[Tensor] < 2)
+        continue;
+      if (FirstReader[Tensor] < 0)
+        FirstReader[Tensor] = int(J);
+      else
+        Root[Find(J)] = Find(unsigned(FirstReader[Tensor]));
+    }
+  std::map<unsigned, std::vector<unsigned>> Groups;
+  for (unsigned J = 0; J < Ops.size(); ++J)
+    Groups[Find(J)].push_back(J);
+  for (auto &[Leader, Members] : Groups) {
+    if (Members.size() < 2)
+      continue;
+    std::vector<ParallelConfig> Tries;
+    for (unsigned J : Members)
+      if (!llvm::is_contained(Tries, S[Ops[J]]))
+        Tries.push_back(S[Ops[J]]);
+    if (Tries.size() < 2)
+      continue;
+    double BestCost = Infinity;
+    Strategy Best = S;
+    for (const ParallelConfig &C : Tries) {
+      if (!llvm::all_of(Members, [&](unsigned J) {
+            return llvm::is_contained(Configs[J], C);
+          }))
+        continue;
+      Strategy Try = S;
+      for (unsigned J : Members)
+        Try[Ops[J]] = C;
+      double Cost = of(Try);
+      if (Cost < BestCost) {
+        BestCost = Cost;
+        Best = std::move(Try);
+      }
+    }
+    S = std::move(Best);
+  }
 }
 
 AdditiveCost::AdditiveCost(const ir::TrainingGraph &T,
@@ -440,6 +515,27 @@ double AdditiveCost::of(const Strategy &S) {
                                     S[Ops[Consumer]], R.ElementSize);
   });
   return Total;
+}
+
+std::optional<Strategy> optcnnStrategy(AdditiveCost &Cost,
+                                       simulator::Simulator &Sim,
+                                       const Strategy &Base, double MaxWork) {
+  Cost.setSharedWeights(SharedWeights::Once);
+  std::optional<Strategy> Once = Cost.minimize(Base, MaxWork);
+  if (!Once)
+    return std::nullopt;
+  double OnceTime = Sim.simulate(*Once);
+  if (!Cost.sharesWeights())
+    return Once;
+  Cost.setSharedWeights(SharedWeights::PerReader);
+  Strategy PerReader = *Cost.minimize(Base, MaxWork);
+  Cost.setSharedWeights(SharedWeights::Once);
+  if (PerReader.Configs == Once->Configs ||
+      Sim.simulate(PerReader) >= OnceTime) {
+    Sim.simulate(*Once);
+    return Once;
+  }
+  return PerReader;
 }
 
 } // namespace onnx2soap::soap_search

@@ -4,12 +4,13 @@
 // OptCNN (Jia et al., ICML 2018; FlexFlow compares with it in §8.1.3). An
 // op's cost under a config is its partition's forward and backward time,
 // its BatchNorm statistics' all-reduces, and the all-reduce and update of
-// its weights' gradients; an edge's cost under a pair of configs is the
-// time its transfers (activations forward, their gradients backward) keep
-// the busiest link they cross busy. Node elimination (an op between two
-// others becomes an edge between them, minimized over its configs), edge
-// elimination (parallel edges add) and leaf elimination reduce the graph;
-// each op's config is then read back in reverse. For chains and
+// its weights' gradients (a weight read by several ops, such as an unrolled
+// layer's cells, in equal shares or in full: SharedWeights); an edge's cost
+// under a pair of configs is the time its transfers (activations forward, their
+// gradients backward) keep the busiest link they cross busy. Node elimination
+// (an op between two others becomes an edge between them, minimized over its
+// configs), edge elimination (parallel edges add) and leaf elimination reduce
+// the graph; each op's config is then read back in reverse. For chains and
 // series-parallel graphs (AlexNet, ResNet, Inception) that is the additive
 // cost's optimum over the configs offered; ops left in a graph that does
 // not reduce are settled one at a time, each taking its best config given
@@ -29,15 +30,26 @@
 #include "ir/Training.h"
 #include "simulator/CostModel.h"
 #include "simulator/Machine.h"
+#include "simulator/Simulator.h"
 #include "simulator/Strategy.h"
 #include "simulator/TaskGraph.h"
 #include "soap_search/ConfigSpace.h"
+#include "llvm/ADT/STLExtras.h"
 #include <map>
 #include <optional>
 #include <set>
 #include <vector>
 
 namespace onnx2soap::soap_search {
+
+/// How the synchronization of a weight read by several ops (an unrolled
+/// layer's cells) is charged: in equal shares (once in all, as the
+/// simulator runs it, when the readers agree), or in full to each reader.
+/// The sum misjudges either way: the first ignores that such a weight's
+/// all-reduce starts only after its last reader's backward (the first
+/// step's), exposed at the end of the iteration; the second charges it
+/// many times over. minimize() is run under both, and the simulator picks.
+enum class SharedWeights : uint8_t { Once, PerReader };
 
 /// OptCNN's cost of strategies over one space, and its minimum.
 class AdditiveCost {
@@ -55,11 +67,18 @@ public:
   /// The additive cost of S (any configs, offered or not).
   double of(const simulator::Strategy &S);
   /// A strategy of least additive cost among the configs offered: Base's
-  /// configs for the weight-only ops (they have no tasks). None when
-  /// costing the edges would take more than MaxWork pairs of partitions
-  /// (about 4e-8 s each on a 2.x GHz core).
+  /// configs for the weight-only ops (they have no tasks); ops that read
+  /// the same weight then agree (shareConfigs). None when costing the
+  /// edges would take more than MaxWork pairs of partitions (about 4e-8 s
+  /// each on a 2.x GHz core); the edges are costed once per AdditiveCost.
   std::optional<simulator::Strategy> minimize(const simulator::Strategy &Base,
                                               double MaxWork);
+  /// The charge of shared weights of of() and minimize() (default Once).
+  void setSharedWeights(SharedWeights Charge) { Shared = Charge; }
+  /// Whether some weight is read by several ops (else both charges agree).
+  bool sharesWeights() const {
+    return llvm::any_of(SyncedReaders, [](unsigned N) { return N > 1; });
+  }
 
 private:
   /// One reduction, undone in reverse to read the configs back.
@@ -113,6 +132,11 @@ private:
   void eliminateLeaf(unsigned J);
   void settleTheRest();
   void readBack();
+  /// Ops that read the same weight (an unrolled layer's cells) but were
+  /// given different configs all take the one of those under which S
+  /// costs least: their shares of the weight's synchronization add up to
+  /// it only when they agree, and the search moves them together.
+  void shareConfigs(simulator::Strategy &S);
 
   const ir::TrainingGraph &T;
   const ir::Graph &G;
@@ -124,6 +148,15 @@ private:
   /// Per tensor: whether its gradient is all-reduced and applied (as the
   /// task graph's synced tensors).
   std::vector<bool> Synced;
+  /// Per synced tensor: how many ops with tasks read it and take its
+  /// gradient (under SharedWeights::Once each pays that share of its
+  /// synchronization).
+  std::vector<unsigned> SyncedReaders;
+  SharedWeights Shared = SharedWeights::Once;
+  /// The edge tables and neighbours as costed, before any reduction.
+  bool EdgesCosted = false;
+  std::map<std::pair<unsigned, unsigned>, std::vector<double>> CostedEdges;
+  std::vector<std::set<unsigned>> CostedNeighbours;
 
   /// Nodes: the ops with tasks, their configs and (while minimizing) own
   /// costs, to which eliminated neighbours add theirs.
@@ -143,6 +176,14 @@ private:
   std::vector<double> Load;
   std::vector<simulator::LinkId> Touched;
 };
+
+/// OptCNN's strategy: Cost's minimum under each charge of shared weights
+/// (one costing of the edges serves both; one charge where no weight is
+/// shared), each simulated by Sim, which is left with the faster (the Once
+/// charge's on a tie). None as minimize().
+std::optional<simulator::Strategy>
+optcnnStrategy(AdditiveCost &Cost, simulator::Simulator &Sim,
+               const simulator::Strategy &Base, double MaxWork);
 
 } // namespace onnx2soap::soap_search
 

@@ -753,13 +753,10 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
   // against 39.5).
   std::atomic<bool> EliminationClaimed{false};
   auto Eliminate = [&] {
-    std::optional<Strategy> Eliminated =
-        AdditiveCost(T, M, Cost, SimOpts, Space)
-            .minimize(Starts[0], EliminationWork);
-    if (!Eliminated)
-      return;
+    AdditiveCost Additive(T, M, Cost, SimOpts, Space);
     Simulator Sim(T, M, Cost, SimOpts);
-    Sim.simulate(*Eliminated);
+    if (!optcnnStrategy(Additive, Sim, Starts[0], EliminationWork))
+      return;
     ByElimination =
         candidate(Sim, Options.MemoryLimit, "optcnn", secondsSince(Begin));
     Progress.improved(ByElimination->Time);
