@@ -52,6 +52,11 @@ struct Runner::Impl {
   /// Per call: its entry in Attrs, or -1 for its op's.
   std::vector<int32_t> CallAttrs;
   DeviceBuffer Message;
+  /// The gradient all-reduce running in Message (Comm::startAllReduceSum)
+  /// while compute steps go on, whose unpacking copies are still to run;
+  /// null when none. RunningSpans: the arena bytes those copies write.
+  const StepInfo *Running = nullptr;
+  std::vector<std::pair<int64_t, int64_t>> RunningSpans;
   /// Host copies of the global batch, by tensor index.
   std::vector<HostTensor> Batch;
   /// --data: the dataset, and each tensor's file in it (-1: none).
@@ -235,6 +240,59 @@ struct Runner::Impl {
     B.update(P.Optimizer, Step, view(S.Buffer), view(S.Gradient), State);
   }
 
+  /// Waits for the running all-reduce and unpacks it.
+  void finishRunning() {
+    if (!Running)
+      return;
+    C.finishAllReduce();
+    runCopies(Running->FirstPostCopy, Running->NumPostCopies);
+    // The next message reuses the buffer the copies read.
+    B.synchronize();
+    Running = nullptr;
+    RunningSpans.clear();
+  }
+
+  /// Whether Buffer's arena bytes meet those the running all-reduce's
+  /// unpacking copies write (buffers of disjoint lifetimes share bytes).
+  bool touchesRunning(int32_t Buffer) const {
+    if (Buffer < 0)
+      return false;
+    const BufferInfo &Info = P.Buffers[Buffer];
+    int64_t Begin = Info.Offset;
+    int64_t End = Begin + int64_t(bufferBytes(Info));
+    for (auto [From, To] : RunningSpans)
+      if (Begin < To && From < End)
+        return true;
+    return false;
+  }
+
+  /// Whether local step Local (S) may run while an all-reduce is running: a
+  /// forward or backward call that, with the accumulators zeroed before
+  /// it, neither touches the bytes the all-reduce will unpack into nor
+  /// copies through the message buffer. Every other step communicates,
+  /// and the Comm takes one call at a time; updates read the sums.
+  bool runsBeside(const StepInfo &S, int32_t Local) const {
+    if (S.Kind != StepKind::Forward && S.Kind != StepKind::Backward)
+      return false;
+    for (int32_t Id : ZeroedBefore[size_t(Local + 1)])
+      if (touchesRunning(Id))
+        return false;
+    for (int32_t I = S.FirstCopy; I < S.FirstCopy + S.NumCopies; ++I) {
+      const CopyInfo &Copy = P.Copies[I];
+      if (Copy.From < 0 || Copy.To < 0 || touchesRunning(Copy.From) ||
+          touchesRunning(Copy.To))
+        return false;
+    }
+    const CallInfo &Info = P.Calls[S.Call];
+    int32_t Operands =
+        (Info.NumInputs + Info.NumOutputs) * (Info.HasBackward ? 2 : 1);
+    for (int32_t I = 0; I < Operands; ++I)
+      if (touchesRunning(P.Operands[Info.FirstOperand + I]))
+        return false;
+    return !touchesRunning(Info.Statistics) &&
+           !touchesRunning(Info.GradientSums);
+  }
+
   void run(const StepInfo &S, int64_t Step) {
     size_t Bytes = static_cast<size_t>(S.Elements) * dtypeSize(S.Type);
     switch (S.Kind) {
@@ -260,10 +318,17 @@ struct Runner::Impl {
     case StepKind::AllReduce:
       runCopies(S.FirstCopy, S.NumCopies);
       B.synchronize();
-      C.allReduceSum(S.Group, Message.data(), S.Elements, S.Type, S.Label);
-      runCopies(S.FirstPostCopy, S.NumPostCopies);
-      // The next message reuses the buffer the copies read.
-      B.synchronize();
+      // Runs while the next compute steps do (finishRunning).
+      C.startAllReduceSum(S.Group, Message.data(), S.Elements, S.Type, S.Label);
+      Running = &S;
+      for (int32_t I = S.FirstPostCopy; I < S.FirstPostCopy + S.NumPostCopies;
+           ++I) {
+        if (P.Copies[I].To < 0)
+          continue;
+        const BufferInfo &To = P.Buffers[P.Copies[I].To];
+        RunningSpans.emplace_back(To.Offset,
+                                  To.Offset + int64_t(bufferBytes(To)));
+      }
       return;
     case StepKind::Update:
       return update(S, Step);
@@ -489,9 +554,15 @@ double Runner::step() {
   }
   const Range &Steps = P.RankSteps[Rank];
   for (int32_t Local = 0; Local < Steps.Count; ++Local) {
+    const StepInfo &S = P.Steps[Steps.First + Local];
+    // A gradient all-reduce runs beside the compute steps after it until
+    // one needs what it holds or the Comm (see runsBeside).
+    if (I->Running && !I->runsBeside(S, Local))
+      I->finishRunning();
     I->zeroBefore(Local);
-    I->run(P.Steps[Steps.First + Local], Step);
+    I->run(S, Step);
   }
+  I->finishRunning();
   const Range &State = P.RankStateCopies[Rank];
   I->runCopies(State.First, State.Count);
   B.synchronize();

@@ -11,7 +11,10 @@
 // gradients all-reduced and activations sent, walked by the runner for rank
 // 0 (two steps, then the weights gathered) over the CPU backend wrapped in
 // a recorder, with a stand-in for the other ranks (the values do not
-// matter, only the order).
+// matter, only the order). A gradient all-reduce runs beside the compute
+// steps after it (Comm::startAllReduceSum): the stand-in checks that
+// nothing touches its message buffer and nothing else is said until it is
+// finished, and that compute did run beside it.
 //
 //===----------------------------------------------------------------------===//
 #include "../soap_search/PlannerTestUtil.h"
@@ -29,6 +32,16 @@ using namespace onnx2soap::rt;
 using namespace onnx2soap::rt::program;
 
 namespace {
+
+/// The gradient all-reduce the stand-in comm has started and not finished:
+/// the bytes it sums in place (null when none), what broke the rules while
+/// it ran, and how much backend work was queued beside it.
+struct RunningAllReduce {
+  const char *Begin = nullptr, *End = nullptr;
+  const char *Label = "";
+  std::vector<std::string> Violations;
+  int Beside = 0;
+};
 
 /// The CPU backend, counting the work queued since the last synchronize(),
 /// and the memory that queued work reads and writes (a GPU backend also
@@ -50,6 +63,10 @@ public:
   void touch(const void *Data, size_t Bytes) {
     auto *Begin = static_cast<const char *>(Data);
     Touched.emplace_back(Begin, Begin + Bytes);
+    if (Running.Begin && Begin < Running.End && Running.Begin < Begin + Bytes)
+      Running.Violations.push_back(std::string("backend work on the buffer "
+                                               "of the running all-reduce ") +
+                                   Running.Label);
   }
   /// The bytes a strided view covers.
   void touch(const TensorView &V) {
@@ -64,7 +81,11 @@ public:
     for (const TensorView &V : Views)
       touch(V);
   }
-  void queue() { ++Queued; }
+  void queue() {
+    ++Queued;
+    Running.Beside += Running.Begin != nullptr;
+  }
+  RunningAllReduce Running;
 
   /// Whether the communicators existed when the runner asked for the free
   /// memory (set through GroupsSet, which the stand-in comm sets).
@@ -189,7 +210,7 @@ public:
 /// work reads or writes.
 class StandInComm final : public Comm {
 public:
-  StandInComm(int Of, int Ranks, const RecordingBackend &B) : B(B) {
+  StandInComm(int Of, int Ranks, RecordingBackend &B) : B(B) {
     Rank = Of;
     Size = Ranks;
   }
@@ -197,6 +218,7 @@ public:
   int Sends = 0, AllReduces = 0, Recvs = 0;
 
   bool GroupsSet = false;
+  int Started = 0;
   void setGroups(const std::vector<std::vector<int>> &) override {
     GroupsSet = true;
   }
@@ -208,6 +230,7 @@ public:
   /// work that reads or writes where it lands.
   void recv(int, void *Data, size_t Bytes, const char *Label) override {
     ++Recvs;
+    idle(Label);
     if (B.touched(Data, Bytes))
       Unordered.push_back(Label);
   }
@@ -215,15 +238,39 @@ public:
     ++AllReduces;
     check(Label);
   }
-  double sumOverRanks(double Value) override { return Value; }
-  double maxOverRanks(double Value) override { return Value; }
-  void barrier() override {}
+  void startAllReduceSum(int, void *Data, int64_t Count, DType Type,
+                         const char *Label) override {
+    ++AllReduces;
+    ++Started;
+    check(Label);
+    B.Running.Begin = static_cast<const char *>(Data);
+    B.Running.End = B.Running.Begin + Count * int64_t(dtypeSize(Type));
+    B.Running.Label = Label;
+  }
+  void finishAllReduce() override { B.Running.Begin = B.Running.End = nullptr; }
+  double sumOverRanks(double Value) override {
+    idle("sum over ranks");
+    return Value;
+  }
+  double maxOverRanks(double Value) override {
+    idle("max over ranks");
+    return Value;
+  }
+  void barrier() override { idle("barrier"); }
 
 private:
-  const RecordingBackend &B;
+  RecordingBackend &B;
   void check(const char *Label) {
+    idle(Label);
     if (B.Queued != 0)
       Unordered.push_back(Label);
+  }
+  /// Nothing is said while an all-reduce runs.
+  void idle(const char *Label) {
+    if (B.Running.Begin)
+      B.Running.Violations.push_back(std::string(Label) +
+                                     " while the all-reduce " +
+                                     B.Running.Label + " runs");
   }
 };
 
@@ -286,7 +333,7 @@ TEST_P(RunnerOrder, CommunicationStartsAfterTheKernelsItReads) {
   if (View.Labels >= 0)
     Labels = Zeros(View.Labels);
 
-  int Sends = 0, Recvs = 0, AllReduces = 0;
+  int Sends = 0, Recvs = 0, AllReduces = 0, Started = 0, Beside = 0;
   for (unsigned Rank = 0; Rank < C.Ranks; ++Rank) {
     SCOPED_TRACE("rank " + std::to_string(Rank));
     RecordingBackend B;
@@ -297,9 +344,16 @@ TEST_P(RunnerOrder, CommunicationStartsAfterTheKernelsItReads) {
       R.setBatch(Inputs, Labels ? &*Labels : nullptr);
       R.step();
       R.step();
+      EXPECT_EQ(B.Running.Begin, nullptr) << "a step ended with an all-reduce "
+                                             "running";
       // Rank 0 receives the other ranks' parameters.
       R.gatherWeights();
     }
+    EXPECT_TRUE(B.Running.Violations.empty())
+        << B.Running.Violations.size()
+        << " violations, the first: " << B.Running.Violations.front();
+    Started += Others.Started;
+    Beside += B.Running.Beside;
     // NCCL allocates its communicators' buffers when it creates them: the
     // memory check comes after, so that it sees them.
     EXPECT_EQ(B.GroupsSetAtCheck, std::optional<bool>(true));
@@ -317,6 +371,11 @@ TEST_P(RunnerOrder, CommunicationStartsAfterTheKernelsItReads) {
   llvm::sys::fs::remove(Dir);
   EXPECT_GT(Sends + AllReduces, 0) << "nothing to check";
   EXPECT_GT(Recvs, 0) << "nothing to check";
+  // Gradient all-reduces start and return; compute runs beside them.
+  if (C.Strategy != soap_search::Builtin::ModelParallel) {
+    EXPECT_GT(Started, 0);
+    EXPECT_GT(Beside, 0);
+  }
 }
 
 // cnn_bn data parallel: BatchNorm statistics and gradients all-reduced;

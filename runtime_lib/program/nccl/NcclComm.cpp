@@ -7,7 +7,10 @@
 // members. Communicators are nonblocking (config.blocking = 0), so every
 // wait is a loop over ncclCommGetAsyncError and cudaStreamQuery that
 // enforces CommOptions::TimeoutSeconds with the same one-line message as the
-// MPI Comm, then aborts the NCCL communicators and the MPI job. NCCL_ALGO
+// MPI Comm, then aborts the NCCL communicators and the MPI job.
+// startAllReduceSum returns once the all-reduce is queued on the stream
+// (one at a time; finishAllReduce waits for it), so the backend's kernels,
+// on their own stream, run beside it. NCCL_ALGO
 // defaults to Ring (unless the user set it), whose all-reduce sends the
 // 2(n-1)/n of the data that Comm::ringSendBytes counts. NCCL cuts chunks its
 // own way, so sums match the MPI Comm's only within rounding (members agree
@@ -158,6 +161,7 @@ public:
   void send(int Peer, const void *Data, size_t Bytes,
             const char *Label) override {
     checkPeer(Peer, Label);
+    checkIdle(Label);
     if (Bytes == 0)
       return;
     markStart(Label);
@@ -172,6 +176,7 @@ public:
 
   void recv(int Peer, void *Data, size_t Bytes, const char *Label) override {
     checkPeer(Peer, Label);
+    checkIdle(Label);
     if (Bytes == 0)
       return;
     markStart(Label);
@@ -185,6 +190,14 @@ public:
 
   void allReduceSum(int Group, void *Data, int64_t Count, DType Type,
                     const char *Label) override {
+    startAllReduceSum(Group, Data, Count, Type, Label);
+    finishAllReduce();
+  }
+
+  void startAllReduceSum(int Group, void *Data, int64_t Count, DType Type,
+                         const char *Label) override {
+    if (Running.Nccl)
+      fail(Label, "an all-reduce started before the previous one finished");
     ncclDataType_t NcclType = ncclFloat32;
     switch (Type) {
     case DType::Float32:
@@ -227,12 +240,21 @@ public:
               ncclAllReduce(Data, Data, size_t(Count), NcclType, ncclSum, Nccl,
                             Stream),
               Label, "ncclAllReduce");
-    wait(Nccl, Label, [&] {
-      return "all-reduce of " + std::to_string(Count * dtypeSize(Type)) +
-             " bytes in group " + std::to_string(Group) + " " +
-             rankList(Members);
-    });
-    BytesSent += ringSendBytes(Count, dtypeSize(Type), N, Positions[Group]);
+    Running = {Nccl, Label,
+               "all-reduce of " + std::to_string(Count * dtypeSize(Type)) +
+                   " bytes in group " + std::to_string(Group) + " " +
+                   rankList(Members),
+               ringSendBytes(Count, dtypeSize(Type), N, Positions[Group])};
+  }
+
+  void finishAllReduce() override {
+    if (!Running.Nccl)
+      return;
+    // Cleared first: a failure below ends the program anyway.
+    RunningAllReduce Done = std::move(Running);
+    Running = {};
+    wait(Done.Nccl, Done.Label, [&] { return Done.What; });
+    BytesSent += Done.BytesSent;
   }
 
   double sumOverRanks(double Value) override {
@@ -243,12 +265,19 @@ public:
   }
 
   void barrier() override {
+    checkIdle("barrier");
     MPI_Request Request;
     checkMpi(MPI_Ibarrier(MpiWorld, &Request), "barrier", "MPI_Ibarrier");
     waitMpi(Request, "barrier");
   }
 
 private:
+  /// The Comm contract: nothing else while an all-reduce runs.
+  void checkIdle(const char *Label) const {
+    if (Running.Nccl)
+      fail(Label, std::string("called while the all-reduce '") + Running.Label +
+                      "' is still running");
+  }
   void checkPeer(int Peer, const char *Label) const {
     if (Peer < 0 || Peer >= Size || Peer == Rank)
       fail(Label, "rank " + std::to_string(Rank) + " cannot exchange with " +
@@ -358,6 +387,7 @@ private:
   }
 
   double reduceOverRanks(double Value, MPI_Op Op, const char *What) {
+    checkIdle(What);
     double Result = 0;
     MPI_Request Request;
     checkMpi(
@@ -399,6 +429,15 @@ private:
         ncclCommDestroy(GroupComm);
     GroupComms.clear();
   }
+
+  /// The all-reduce startAllReduceSum left running (Nccl null: none).
+  struct RunningAllReduce {
+    ncclComm_t Nccl = nullptr;
+    const char *Label = "";
+    std::string What;
+    uint64_t BytesSent = 0;
+  };
+  RunningAllReduce Running;
 
   CommOptions Options;
   cudaStream_t Stream;

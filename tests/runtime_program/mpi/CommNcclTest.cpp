@@ -2,7 +2,8 @@
 //
 // The NCCL Comm's checks, for a machine with one GPU per rank:
 // `mpirun -np N comm_nccl_test` with N <= the GPUs of the node. Point-to-
-// point round trips between every pair, allReduceSum over every group
+// point round trips between every pair, allReduceSum (and, for odd
+// counts, startAllReduceSum then finishAllReduce) over every group
 // against a sequential sum (small integers, exact in any order), the same
 // bits on every member, bytesSent against Comm::ringSendBytes. Built with
 // the CUDA backend so that onnx2soap_runtime_nccl is known to link, but not
@@ -85,7 +86,16 @@ void checkAllReduce(Comm &C, int Group, const std::vector<int> &Members,
     for (int64_t I = 0; I < Count; ++I)
       Host[I] = input<T>(C.rank(), I);
     DeviceBuffer<T> Device(Host);
-    C.allReduceSum(Group, Device.Data, Count, Type, "nccl test all-reduce");
+    if (Count % 2) {
+      // Started, then finished after other device work (a generated
+      // program's gradient all-reduce beside its backward pass).
+      C.startAllReduceSum(Group, Device.Data, Count, Type,
+                          "nccl test started all-reduce");
+      DeviceBuffer<T> Beside(Host);
+      C.finishAllReduce();
+    } else {
+      C.allReduceSum(Group, Device.Data, Count, Type, "nccl test all-reduce");
+    }
     ExpectedSent +=
         Comm::ringSendBytes(Count, sizeof(T), int(Members.size()), Position);
     Host = Device.read();
