@@ -8,10 +8,12 @@
 // MPI). Both use the same ring algorithm for all-reduce, so the bytes a rank
 // sends are what the planner predicted (docs/generated-program.md).
 //
-// Every call is blocking, except that a gradient all-reduce may be started
-// and finished later (startAllReduceSum, finishAllReduce) with nothing else
-// said in between, and made by every participant in the same order (the
-// plan's global order), which makes the schedule deadlock-free. A call
+// Every call is blocking, except that a send or an all-reduce may be
+// started and finished later (startSend, startAllReduceSum, finishStarted)
+// with nothing else said in between, and made by every participant in the
+// same order (the plan's global order), which makes the schedule
+// deadlock-free: a rank only waits for a call it has made, and every
+// participant of the earliest unfinished call has made it. A call
 // that makes no progress for the configured timeout ends the program with a
 // message naming this rank, the peer or group and the label of the call,
 // never a hang.
@@ -61,8 +63,8 @@ public:
   virtual void allReduceSum(int Group, void *Data, int64_t Count, DType Type,
                             const char *Label) = 0;
   /// allReduceSum, which may still be running when this returns: until
-  /// finishAllReduce() returns, Data must be neither read nor written and
-  /// no other call of this Comm made (the caller computes meanwhile; a
+  /// finishStarted() returns, Data must be neither read nor written and no
+  /// other call of this Comm made (the caller computes meanwhile; a
   /// generated program's gradient all-reduces overlap the backward pass
   /// this way). Every member still starts it in the plan's order. The
   /// default sums before it returns (the MPI Comm: no overlap on the host).
@@ -70,9 +72,16 @@ public:
                                  DType Type, const char *Label) {
     allReduceSum(Group, Data, Count, Type, Label);
   }
-  /// Returns when the sum startAllReduceSum began has finished (at once
-  /// when none is running).
-  virtual void finishAllReduce() {}
+  /// send, on the same terms: Data stays untouched and nothing else is
+  /// said until finishStarted() (the sender computes while the peer
+  /// catches up with its receive). The default sends before it returns.
+  virtual void startSend(int Peer, const void *Data, size_t Bytes,
+                         const char *Label) {
+    send(Peer, Data, Bytes, Label);
+  }
+  /// Returns when the call started last (startAllReduceSum or startSend)
+  /// has finished; at once when none is running.
+  virtual void finishStarted() {}
 
   /// Sum of one host value over all ranks, for reporting (the loss, the
   /// step time); not counted in bytesSent.

@@ -9,6 +9,9 @@
 // MPI_COMM_WORLD with one fixed tag: callers issue calls in one global order,
 // so MPI's non-overtaking rule pairs every send with its receive; a receive
 // that gets a different byte count than it expected fails with both counts.
+// startSend posts a send and returns (finishStarted waits for it);
+// startAllReduceSum sums before it returns, since the ring's steps need
+// this rank's calls to progress.
 //
 //===----------------------------------------------------------------------===//
 #include "Comm.h"
@@ -121,20 +124,38 @@ public:
 
   void send(int Peer, const void *Data, size_t Bytes,
             const char *Label) override {
+    startSend(Peer, Data, Bytes, Label);
+    finishStarted();
+  }
+
+  /// Posts the send and returns: MPI moves it when the peer receives (a
+  /// small message at once, a large one as the peer's receive pulls it),
+  /// and finishStarted waits for it.
+  void startSend(int Peer, const void *Data, size_t Bytes,
+                 const char *Label) override {
     checkPeer(Peer, Label);
+    checkIdle(Label);
     if (Bytes == 0)
       return;
-    Pending P;
-    postSend(P, Peer, Data, Bytes, Label);
-    wait(P, Label, [&] {
-      return "send of " + std::to_string(Bytes) + " bytes to rank " +
-             std::to_string(Peer);
-    });
-    BytesSent += Bytes;
+    postSend(Started, Peer, Data, Bytes, Label);
+    StartedLabel = Label;
+    StartedWhat = "send of " + std::to_string(Bytes) + " bytes to rank " +
+                  std::to_string(Peer);
+    StartedBytes = Bytes;
+  }
+
+  void finishStarted() override {
+    if (Started.Requests.empty())
+      return;
+    Pending Done = std::move(Started);
+    Started = Pending();
+    wait(Done, StartedLabel, [&] { return StartedWhat; });
+    BytesSent += StartedBytes;
   }
 
   void recv(int Peer, void *Data, size_t Bytes, const char *Label) override {
     checkPeer(Peer, Label);
+    checkIdle(Label);
     if (Bytes == 0)
       return;
     Pending P;
@@ -147,6 +168,7 @@ public:
 
   void allReduceSum(int Group, void *Data, int64_t Count, DType Type,
                     const char *Label) override {
+    checkIdle(Label);
     switch (Type) {
     case DType::Float32:
       return ring<float>(Group, static_cast<float *>(Data), Count, Label);
@@ -177,6 +199,7 @@ public:
   }
 
   void barrier() override {
+    checkIdle("barrier");
     Pending P;
     P.Requests.emplace_back();
     P.ExpectedRecvBytes.push_back(-1);
@@ -185,6 +208,13 @@ public:
   }
 
 private:
+  /// The Comm contract: nothing else while a started send runs.
+  void checkIdle(const char *Label) const {
+    if (!Started.Requests.empty())
+      fail(Label,
+           std::string("called while '") + StartedLabel + "' is still running");
+  }
+
   void checkPeer(int Peer, const char *Label) const {
     if (Peer < 0 || Peer >= Size || Peer == Rank)
       fail(Label, "rank " + std::to_string(Rank) + " cannot exchange with " +
@@ -351,6 +381,7 @@ private:
   }
 
   double reduceOverRanks(double Value, MPI_Op Op, const char *What) {
+    checkIdle(What);
     double Result = 0;
     Pending P;
     P.Requests.emplace_back();
@@ -364,6 +395,12 @@ private:
 
   CommOptions Options;
   bool OwnsMpi = false;
+  /// The send startSend posted and finishStarted has not waited for (no
+  /// requests: none), what it is and its bytes.
+  Pending Started;
+  const char *StartedLabel = "";
+  std::string StartedWhat;
+  size_t StartedBytes = 0;
   MPI_Comm World = MPI_COMM_NULL;
   std::vector<std::vector<int>> Groups;
   /// Incoming reduce-scatter chunks, kept between calls.

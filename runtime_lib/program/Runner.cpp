@@ -52,9 +52,10 @@ struct Runner::Impl {
   /// Per call: its entry in Attrs, or -1 for its op's.
   std::vector<int32_t> CallAttrs;
   DeviceBuffer Message;
-  /// The gradient all-reduce running in Message (Comm::startAllReduceSum)
-  /// while compute steps go on, whose unpacking copies are still to run;
-  /// null when none. RunningSpans: the arena bytes those copies write.
+  /// The message send or gradient all-reduce running in Message
+  /// (Comm::startSend, startAllReduceSum) while compute steps go on (an
+  /// all-reduce's unpacking copies still to run); null when none.
+  /// RunningSpans: the arena bytes those copies write.
   const StepInfo *Running = nullptr;
   std::vector<std::pair<int64_t, int64_t>> RunningSpans;
   /// Host copies of the global batch, by tensor index.
@@ -240,14 +241,16 @@ struct Runner::Impl {
     B.update(P.Optimizer, Step, view(S.Buffer), view(S.Gradient), State);
   }
 
-  /// Waits for the running all-reduce and unpacks it.
+  /// Waits for the running send or all-reduce, and unpacks the sums.
   void finishRunning() {
     if (!Running)
       return;
-    C.finishAllReduce();
-    runCopies(Running->FirstPostCopy, Running->NumPostCopies);
-    // The next message reuses the buffer the copies read.
-    B.synchronize();
+    C.finishStarted();
+    if (Running->Kind == StepKind::AllReduce) {
+      runCopies(Running->FirstPostCopy, Running->NumPostCopies);
+      // The next message reuses the buffer the copies read.
+      B.synchronize();
+    }
     Running = nullptr;
     RunningSpans.clear();
   }
@@ -266,10 +269,10 @@ struct Runner::Impl {
     return false;
   }
 
-  /// Whether local step Local (S) may run while an all-reduce is running: a
-  /// forward or backward call that, with the accumulators zeroed before
-  /// it, neither touches the bytes the all-reduce will unpack into nor
-  /// copies through the message buffer. Every other step communicates,
+  /// Whether local step Local (S) may run while a send or all-reduce is
+  /// running: a forward or backward call that, with the accumulators
+  /// zeroed before it, neither touches the bytes an all-reduce will unpack
+  /// into nor copies through the message buffer. Every other step communicates,
   /// and the Comm takes one call at a time; updates read the sums.
   bool runsBeside(const StepInfo &S, int32_t Local) const {
     if (S.Kind != StepKind::Forward && S.Kind != StepKind::Backward)
@@ -307,7 +310,9 @@ struct Runner::Impl {
     case StepKind::Send:
       runCopies(S.FirstCopy, S.NumCopies);
       B.synchronize();
-      C.send(S.Peer, Message.data(), Bytes, S.Label);
+      // Sent while the next compute steps run (finishRunning).
+      C.startSend(S.Peer, Message.data(), Bytes, S.Label);
+      Running = &S;
       return;
     case StepKind::Recv:
       C.recv(S.Peer, Message.data(), Bytes, S.Label);
@@ -555,8 +560,8 @@ double Runner::step() {
   const Range &Steps = P.RankSteps[Rank];
   for (int32_t Local = 0; Local < Steps.Count; ++Local) {
     const StepInfo &S = P.Steps[Steps.First + Local];
-    // A gradient all-reduce runs beside the compute steps after it until
-    // one needs what it holds or the Comm (see runsBeside).
+    // A send or gradient all-reduce runs beside the compute steps after it
+    // until one needs what it holds or the Comm (see runsBeside).
     if (I->Running && !I->runsBeside(S, Local))
       I->finishRunning();
     I->zeroBefore(Local);

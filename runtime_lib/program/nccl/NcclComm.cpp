@@ -8,9 +8,9 @@
 // wait is a loop over ncclCommGetAsyncError and cudaStreamQuery that
 // enforces CommOptions::TimeoutSeconds with the same one-line message as the
 // MPI Comm, then aborts the NCCL communicators and the MPI job.
-// startAllReduceSum returns once the all-reduce is queued on the stream
-// (one at a time; finishAllReduce waits for it), so the backend's kernels,
-// on their own stream, run beside it. NCCL_ALGO
+// startSend and startAllReduceSum return once the operation is queued on
+// the stream (one at a time; finishStarted waits for it), so the backend's
+// kernels, on their own stream, run beside it. NCCL_ALGO
 // defaults to Ring (unless the user set it), whose all-reduce sends the
 // 2(n-1)/n of the data that Comm::ringSendBytes counts. NCCL cuts chunks its
 // own way, so sums match the MPI Comm's only within rounding (members agree
@@ -160,6 +160,12 @@ public:
 
   void send(int Peer, const void *Data, size_t Bytes,
             const char *Label) override {
+    startSend(Peer, Data, Bytes, Label);
+    finishStarted();
+  }
+
+  void startSend(int Peer, const void *Data, size_t Bytes,
+                 const char *Label) override {
     checkPeer(Peer, Label);
     checkIdle(Label);
     if (Bytes == 0)
@@ -167,11 +173,10 @@ public:
     markStart(Label);
     checkNccl(World, ncclSend(Data, Bytes, ncclUint8, Peer, World, Stream),
               Label, "ncclSend");
-    wait(World, Label, [&] {
-      return "send of " + std::to_string(Bytes) + " bytes to rank " +
-             std::to_string(Peer);
-    });
-    BytesSent += Bytes;
+    Running = {World, Label,
+               "send of " + std::to_string(Bytes) + " bytes to rank " +
+                   std::to_string(Peer),
+               Bytes};
   }
 
   void recv(int Peer, void *Data, size_t Bytes, const char *Label) override {
@@ -191,13 +196,12 @@ public:
   void allReduceSum(int Group, void *Data, int64_t Count, DType Type,
                     const char *Label) override {
     startAllReduceSum(Group, Data, Count, Type, Label);
-    finishAllReduce();
+    finishStarted();
   }
 
   void startAllReduceSum(int Group, void *Data, int64_t Count, DType Type,
                          const char *Label) override {
-    if (Running.Nccl)
-      fail(Label, "an all-reduce started before the previous one finished");
+    checkIdle(Label);
     ncclDataType_t NcclType = ncclFloat32;
     switch (Type) {
     case DType::Float32:
@@ -247,11 +251,11 @@ public:
                ringSendBytes(Count, dtypeSize(Type), N, Positions[Group])};
   }
 
-  void finishAllReduce() override {
+  void finishStarted() override {
     if (!Running.Nccl)
       return;
     // Cleared first: a failure below ends the program anyway.
-    RunningAllReduce Done = std::move(Running);
+    RunningCall Done = std::move(Running);
     Running = {};
     wait(Done.Nccl, Done.Label, [&] { return Done.What; });
     BytesSent += Done.BytesSent;
@@ -272,10 +276,10 @@ public:
   }
 
 private:
-  /// The Comm contract: nothing else while an all-reduce runs.
+  /// The Comm contract: nothing else while a started call runs.
   void checkIdle(const char *Label) const {
     if (Running.Nccl)
-      fail(Label, std::string("called while the all-reduce '") + Running.Label +
+      fail(Label, std::string("called while '") + Running.Label +
                       "' is still running");
   }
   void checkPeer(int Peer, const char *Label) const {
@@ -430,14 +434,15 @@ private:
     GroupComms.clear();
   }
 
-  /// The all-reduce startAllReduceSum left running (Nccl null: none).
-  struct RunningAllReduce {
+  /// The send or all-reduce startSend or startAllReduceSum left running
+  /// (Nccl null: none), and the bytes it sends.
+  struct RunningCall {
     ncclComm_t Nccl = nullptr;
     const char *Label = "";
     std::string What;
     uint64_t BytesSent = 0;
   };
-  RunningAllReduce Running;
+  RunningCall Running;
 
   CommOptions Options;
   cudaStream_t Stream;

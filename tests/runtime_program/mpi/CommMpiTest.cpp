@@ -3,13 +3,14 @@
 // Runs on every rank of an mpirun job (ctest starts it with 2, 3 and 4
 // ranks; tests/runtime_program/mpi/MpiTests.cmake). Without arguments it
 // checks the MPI Comm: point-to-point round trips between every pair of
-// ranks, allReduceSum over every group of ranks (contiguous or not) against
-// a sequential sum and against the ring's own addition order bit for bit,
-// the same bits on every member, bytesSent against Comm::ringSendBytes, and
-// the reductions over ranks. Each rank prints what failed and returns
-// nonzero. The modes `timeout-send` and `timeout-recv` leave rank 1 asleep
-// so that rank 0's call times out; `large` sends one message past INT_MAX
-// bytes.
+// ranks (odd sizes sent with startSend, then finishStarted, refusing any
+// other call in between), allReduceSum over every group of ranks (contiguous or
+// not) against a sequential sum and against the ring's own addition order bit
+// for bit, the same bits on every member, bytesSent against
+// Comm::ringSendBytes, and the reductions over ranks. Each rank prints what
+// failed and returns nonzero. The modes `timeout-send` and `timeout-recv` leave
+// rank 1 asleep so that rank 0's call times out; `large` sends one message past
+// INT_MAX bytes.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime_lib/Error.h"
@@ -57,6 +58,19 @@ unsigned char patternByte(int From, int To, size_t Index) {
                                     (Index >> 9));
 }
 
+template <typename Fn> bool throwsNaming(Fn &&Call, const char *Text) {
+  try {
+    Call();
+  } catch (const RuntimeError &Error) {
+    if (std::strstr(Error.what(), Text))
+      return true;
+    std::fprintf(stderr, "rank %d: error '%s' does not name '%s'\n", MyRank,
+                 Error.what(), Text);
+    return false;
+  }
+  return false;
+}
+
 /// Every pair exchanges messages of several sizes both ways, in one global
 /// order that every rank walks (ranks not in the pair skip the step).
 void checkPointToPoint(Comm &C, uint64_t &ExpectedSent) {
@@ -71,7 +85,15 @@ void checkPointToPoint(Comm &C, uint64_t &ExpectedSent) {
         if (C.rank() == A) {
           for (size_t I = 0; I < Bytes; ++I)
             Buffer[I] = patternByte(A, B, I);
-          C.send(B, Buffer.data(), Bytes, "p2p out");
+          if (Bytes % 2) {
+            // Started, then finished; nothing else may be said between.
+            C.startSend(B, Buffer.data(), Bytes, "p2p out");
+            CHECK(throwsNaming([&] { C.barrier(); }, "still running"),
+                  "a call while a send runs");
+            C.finishStarted();
+          } else {
+            C.send(B, Buffer.data(), Bytes, "p2p out");
+          }
           ExpectedSent += Bytes;
           std::vector<unsigned char> Back(Bytes, 0);
           C.recv(B, Back.data(), Bytes, "p2p back");
@@ -163,19 +185,6 @@ void checkAllReduce(Comm &C, int GroupIndex, const std::vector<int> &Members,
   double Smallest = -C.maxOverRanks(Position >= 0 ? -Hash : NotMember);
   CHECK(Largest == Smallest, "%s: members hold different results",
         What.c_str());
-}
-
-template <typename Fn> bool throwsNaming(Fn &&Call, const char *Text) {
-  try {
-    Call();
-  } catch (const RuntimeError &Error) {
-    if (std::strstr(Error.what(), Text))
-      return true;
-    std::fprintf(stderr, "rank %d: error '%s' does not name '%s'\n", MyRank,
-                 Error.what(), Text);
-    return false;
-  }
-  return false;
 }
 
 int runChecks(Comm &C) {

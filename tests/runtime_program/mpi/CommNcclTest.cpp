@@ -3,7 +3,7 @@
 // The NCCL Comm's checks, for a machine with one GPU per rank:
 // `mpirun -np N comm_nccl_test` with N <= the GPUs of the node. Point-to-
 // point round trips between every pair, allReduceSum (and, for odd
-// counts, startAllReduceSum then finishAllReduce) over every group
+// counts, startAllReduceSum then finishStarted) over every group
 // against a sequential sum (small integers, exact in any order), the same
 // bits on every member, bytesSent against Comm::ringSendBytes. Built with
 // the CUDA backend so that onnx2soap_runtime_nccl is known to link, but not
@@ -92,7 +92,7 @@ void checkAllReduce(Comm &C, int Group, const std::vector<int> &Members,
       C.startAllReduceSum(Group, Device.Data, Count, Type,
                           "nccl test started all-reduce");
       DeviceBuffer<T> Beside(Host);
-      C.finishAllReduce();
+      C.finishStarted();
     } else {
       C.allReduceSum(Group, Device.Data, Count, Type, "nccl test all-reduce");
     }
