@@ -4,7 +4,7 @@
 Usage: bench/planner_bench.py BUILD_DIR [--budget SEC] [--iterations N]
                               [--models a,b] [--per-gpu-batch] [--out DIR]
                               [--skip-search] [--skip-table5]
-                              [--skip-bounds]
+                              [--skip-bounds] [--comm-model flexflow|program]
 
 For the six DNNs of the FlexFlow paper (samples/), on `paper-p100` (1-16
 GPUs) and `paper-k80` (4-64 GPUs), runs `onnx2soap search` and reports the
@@ -24,6 +24,11 @@ keep devices busy at least as long as the whole op on one device, and an
 iteration on N devices takes at least the 1-GPU time / N (every device busy
 all the time, communication free). Data parallelism's time over that bound is
 the largest speedup over data parallelism the search could find.
+
+Communication is simulated with FlexFlow's model by default (a device uses
+all its links at once: --comm-model flexflow), as the paper's results were;
+--comm-model program simulates what generated programs do (each device in
+one communication at a time), onnx2soap's own default.
 
 Batch sizes: 64 (AlexNet 256) for the whole cluster by default, which is
 strong scaling (the same global batch on more GPUs); --per-gpu-batch makes
@@ -62,6 +67,7 @@ PAPER_DELTA = {
 
 
 PER_GPU_BATCH = False
+COMM_MODEL = "flexflow"
 
 
 def global_batch(model, gpus):
@@ -73,7 +79,7 @@ def search(binary, root, model, cluster, gpus, args, out_dir):
     cmd = [binary, "search", os.path.join(root, "samples", stem + ".onnx"),
            "--batch", str(global_batch(model, gpus)), "--cluster", cluster,
            "--gpus", str(gpus),
-           "--seed", "1", "--json"] + extra + args
+           "--seed", "1", "--json", "--comm-model", COMM_MODEL] + extra + args
     start = time.monotonic()
     done = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.monotonic() - start
@@ -109,7 +115,7 @@ def simulate(binary, root, model, cluster, gpus, strategy, batch):
     name, stem, _, extra = model
     cmd = [binary, "simulate", os.path.join(root, "samples", stem + ".onnx"),
            "--batch", str(batch), "--cluster", cluster, "--gpus", str(gpus),
-           "--strategy", strategy, "--json"] + extra
+           "--strategy", strategy, "--json", "--comm-model", COMM_MODEL] + extra
     done = subprocess.run(cmd, capture_output=True, text=True, check=True)
     return json.loads(done.stdout)
 
@@ -157,14 +163,18 @@ def main():
     parser.add_argument("--skip-search", action="store_true")
     parser.add_argument("--per-gpu-batch", action="store_true")
     parser.add_argument("--skip-bounds", action="store_true")
+    parser.add_argument("--comm-model", default="flexflow",
+                        choices=["flexflow", "program"])
     args = parser.parse_args()
-    global PER_GPU_BATCH
+    global PER_GPU_BATCH, COMM_MODEL
     PER_GPU_BATCH = args.per_gpu_batch
+    COMM_MODEL = args.comm_model
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     binary = os.path.join(os.path.abspath(args.build), "bin", "onnx2soap")
     out_dir = args.out or os.path.join(
         os.path.abspath(args.build),
-        "planner-bench-results" + ("-per-gpu" if PER_GPU_BATCH else ""))
+        "planner-bench-results" + ("-per-gpu" if PER_GPU_BATCH else "") +
+        ("-program" if COMM_MODEL == "program" else ""))
     os.makedirs(out_dir, exist_ok=True)
     models = [m for m in MODELS
               if not args.models or m[1] in args.models.split(",")]
@@ -174,8 +184,9 @@ def main():
 
     if not args.skip_search:
         print("### Searched strategies (budget %g s, 4 chains, seed 1; batch "
-              "%s)\n" % (args.budget,
-                         "per GPU" if PER_GPU_BATCH else "per cluster"))
+              "%s; --comm-model %s)\n" % (
+                  args.budget, "per GPU" if PER_GPU_BATCH else "per cluster",
+                  COMM_MODEL))
         ideal_head = " 1-GPU ms | searched / 1-GPU |" if PER_GPU_BATCH else ""
         print("| model | cluster | GPUs | batch | data parallel ms | expert ms "
               "| searched ms | speedup vs DP | vs expert |" + ideal_head +

@@ -215,8 +215,9 @@ llvm::Error runCompile() {
   if (!ModelBytes)
     return usageError(Model + ": " + ModelBytes.getError().message());
   const simulator::SimReport &Report = Plan->Prediction;
-  soap_search::StrategyPrediction Predicted{Report.Time, Report.PeakMemory,
-                                            Report.Fits, P.OptimizerName};
+  soap_search::StrategyPrediction Predicted{
+      Report.Time, Report.PeakMemory, Report.Fits, P.OptimizerName,
+      P.Sim.SerialCommunication ? "program" : "flexflow"};
   codegen::ProjectInputs In{
       *Plan, P.M, P.Target, (*ModelBytes)->getBuffer(),
       soap_search::writeStrategy(G, S, P.Target, Predicted, Bucket),

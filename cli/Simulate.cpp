@@ -65,6 +65,15 @@ static cl::opt<std::string> GradientBucketFlag(
     cl::value_desc("BYTES|auto"), cl::init("auto"), cl::cat(PlanningCategory),
     cl::sub(simulateCommand()), cl::sub(searchCommand()),
     cl::sub(compileCommand()));
+static cl::opt<std::string> CommModelFlag(
+    "comm-model",
+    cl::desc("program (default): each device takes part in one "
+             "communication at a time, as generated programs run them; "
+             "flexflow: FlexFlow's model, a device uses all its links at "
+             "once"),
+    cl::value_desc("program|flexflow"), cl::init("program"),
+    cl::cat(PlanningCategory), cl::sub(simulateCommand()),
+    cl::sub(searchCommand()), cl::sub(compileCommand()));
 static cl::opt<std::string>
     LossFlag("loss", cl::desc("cross-entropy (default), mse, or model"),
              cl::init("cross-entropy"), cl::cat(PlanningCategory),
@@ -279,6 +288,11 @@ loadPlanning(const std::string &ModelPath) {
   Result->Target = std::move(*Target);
   Result->Sim.Optimizer = *Optimizer;
   Result->Sim.GradientBucketBytes = *Bucket;
+  if (CommModelFlag != "program" && CommModelFlag != "flexflow")
+    return usageError(llvm::formatv("--comm-model {0}: expected program or "
+                                    "flexflow",
+                                    CommModelFlag.getValue()));
+  Result->Sim.SerialCommunication = CommModelFlag == "program";
   Result->TuneGradientBucket = TuneBucket;
   Result->GradientBucketGiven = GradientBucketFlag.getNumOccurrences() > 0;
   Result->OptimizerName =
@@ -360,8 +374,9 @@ llvm::Error writeStrategyIfAsked(const Planning &P,
                                  double GradientBucketBytes) {
   if (StrategyOutput.empty())
     return llvm::Error::success();
-  soap_search::StrategyPrediction Predicted{Report.Time, Report.PeakMemory,
-                                            Report.Fits, P.OptimizerName};
+  soap_search::StrategyPrediction Predicted{
+      Report.Time, Report.PeakMemory, Report.Fits, P.OptimizerName,
+      P.Sim.SerialCommunication ? "program" : "flexflow"};
   std::string Text = soap_search::writeStrategy(P.Training.G, S, P.Target,
                                                 Predicted, GradientBucketBytes);
   return writeFileAtomically(StrategyOutput, "-o",

@@ -367,6 +367,10 @@ void TaskGraph::connect(TaskId From, DeviceId FromDevice, TaskId To,
   Transfer.Peer = ToDevice;
   for (LinkId L : M.route(FromDevice, ToDevice))
     Transfer.Resources.push_back(M.numDevices() + L);
+  if (Options.SerialCommunication) {
+    Transfer.Resources.push_back(commEngine(FromDevice));
+    Transfer.Resources.push_back(commEngine(ToDevice));
+  }
   if (Kind == TaskKind::Transfer)
     Transfer.ActivationMemory = alignedBufferBytes(Bytes);
   TaskId Id = addTask(std::move(Transfer));
@@ -605,6 +609,9 @@ TaskId TaskGraph::addAllReduce(TaskKind Kind, llvm::ArrayRef<DeviceId> Devices,
     Collective.MessageBytes = Bytes;
   for (LinkId L : C.Links)
     Collective.Resources.push_back(M.numDevices() + L);
+  if (Options.SerialCommunication)
+    for (DeviceId D : Collective.Group)
+      Collective.Resources.push_back(commEngine(D));
   return addTask(std::move(Collective));
 }
 

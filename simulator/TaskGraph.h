@@ -168,6 +168,13 @@ struct SimOptions {
   /// latency instead of one per tensor. 0: one all-reduce per tensor's
   /// group of cells.
   double GradientBucketBytes = 0;
+  /// Each device takes part in one communication at a time, as generated
+  /// programs run them (docs/generated-program.md, "Communication"): every
+  /// transfer also holds a communication engine of its two devices, every
+  /// all-reduce those of its members. Off (`--comm-model flexflow`):
+  /// FlexFlow's model, where a device sends and receives over all its links
+  /// at once.
+  bool SerialCommunication = true;
 };
 
 /// One tensor's gradient cells in a gradient all-reduce: the cells of
@@ -217,7 +224,16 @@ public:
   Task &task(TaskId Id) { return Tasks[Id]; }
   /// Every slot, live or free (check Task::Alive).
   size_t size() const { return Tasks.size(); }
-  unsigned numResources() const { return M.numDevices() + M.numLinks(); }
+  /// Devices, links, then (SerialCommunication) each device's
+  /// communication engine.
+  unsigned numResources() const {
+    return M.numDevices() + M.numLinks() +
+           (Options.SerialCommunication ? M.numDevices() : 0);
+  }
+  /// Device D's communication engine (SerialCommunication only).
+  ResourceId commEngine(DeviceId D) const {
+    return M.numDevices() + M.numLinks() + D;
+  }
 
   const ir::TrainingGraph &training() const { return T; }
   const SimOptions &options() const { return Options; }

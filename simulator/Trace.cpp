@@ -90,6 +90,10 @@ void writeChromeTrace(const TaskGraph &Graph, llvm::raw_ostream &OS) {
       Node = M.endpoint(Link.To).Node;
     Tracks[NumDevices + L] = {Node < 0 ? SharedProcess : Node, Link.Name};
   }
+  for (ResourceId R = NumDevices + M.numLinks(); R < Tracks.size(); ++R) {
+    DeviceId D = R - NumDevices - M.numLinks();
+    Tracks[R] = {M.device(D).Node, M.device(D).Name + " communication"};
+  }
 
   struct Event {
     double Start;

@@ -170,6 +170,7 @@ std::string writeStrategy(const ir::Graph &G, const Strategy &S,
       }
     });
     J.attributeObject("predicted", [&] {
+      J.attribute("comm_model", Predicted.CommModel);
       J.attribute("fits", Predicted.Fits);
       J.attribute("optimizer", Predicted.Optimizer);
       J.attributeBegin("peak_memory");

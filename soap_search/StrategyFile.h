@@ -62,6 +62,9 @@ struct StrategyPrediction {
   std::vector<double> PeakMemory; ///< bytes per device
   bool Fits = true;
   std::string Optimizer; ///< "sgd", "momentum", "adam"
+  /// The model of communication simulated: "program" or "flexflow"
+  /// (SimOptions::SerialCommunication).
+  std::string CommModel = "program";
 };
 
 /// SHA-256 in pieces, through OpenSSL's libcrypto (which uses the CPU's SHA

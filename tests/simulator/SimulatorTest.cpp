@@ -4,7 +4,9 @@
 // op, scaled by the partition's share; update 0.5 s) and a two-device machine
 // whose one link moves 256 bytes per second, so that every expected timeline
 // below can be worked out on paper. Each case runs through full simulation
-// and through delta simulation from another strategy.
+// and through delta simulation from another strategy. A device takes part
+// in one communication at a time (SimOptions::SerialCommunication, the
+// default) unless a case says otherwise.
 //
 //===----------------------------------------------------------------------===//
 #include "simulator/Simulator.h"
@@ -342,6 +344,74 @@ TEST_P(GradientBucketTest, ParameterSplitTensorsAreNotInTheBucket) {
   Simulator Sim(Train, M, Cost, Options);
   run(Sim, S);
   EXPECT_EQ(allReduces(Sim), 0u);
+}
+
+/// Three devices, each pair joined by a link of its own (256 B/s each way).
+Machine star() {
+  MachineBuilder B("star");
+  DeviceType Type;
+  Type.Name = "fake";
+  Type.PeakFlopsF32 = 1e12;
+  Type.MemoryBandwidth = 1e11;
+  Type.MemoryCapacity = int64_t(1) << 30;
+  unsigned T = B.addDeviceType(Type);
+  B.addNode();
+  EndpointId D0 = B.addDevice(T, "d0");
+  EndpointId D1 = B.addDevice(T, "d1");
+  EndpointId D2 = B.addDevice(T, "d2");
+  B.addDuplex(D0, D1, 256, 0, "a");
+  B.addDuplex(D0, D2, 256, 0, "b");
+  B.addDuplex(D1, D2, 256, 0, "c"); // unused, but every pair must connect
+  auto M = B.finish();
+  EXPECT_TRUE(static_cast<bool>(M)) << llvm::toString(M.takeError());
+  return std::move(*M);
+}
+
+// x -> a = Gemm(x, w) on d0, read by b = Relu(a) on d1 and c = Relu(a) on d2,
+// then Add(b, c) and the loss on d0. a's two forward transfers (128 bytes,
+// 0.5 s each) leave d0 over different links: at once in FlexFlow's model,
+// one after the other when d0 takes part in one communication at a time,
+// as generated programs run them.
+TEST(CommunicationModel, ADeviceSendsOneMessageAtATimeAsProgramsDo) {
+  ir::Graph G;
+  ir::TensorId X = G.addTensor("x", f32({4, 8}), TensorRole::Input);
+  ir::TensorId Labels = G.addTensor("labels", i64({4}), TensorRole::Input);
+  G.addInput(X);
+  G.addInput(Labels);
+  G.tensor(X).BatchDim = 0;
+  G.tensor(Labels).BatchDim = 0;
+  ir::TensorId W = G.addTensor("w", f32({8, 8}), TensorRole::Parameter);
+  ir::TensorId A =
+      add(G, OpKind::Gemm, {X, W}, attrs({{"transB", int64_t(1)}}), "a");
+  ir::TensorId B1 = add(G, OpKind::Relu, {A}, {}, "b");
+  ir::TensorId C = add(G, OpKind::Relu, {A}, {}, "c");
+  ir::TensorId Sum = add(G, OpKind::Add, {B1, C}, {}, "sum");
+  ir::TensorId L = add(G, OpKind::SoftmaxCrossEntropyLoss, {Sum, Labels},
+                       attrs({{"reduction", std::string("mean")}}), "loss");
+  G.addOutput(L);
+  auto T = ir::deriveTraining(std::move(G), ir::LossKind::ModelOutput);
+  ASSERT_TRUE(static_cast<bool>(T)) << llvm::toString(T.takeError());
+  Machine M = star();
+  FakeCost Cost;
+  Strategy S = allOn(T->G, 0);
+  S[1] = ParallelConfig::single(2, 1);
+  S[2] = ParallelConfig::single(2, 2);
+
+  auto ForwardSendsOfA = [&](bool Serial) {
+    SimOptions Options;
+    Options.SerialCommunication = Serial;
+    Simulator Sim(*T, M, Cost, Options);
+    Sim.simulate(S);
+    std::vector<std::pair<double, double>> Spans;
+    for (auto [Kind, Device, Start, End] : tasks(Sim))
+      if (Kind == TaskKind::Transfer && Device == 0 && Start < 2)
+        Spans.push_back({Start, End});
+    std::sort(Spans.begin(), Spans.end());
+    return Spans;
+  };
+  using Spans = std::vector<std::pair<double, double>>;
+  EXPECT_EQ(ForwardSendsOfA(false), (Spans{{1.0, 1.5}, {1.0, 1.5}}));
+  EXPECT_EQ(ForwardSendsOfA(true), (Spans{{1.0, 1.5}, {1.5, 2.0}}));
 }
 
 INSTANTIATE_TEST_SUITE_P(FullAndDelta, GradientBucketTest, ::testing::Bool(),

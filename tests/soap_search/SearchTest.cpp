@@ -232,6 +232,9 @@ TEST(Search, DataParallelChainKeepsOneCopyOfTheEmbeddings) {
 
 // AlexNet (batch 256) and the data-parallel chain's start on 16 K80s: one
 // chain, one step.
+/// The start of the search on AlexNet with 16 K80s, under FlexFlow's model
+/// of communication (a device uses all its links at once), for which these
+/// heuristics were written.
 struct AlexNetStart {
   ir::TrainingGraph T = test::sample("alexnet", 256);
   SearchResult R;
@@ -239,7 +242,10 @@ struct AlexNetStart {
     SearchOptions O = fixedWork(1);
     O.Iterations = 1;
     O.Chains = 1;
-    R = search(T, test::machine("paper-k80", 16), AnalyticCostModel(), {}, O);
+    SimOptions FlexFlow;
+    FlexFlow.SerialCommunication = false;
+    R = search(T, test::machine("paper-k80", 16), AnalyticCostModel(), FlexFlow,
+               O);
   }
 };
 
