@@ -4,7 +4,9 @@
 // task is ready when its predecessors have ended; each resource runs its
 // tasks one at a time in the order of their ready times (ties broken by the
 // tasks' structural keys); a task occupying several resources (a transfer
-// along a route, a collective) starts when all of them are free.
+// along a route, a collective) starts when all of them are free. The
+// resources are the devices, the links and, by default
+// (SimOptions::SerialCommunication), each device's communication engine.
 //
 // Full simulation (paper Algorithm 1) builds the graph and schedules every
 // task with a priority queue. Delta simulation replaces one op's config in
