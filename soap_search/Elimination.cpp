@@ -167,10 +167,19 @@ double AdditiveCost::transferTime(llvm::ArrayRef<ir::Region> Written,
           Touched.push_back(L);
         Load[L] += Time;
       }
+      // A device in one communication at a time (--comm-model program):
+      // its engine is busy with every transfer it sends or receives.
+      if (Options.SerialCommunication)
+        for (DeviceId D : {Src, Dst}) {
+          unsigned Engine = M.numLinks() + D;
+          if (Load[Engine] == 0)
+            Touched.push_back(Engine);
+          Load[Engine] += Time;
+        }
     }
   }
   double Busiest = 0;
-  for (LinkId L : Touched) {
+  for (unsigned L : Touched) {
     Busiest = std::max(Busiest, Load[L]);
     Load[L] = 0;
   }
@@ -499,7 +508,8 @@ AdditiveCost::AdditiveCost(const ir::TrainingGraph &T,
                            simulator::SimOptions Options,
                            const ConfigSpace &Space)
     : T(T), G(T.G), M(M), Cost(Cost), Options(Options), Space(Space),
-      WeightOnly(simulator::weightOnlyOps(T.G)), Load(M.numLinks(), 0.0) {
+      WeightOnly(simulator::weightOnlyOps(T.G)),
+      Load(M.numLinks() + M.numDevices(), 0.0) {
   addNodes();
 }
 

@@ -7,7 +7,9 @@
 // its weights' gradients (a weight read by several ops, such as an unrolled
 // layer's cells, in equal shares or in full: SharedWeights); an edge's cost
 // under a pair of configs is the time its transfers (activations forward, their
-// gradients backward) keep the busiest link they cross busy. Node elimination
+// gradients backward) keep the busiest link they cross (or, under the
+// program's model of communication, device they leave or reach) busy. Node
+// elimination
 // (an op between two others becomes an edge between them, minimized over its
 // configs), edge elimination (parallel edges add) and leaf elimination reduce
 // the graph; each op's config is then read back in reverse. For chains and
@@ -171,10 +173,11 @@ private:
   std::vector<Step> Steps;
   std::vector<uint32_t> Chosen;
 
-  /// Seconds each link is busy with the transfers being costed, and the
-  /// links touched.
+  /// Seconds each link, then each device's communication engine
+  /// (SimOptions::SerialCommunication), is busy with the transfers being
+  /// costed, and those touched.
   std::vector<double> Load;
-  std::vector<simulator::LinkId> Touched;
+  std::vector<unsigned> Touched;
 };
 
 /// OptCNN's strategy: Cost's minimum under each charge of shared weights
