@@ -37,17 +37,23 @@ public:
   }
 };
 
-/// x[4,8] -> Gemm(W[8,8]) -> Relu -> SoftmaxCrossEntropyLoss(labels[4]),
-/// the model's own loss; WithBias: Gemm(x, w, b[8]), two tensors to
-/// all-reduce.
-ir::TrainingGraph mlp(bool WithBias = false) {
-  ir::Graph G;
+/// G's inputs x[4,8] and labels[4], both with samples along dim 0.
+std::pair<ir::TensorId, ir::TensorId> batchInputs(ir::Graph &G) {
   ir::TensorId X = G.addTensor("x", f32({4, 8}), TensorRole::Input);
   ir::TensorId Labels = G.addTensor("labels", i64({4}), TensorRole::Input);
   G.addInput(X);
   G.addInput(Labels);
   G.tensor(X).BatchDim = 0;
   G.tensor(Labels).BatchDim = 0;
+  return {X, Labels};
+}
+
+/// x[4,8] -> Gemm(W[8,8]) -> Relu -> SoftmaxCrossEntropyLoss(labels[4]),
+/// the model's own loss; WithBias: Gemm(x, w, b[8]), two tensors to
+/// all-reduce.
+ir::TrainingGraph mlp(bool WithBias = false) {
+  ir::Graph G;
+  auto [X, Labels] = batchInputs(G);
   ir::TensorId W = G.addTensor("w", f32({8, 8}), TensorRole::Parameter);
   auto Trans = attrs({{"transB", int64_t(1)}});
   ir::TensorId H =
@@ -64,10 +70,11 @@ ir::TrainingGraph mlp(bool WithBias = false) {
   return std::move(*T);
 }
 
-/// Two devices joined both ways by a link of 256 B/s and Latency seconds
-/// per message.
-Machine twoDevices(double Latency = 0) {
-  MachineBuilder B("two");
+/// Devices "d0", "d1", ... of one fake type in one node; Links(B, Ids)
+/// joins them.
+template <typename LinksFn>
+Machine fakeDevices(const char *Name, unsigned Count, LinksFn Links) {
+  MachineBuilder B(Name);
   DeviceType Type;
   Type.Name = "fake";
   Type.PeakFlopsF32 = 1e12;
@@ -75,12 +82,21 @@ Machine twoDevices(double Latency = 0) {
   Type.MemoryCapacity = int64_t(1) << 30;
   unsigned T = B.addDeviceType(Type);
   B.addNode();
-  EndpointId A = B.addDevice(T, "d0");
-  EndpointId C = B.addDevice(T, "d1");
-  B.addDuplex(A, C, 256, Latency, "test");
+  std::vector<EndpointId> Ids;
+  for (unsigned D = 0; D < Count; ++D)
+    Ids.push_back(B.addDevice(T, "d" + std::to_string(D)));
+  Links(B, Ids);
   auto M = B.finish();
   EXPECT_TRUE(static_cast<bool>(M)) << llvm::toString(M.takeError());
   return std::move(*M);
+}
+
+/// Two devices joined both ways by a link of 256 B/s and Latency seconds
+/// per message.
+Machine twoDevices(double Latency = 0) {
+  return fakeDevices("two", 2, [&](MachineBuilder &B, auto &Ids) {
+    B.addDuplex(Ids[0], Ids[1], 256, Latency, "test");
+  });
 }
 
 Strategy allOn(const ir::Graph &G, DeviceId Device) {
@@ -348,23 +364,11 @@ TEST_P(GradientBucketTest, ParameterSplitTensorsAreNotInTheBucket) {
 
 /// Three devices, each pair joined by a link of its own (256 B/s each way).
 Machine star() {
-  MachineBuilder B("star");
-  DeviceType Type;
-  Type.Name = "fake";
-  Type.PeakFlopsF32 = 1e12;
-  Type.MemoryBandwidth = 1e11;
-  Type.MemoryCapacity = int64_t(1) << 30;
-  unsigned T = B.addDeviceType(Type);
-  B.addNode();
-  EndpointId D0 = B.addDevice(T, "d0");
-  EndpointId D1 = B.addDevice(T, "d1");
-  EndpointId D2 = B.addDevice(T, "d2");
-  B.addDuplex(D0, D1, 256, 0, "a");
-  B.addDuplex(D0, D2, 256, 0, "b");
-  B.addDuplex(D1, D2, 256, 0, "c"); // unused, but every pair must connect
-  auto M = B.finish();
-  EXPECT_TRUE(static_cast<bool>(M)) << llvm::toString(M.takeError());
-  return std::move(*M);
+  return fakeDevices("star", 3, [](MachineBuilder &B, auto &Ids) {
+    B.addDuplex(Ids[0], Ids[1], 256, 0, "a");
+    B.addDuplex(Ids[0], Ids[2], 256, 0, "b");
+    B.addDuplex(Ids[1], Ids[2], 256, 0, "c"); // unused; every pair connects
+  });
 }
 
 // x -> a = Gemm(x, w) on d0, read by b = Relu(a) on d1 and c = Relu(a) on d2,
@@ -374,12 +378,7 @@ Machine star() {
 // as generated programs run them.
 TEST(CommunicationModel, ADeviceSendsOneMessageAtATimeAsProgramsDo) {
   ir::Graph G;
-  ir::TensorId X = G.addTensor("x", f32({4, 8}), TensorRole::Input);
-  ir::TensorId Labels = G.addTensor("labels", i64({4}), TensorRole::Input);
-  G.addInput(X);
-  G.addInput(Labels);
-  G.tensor(X).BatchDim = 0;
-  G.tensor(Labels).BatchDim = 0;
+  auto [X, Labels] = batchInputs(G);
   ir::TensorId W = G.addTensor("w", f32({8, 8}), TensorRole::Parameter);
   ir::TensorId A =
       add(G, OpKind::Gemm, {X, W}, attrs({{"transB", int64_t(1)}}), "a");
