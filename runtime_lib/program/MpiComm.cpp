@@ -139,8 +139,7 @@ public:
       return;
     postSend(Started, Peer, Data, Bytes, Label);
     StartedLabel = Label;
-    StartedWhat = "send of " + std::to_string(Bytes) + " bytes to rank " +
-                  std::to_string(Peer);
+    StartedPeer = Peer;
     StartedBytes = Bytes;
   }
 
@@ -149,7 +148,10 @@ public:
       return;
     Pending Done = std::move(Started);
     Started = Pending();
-    wait(Done, StartedLabel, [&] { return StartedWhat; });
+    wait(Done, StartedLabel, [&] {
+      return "send of " + std::to_string(StartedBytes) + " bytes to rank " +
+             std::to_string(StartedPeer);
+    });
     BytesSent += StartedBytes;
   }
 
@@ -396,10 +398,10 @@ private:
   CommOptions Options;
   bool OwnsMpi = false;
   /// The send startSend posted and finishStarted has not waited for (no
-  /// requests: none), what it is and its bytes.
+  /// requests: none), its label, peer and bytes.
   Pending Started;
   const char *StartedLabel = "";
-  std::string StartedWhat;
+  int StartedPeer = -1;
   size_t StartedBytes = 0;
   MPI_Comm World = MPI_COMM_NULL;
   std::vector<std::vector<int>> Groups;

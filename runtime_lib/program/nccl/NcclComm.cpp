@@ -173,10 +173,7 @@ public:
     markStart(Label);
     checkNccl(World, ncclSend(Data, Bytes, ncclUint8, Peer, World, Stream),
               Label, "ncclSend");
-    Running = {World, Label,
-               "send of " + std::to_string(Bytes) + " bytes to rank " +
-                   std::to_string(Peer),
-               Bytes};
+    Running = {World, Label, Peer, -1, Bytes, Bytes};
   }
 
   void recv(int Peer, void *Data, size_t Bytes, const char *Label) override {
@@ -244,10 +241,11 @@ public:
               ncclAllReduce(Data, Data, size_t(Count), NcclType, ncclSum, Nccl,
                             Stream),
               Label, "ncclAllReduce");
-    Running = {Nccl, Label,
-               "all-reduce of " + std::to_string(Count * dtypeSize(Type)) +
-                   " bytes in group " + std::to_string(Group) + " " +
-                   rankList(Members),
+    Running = {Nccl,
+               Label,
+               -1,
+               Group,
+               uint64_t(Count) * dtypeSize(Type),
                ringSendBytes(Count, dtypeSize(Type), N, Positions[Group])};
   }
 
@@ -257,7 +255,14 @@ public:
     // Cleared first: a failure below ends the program anyway.
     RunningCall Done = std::move(Running);
     Running = {};
-    wait(Done.Nccl, Done.Label, [&] { return Done.What; });
+    wait(Done.Nccl, Done.Label, [&] {
+      if (Done.Peer >= 0)
+        return "send of " + std::to_string(Done.Bytes) + " bytes to rank " +
+               std::to_string(Done.Peer);
+      return "all-reduce of " + std::to_string(Done.Bytes) +
+             " bytes in group " + std::to_string(Done.Group) + " " +
+             rankList(Groups[Done.Group]);
+    });
     BytesSent += Done.BytesSent;
   }
 
@@ -434,12 +439,16 @@ private:
     GroupComms.clear();
   }
 
-  /// The send or all-reduce startSend or startAllReduceSum left running
-  /// (Nccl null: none), and the bytes it sends.
+  /// The send (to Peer) or all-reduce (in Group) startSend or
+  /// startAllReduceSum left running (Nccl null: none): its payload, and the
+  /// bytes this rank sends in it. What a stall message names is built only
+  /// if one is printed.
   struct RunningCall {
     ncclComm_t Nccl = nullptr;
     const char *Label = "";
-    std::string What;
+    int Peer = -1;
+    int Group = -1;
+    uint64_t Bytes = 0;
     uint64_t BytesSent = 0;
   };
   RunningCall Running;
