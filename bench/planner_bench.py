@@ -128,14 +128,18 @@ def bounds(binary, root, models):
     print("| model | cluster | GPUs | batch | data parallel ms | 1-GPU ms / N "
           "| most speedup vs DP |")
     print("|---|---|---:|---:|---:|---:|---:|")
+    one_gpu = {}  # by batch: the same for every count of one global batch
     for model in models:
         for cluster, counts in CLUSTERS:
+            one_gpu.clear()
             for gpus in counts:
                 if gpus == 1:
                     continue
                 batch = global_batch(model, gpus)
-                one = simulate(binary, root, model, cluster, 1,
-                               "data-parallel", batch)["time"]
+                if batch not in one_gpu:
+                    one_gpu[batch] = simulate(binary, root, model, cluster, 1,
+                                              "data-parallel", batch)["time"]
+                one = one_gpu[batch]
                 dp = simulate(binary, root, model, cluster, gpus,
                               "data-parallel", batch)["time"]
                 print("| %s | %s | %d | %d | %s | %s | %.2f |" % (
