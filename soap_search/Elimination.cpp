@@ -534,17 +534,19 @@ std::optional<Strategy> optcnnStrategy(AdditiveCost &Cost,
   std::optional<Strategy> Once = Cost.minimize(Base, MaxWork);
   if (!Once)
     return std::nullopt;
-  double OnceTime = Sim.simulate(*Once);
-  if (!Cost.sharesWeights())
-    return Once;
-  Cost.setSharedWeights(SharedWeights::PerReader);
-  Strategy PerReader = *Cost.minimize(Base, MaxWork);
-  Cost.setSharedWeights(SharedWeights::Once);
-  if (PerReader.Configs == Once->Configs ||
-      Sim.simulate(PerReader) >= OnceTime) {
-    Sim.simulate(*Once);
-    return Once;
+  std::optional<Strategy> PerReader;
+  if (Cost.sharesWeights()) {
+    Cost.setSharedWeights(SharedWeights::PerReader);
+    PerReader = Cost.minimize(Base, MaxWork);
+    Cost.setSharedWeights(SharedWeights::Once);
   }
+  // Once's simulated last, so that Sim holds it when it wins (usually).
+  double PerReaderTime = PerReader && PerReader->Configs != Once->Configs
+                             ? Sim.simulate(*PerReader)
+                             : std::numeric_limits<double>::infinity();
+  if (Sim.simulate(*Once) <= PerReaderTime)
+    return Once;
+  Sim.simulate(*PerReader);
   return PerReader;
 }
 
