@@ -26,8 +26,15 @@ std::vector<ParallelConfig> AdditiveCost::offered(ir::OpId Op) const {
   ir::ParallelDims Dims = ir::parallelDims(G, O);
   unsigned N = Space.numDevices();
   std::vector<ParallelConfig> Offered;
+  // Attribute splits multiply the configs (a conv's rows and columns) and
+  // the work of costing the edges; they are offered where the output is a
+  // matrix (fully-connected layers and the ops between them), so that a
+  // layer split over its features can keep that layout through the
+  // activation and dropout after it instead of regathering the batch.
+  bool Matrix =
+      O.Outputs.size() == 1 && G.tensor(O.Outputs[0]).Type.Dims.size() <= 2;
   for (const ParallelConfig &Shape : Space.shapes(O.Id)) {
-    if (splitsAttribute(Dims, Shape))
+    if (splitsAttribute(Dims, Shape) && !Matrix)
       continue;
     unsigned Parts = Shape.numPartitions();
     unsigned Blocks = N / Parts;

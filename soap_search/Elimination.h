@@ -21,9 +21,10 @@
 // The sum ignores what the simulator models: overlap of transfers and
 // all-reduces with compute, and contention between edges. The strategy is
 // a candidate answer of the search, simulated like any other; the configs
-// offered are each op's shapes that split no Attribute dim, on the first
-// devices and, where the space has it, spread over the cluster (one part
-// per node).
+// offered are each op's shapes that split no Attribute dim (except for ops
+// whose output is a matrix: fully-connected layers and what lies between
+// them), on the first devices and, where the space has it, spread over the
+// cluster (one part per node).
 //
 //===----------------------------------------------------------------------===//
 #ifndef ONNX2SOAP_SOAP_SEARCH_ELIMINATION_H

@@ -742,7 +742,7 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
   Shared Progress;
   std::atomic<unsigned> NextChain{0};
   // OptCNN's strategy (Elimination.h), where costing the graph's edges
-  // takes at most EliminationWork pairs of partitions (0.1 s or so): a
+  // takes at most EliminationWork pairs of partitions (0.15 s or so): a
   // candidate answer. On 2-8 GPUs it is often as good as the chains' answer
   // or better (RNNTC on 4 P100s 33.8 ms, the chains 36.1), found in
   // milliseconds; on more the sum misjudges what overlaps. The first worker
@@ -755,8 +755,16 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
   auto Eliminate = [&] {
     AdditiveCost Additive(T, M, Cost, SimOpts, Space);
     Simulator Sim(T, M, Cost, SimOpts);
-    if (!optcnnStrategy(Additive, Sim, Starts[0], EliminationWork))
+    std::optional<Strategy> S =
+        optcnnStrategy(Additive, Sim, Starts[0], EliminationWork);
+    if (!S)
       return;
+    // With the bucket size it runs fastest with, as a chain's start: it
+    // synchronizes other gradients among other replicas than data
+    // parallelism (AlexNet on 8 K80s: 61.6 ms with 1 MiB, 64.2 with data
+    // parallelism's 16).
+    if (Options.Goal == Objective::Time && Options.GradientBuckets.size() > 1)
+      fastestBucket(Sim, *S, Options.GradientBuckets, Options.MemoryLimit);
     ByElimination =
         candidate(Sim, Options.MemoryLimit, "optcnn", secondsSince(Begin));
     Progress.improved(ByElimination->Time);

@@ -76,9 +76,9 @@ struct SearchOptions {
 std::vector<double> defaultGradientBuckets();
 
 /// The most pairs of partitions the search lets AdditiveCost::minimize cost
-/// for OptCNN's candidate (work the size of AlexNet's on 32 GPUs,
-/// ResNet-101's and NMT's on 8: about 0.1 s).
-constexpr double EliminationWork = 2e6;
+/// for OptCNN's candidate (work the size of AlexNet's on 32 GPUs, 3.8e6,
+/// and NMT's on 8, 2.3e6: about 0.15 s on a 2.x GHz core).
+constexpr double EliminationWork = 4e6;
 
 /// Of Candidates, the gradient bucket size (SimOptions::GradientBucketBytes)
 /// under which S is fastest, among those under which it fits MemoryLimit

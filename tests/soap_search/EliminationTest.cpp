@@ -200,6 +200,55 @@ TEST(Elimination, OpsReadingOneWeightTakeOneConfig) {
   }
 }
 
+// A fully-connected layer split over its output features can keep that
+// layout through the activation and dropout after it: those ops (their
+// output a matrix) are offered Attribute splits, which conv outputs are
+// not. On AlexNet with 8 K80s the sum's minimum is then lower than over
+// the configs without them, and the simulator agrees (61.6 ms against
+// 64.9).
+TEST(Elimination, MatrixOpsKeepAFeatureSplitLayout) {
+  ir::TrainingGraph T = test::sample("alexnet", 256);
+  ASSERT_GT(T.G.numOps(), 0u);
+  Machine M = test::machine("paper-k80", 8);
+  AnalyticCostModel Model;
+  SimOptions Sim;
+  Sim.SerialCommunication = false;
+  ConfigSpace Space(T.G, M.numDevices());
+  ConfigSpaceOptions NoAttribute;
+  NoAttribute.Accept = [&](ir::OpId Op, const ParallelConfig &Shape) {
+    return !splitsAttribute(ir::parallelDims(T.G, T.G.op(Op)), Shape);
+  };
+  ConfigSpace Narrow(T.G, M.numDevices(), NoAttribute);
+  AdditiveCost Cost(T, M, Model, Sim, Space);
+  AdditiveCost Peer(T, M, Model, Sim, Narrow);
+
+  auto OffersAttributeSplit = [&](ir::OpId Op) {
+    return llvm::any_of(Cost.configs(Op), [&](const ParallelConfig &C) {
+      return splitsAttribute(ir::parallelDims(T.G, T.G.op(Op)), C);
+    });
+  };
+  unsigned MatrixOps = 0;
+  for (ir::OpId Op : Cost.ops()) {
+    const ir::Op &O = T.G.op(Op);
+    size_t Rank = T.G.tensor(O.Outputs[0]).Type.Dims.size();
+    if (Rank == 4)
+      EXPECT_FALSE(OffersAttributeSplit(Op)) << O.Name;
+    if (Rank == 2 && O.Kind == ir::OpKind::Relu) {
+      EXPECT_TRUE(OffersAttributeSplit(Op)) << O.Name;
+      ++MatrixOps;
+    }
+  }
+  EXPECT_EQ(MatrixOps, 2u);
+
+  Strategy Base = dataParallel(T.G, M);
+  std::optional<Strategy> S = Cost.minimize(Base, 1e12);
+  std::optional<Strategy> P = Peer.minimize(Base, 1e12);
+  ASSERT_TRUE(S && P);
+  EXPECT_LT(Cost.of(*S), Cost.of(*P) * 0.99);
+  Simulator Run(T, M, Model, Sim);
+  EXPECT_LT(Run.simulate(*S), Run.simulate(*P) * 0.98);
+}
+
 TEST(Elimination, DeclinesMoreWorkThanAllowed) {
   ir::TrainingGraph T = test::sample("alexnet", 64);
   Machine M = test::machine("paper-k80", 16);

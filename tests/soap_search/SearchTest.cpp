@@ -150,6 +150,39 @@ TEST(Search, TheAnswerGetsTheGradientBucketItRunsFastestWith) {
   EXPECT_EQ(R.Progression.back().Seconds, R.BestFoundSeconds);
 }
 
+// OptCNN's strategy for AlexNet on 8 K80s splits the fully-connected
+// layers, whose weights are then no longer all-reduced: it runs faster
+// with 1 MiB buckets than with the 16 MiB data parallelism wants. The
+// search's candidate is simulated with the size it runs fastest with.
+TEST(Search, OptcnnCandidateGetsTheGradientBucketItRunsFastestWith) {
+  ir::TrainingGraph T = test::sample("alexnet", 256);
+  Machine M = test::machine("paper-k80", 8);
+  AnalyticCostModel Cost;
+  SearchOptions O = fixedWork(1);
+  O.Iterations = 1;
+  O.Chains = 1;
+  O.Threads = 1;
+  O.GradientBuckets = defaultGradientBuckets();
+  SearchResult R = search(T, M, Cost, {}, O);
+  auto Found = llvm::find_if(
+      R.Progression, [](const Improvement &I) { return I.Source == "optcnn"; });
+  ASSERT_NE(Found, R.Progression.end());
+
+  ConfigSpace Space(T.G, M.numDevices());
+  AdditiveCost Additive(T, M, Cost, {}, Space);
+  Simulator Sim(T, M, Cost);
+  std::optional<Strategy> S =
+      optcnnStrategy(Additive, Sim, dataParallel(T.G, M), EliminationWork);
+  ASSERT_TRUE(S);
+  double Bytes = bestGradientBucket(T, M, Cost, {}, *S, O.GradientBuckets);
+  EXPECT_NE(Bytes, R.DataParallel.GradientBucketBytes);
+  SimOptions With;
+  With.GradientBucketBytes = Bytes;
+  EXPECT_EQ(Found->Time, Simulator(T, M, Cost, With).simulate(*S));
+  With.GradientBucketBytes = R.DataParallel.GradientBucketBytes;
+  EXPECT_LT(Found->Time, Simulator(T, M, Cost, With).simulate(*S));
+}
+
 // A bucket is packed into each device's message buffer: with a memory limit
 // the strategy meets only with smaller buckets, the fastest of those wins.
 TEST(Search, TheGradientBucketMustLeaveTheStrategyWithinTheMemoryLimit) {
