@@ -300,6 +300,44 @@ neighbours(const ir::Graph &G, const std::vector<bool> &WeightOnly) {
   return Near;
 }
 
+/// Calls Job(I, Sim) for I = 0 .. Count - 1 on up to Threads threads (this
+/// one among them), each with a Simulator of its own, which the calls on
+/// that thread share.
+template <typename Fn>
+static void onThreads(unsigned Count, unsigned Threads,
+                      const ir::TrainingGraph &T, const simulator::Machine &M,
+                      const simulator::CostModel &Cost,
+                      const simulator::SimOptions &SimOpts, Fn &&Job) {
+  Threads = std::max(1u, std::min(Threads, Count));
+  std::atomic<unsigned> Next{0};
+  auto Run = [&] {
+    Simulator Sim(T, M, Cost, SimOpts);
+    for (unsigned I; (I = Next.fetch_add(1)) < Count;)
+      Job(I, Sim);
+  };
+  std::vector<std::thread> Pool;
+  for (unsigned I = 1; I < Threads; ++I)
+    Pool.emplace_back(Run);
+  Run();
+  for (std::thread &Thread : Pool)
+    Thread.join();
+}
+
+/// The index of the fastest of the simulated times of some bucket sizes,
+/// among those under which the strategy fits if any does (the bucket is
+/// packed into the message buffer, so a larger one can make it not fit).
+/// Only a real gain counts: sizes that make no difference (one device, no
+/// all-reduce) differ by rounding alone, and the first of them stays.
+static size_t fastestOf(llvm::ArrayRef<double> Times,
+                        llvm::ArrayRef<char> Fits) {
+  size_t Best = 0;
+  for (size_t I = 1; I < Times.size(); ++I)
+    if ((Fits[I] && !Fits[Best]) ||
+        (Fits[I] == Fits[Best] && Times[I] < Times[Best] * (1 - 1e-9)))
+      Best = I;
+  return Best;
+}
+
 /// Of Candidates, the gradient bucket size under which S is fastest, among
 /// those under which it fits MemoryLimit if any does; ties (within a
 /// relative 1e-9): the first. Sim is left holding S simulated with it.
@@ -307,24 +345,14 @@ static double fastestBucket(Simulator &Sim, const Strategy &S,
                             llvm::ArrayRef<double> Candidates,
                             double MemoryLimit) {
   assert(!Candidates.empty() && "no bucket size to choose from");
-  double Best = Candidates.front();
-  double BestTime = std::numeric_limits<double>::infinity();
-  bool BestFits = false;
+  std::vector<double> Times;
+  std::vector<char> Fits;
   for (double Bytes : Candidates) {
     Sim.setGradientBucket(Bytes);
-    double Time = Sim.simulate(S);
-    // The bucket is packed into the message buffer, so a larger one can
-    // make the strategy not fit.
-    bool Fits = Sim.memoryOverflow(MemoryLimit) <= 0;
-    // Only a real gain: sizes that make no difference (one device, no
-    // all-reduce) differ by rounding alone, and the first of them stays.
-    if ((Fits && !BestFits) ||
-        (Fits == BestFits && Time < BestTime * (1 - 1e-9))) {
-      BestTime = Time;
-      BestFits = Fits;
-      Best = Bytes;
-    }
+    Times.push_back(Sim.simulate(S));
+    Fits.push_back(Sim.memoryOverflow(MemoryLimit) <= 0);
   }
+  double Best = Candidates[fastestOf(Times, Fits)];
   if (Best != Candidates.back()) {
     Sim.setGradientBucket(Best);
     Sim.simulate(S);
@@ -670,12 +698,26 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
   const ir::Graph &G = T.G;
   ConfigSpace Space(G, M.numDevices(), Options.Space);
   SearchResult Result;
+  unsigned Threads = Options.Threads
+                         ? Options.Threads
+                         : std::max(1u, std::thread::hardware_concurrency());
   // Gradient buckets: the size data parallelism runs fastest with (the
-  // gradients of most strategies are synchronized much like its own).
-  if (!Options.GradientBuckets.empty())
-    SimOpts.GradientBucketBytes =
-        bestGradientBucket(T, M, Cost, SimOpts, dataParallel(G, M),
-                           Options.GradientBuckets, Options.MemoryLimit);
+  // gradients of most strategies are synchronized much like its own). The
+  // sizes are simulated on the search's threads at once, as are the
+  // strategies below: until they are, no chain starts.
+  if (!Options.GradientBuckets.empty()) {
+    llvm::ArrayRef<double> Sizes = Options.GradientBuckets;
+    Strategy DataParallel = dataParallel(G, M);
+    std::vector<double> Times(Sizes.size());
+    std::vector<char> Fits(Sizes.size()); // not bool: written by threads
+    onThreads(Sizes.size(), Threads, T, M, Cost, SimOpts,
+              [&](unsigned I, Simulator &Sim) {
+                Sim.setGradientBucket(Sizes[I]);
+                Times[I] = Sim.simulate(DataParallel);
+                Fits[I] = Sim.memoryOverflow(Options.MemoryLimit) <= 0;
+              });
+    SimOpts.GradientBucketBytes = Sizes[fastestOf(Times, Fits)];
+  }
 
   // The built-in strategies: answers to beat and chain starts.
   Strategy Starts[3] = {dataParallel(G, M), expert(G, M),
@@ -689,31 +731,42 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
   // RNNs: each recurrent layer data parallel on its own group of devices
   // (a pipeline of layers), which no op-by-op walk reaches either.
   std::optional<Strategy> LayerGroups = layerGroups(G, M);
-  std::optional<Candidate> ByElimination;
+  // OptCNN's strategy; EliminationFirst: the same with data parallelism's
+  // gradient bucket size, found first, when another is faster.
+  std::optional<Candidate> ByElimination, EliminationFirst;
   CostFunction F{Options.Goal, Options.MemoryLimit, 0, 0, 0};
   {
-    Simulator Sim(T, M, Cost, SimOpts);
-    for (unsigned I = 0; I < 3; ++I) {
-      Sim.simulate(Starts[I]);
-      *Builtins[I] = candidate(Sim, Options.MemoryLimit, StartNames[I].str(),
-                               secondsSince(Begin));
-    }
-    // Data parallelism on the first half, quarter, ... of the devices: where
-    // the collectives among all of them cost more than the compute they
-    // split, fewer devices are faster. No chain could get there, since every
-    // op has to move and each move alone only adds transfers; the
-    // data-parallel chain goes on from it when that is faster.
-    Candidate Fewest = Result.DataParallel;
+    // The built-ins, then data parallelism on the first half, quarter, ...
+    // of the devices: where the collectives among all of them cost more
+    // than the compute they split, fewer devices are faster. No chain could
+    // get there, since every op has to move and each move alone only adds
+    // transfers; the data-parallel chain goes on from it when that is
+    // faster.
+    std::vector<Strategy> Fewer;
     for (unsigned Devices = M.numDevices(); Devices % 2 == 0;) {
       Devices /= 2;
-      Strategy S = dataParallelOn(G, Devices);
-      Sim.simulate(S);
-      Candidate C = candidate(Sim, Options.MemoryLimit);
-      if (better(Options.Goal, C, Fewest)) {
-        Fewest = C;
-        FewerDevices = std::move(S);
-      }
+      Fewer.push_back(dataParallelOn(G, Devices));
     }
+    std::vector<Candidate> Simulated(3 + Fewer.size());
+    onThreads(Simulated.size(), Threads, T, M, Cost, SimOpts,
+              [&](unsigned I, Simulator &Sim) {
+                Sim.simulate(I < 3 ? Starts[I] : Fewer[I - 3]);
+                Simulated[I] =
+                    candidate(Sim, Options.MemoryLimit,
+                              I < 3 ? StartNames[I].str() : std::string());
+              });
+    // Found together, in this order (data parallelism first).
+    double Found = secondsSince(Begin);
+    for (Candidate &C : Simulated)
+      C.FoundAt = Found;
+    for (unsigned I = 0; I < 3; ++I)
+      *Builtins[I] = std::move(Simulated[I]);
+    Candidate Fewest = Result.DataParallel;
+    for (size_t I = 0; I < Fewer.size(); ++I)
+      if (better(Options.Goal, Simulated[3 + I], Fewest)) {
+        Fewest = Simulated[3 + I];
+        FewerDevices = Fewer[I];
+      }
     F.LimitScale = Options.MemoryLimit > 0
                        ? Options.MemoryLimit
                        : double(M.deviceType(0).MemoryCapacity);
@@ -728,9 +781,6 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
                (Options.Iterations == 0 || Options.Iterations >= 2);
 
   unsigned Chains = std::max(1u, Options.Chains);
-  unsigned Threads = Options.Threads
-                         ? Options.Threads
-                         : std::max(1u, std::thread::hardware_concurrency());
   Threads = std::min(Threads, Chains);
   // With fewer threads than chains the chains run in waves, each wave with
   // its share of the budget (a chain's clock starts with it): otherwise the
@@ -759,15 +809,25 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
         optcnnStrategy(Additive, Sim, Starts[0], EliminationWork);
     if (!S)
       return;
-    // With the bucket size it runs fastest with, as a chain's start: it
-    // synchronizes other gradients among other replicas than data
-    // parallelism (AlexNet on 8 K80s: 61.6 ms with 1 MiB, 64.2 with data
-    // parallelism's 16).
-    if (Options.Goal == Objective::Time && Options.GradientBuckets.size() > 1)
-      fastestBucket(Sim, *S, Options.GradientBuckets, Options.MemoryLimit);
     ByElimination =
         candidate(Sim, Options.MemoryLimit, "optcnn", secondsSince(Begin));
     Progress.improved(ByElimination->Time);
+    // Then with the bucket size it runs fastest with, as a chain's start:
+    // it synchronizes other gradients among other replicas than data
+    // parallelism (AlexNet on 8 K80s: 61.6 ms with 1 MiB, 64.2 with data
+    // parallelism's 16). After the candidate with data parallelism's, which
+    // comes first (5 simulations sooner).
+    if (Options.Goal != Objective::Time || Options.GradientBuckets.size() < 2)
+      return;
+    fastestBucket(Sim, *S, Options.GradientBuckets, Options.MemoryLimit);
+    Candidate Sized =
+        candidate(Sim, Options.MemoryLimit, "optcnn (gradient buckets resized)",
+                  secondsSince(Begin));
+    if (better(Options.Goal, Sized, *ByElimination)) {
+      EliminationFirst = std::move(ByElimination);
+      ByElimination = std::move(Sized);
+      Progress.improved(ByElimination->Time);
+    }
   };
   auto Worker = [&] {
     if (!EliminationClaimed.exchange(true))
@@ -952,8 +1012,9 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
   for (const Candidate *B :
        {&Result.DataParallel, &Result.Expert, &Result.ModelParallel})
     Seen.push_back(improvement(*B));
-  if (ByElimination)
-    Seen.push_back(improvement(*ByElimination));
+  for (const std::optional<Candidate> *C : {&EliminationFirst, &ByElimination})
+    if (*C)
+      Seen.push_back(improvement(**C));
   Seen.insert(Seen.end(), HalfProgression.begin(), HalfProgression.end());
   if (HalfAnswer)
     Seen.push_back(improvement(*HalfAnswer));
