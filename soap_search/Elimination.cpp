@@ -51,9 +51,11 @@ std::vector<ParallelConfig> AdditiveCost::offered(ir::OpId Op) const {
   return Offered;
 }
 
-double AdditiveCost::syncTime(const ir::Op &O, const ParallelConfig &C) const {
+AdditiveCost::NodeParts AdditiveCost::nodeParts(const ir::Op &O,
+                                                const ParallelConfig &C) const {
+  NodeParts Parts;
+  Parts.Own = ownTime(O, C);
   const ir::OpKindInfo &Info = ir::opKindInfo(O.Kind);
-  double Time = 0;
   for (unsigned Slot = 0; Slot < O.Inputs.size(); ++Slot) {
     ir::TensorId Tensor = O.Inputs[Slot];
     if (Tensor == ir::NoTensor || !Synced[Tensor] ||
@@ -90,14 +92,21 @@ double AdditiveCost::syncTime(const ir::Op &O, const ParallelConfig &C) const {
     // A weight read by several ops (an unrolled layer's cells) is
     // synchronized once: each reader pays its share, which adds up to one
     // all-reduce when they take the same config.
-    Time +=
-        (Reduce + Update) /
-        (Shared == SharedWeights::Once ? double(SyncedReaders[Tensor]) : 1.0);
+    double Readers = double(SyncedReaders[Tensor]);
+    Parts.Reduce[unsigned(SharedWeights::Once)] += Reduce / Readers;
+    Parts.Update[unsigned(SharedWeights::Once)] += Update / Readers;
+    Parts.Reduce[unsigned(SharedWeights::PerReader)] += Reduce;
+    Parts.Update[unsigned(SharedWeights::PerReader)] += Update;
   }
-  return Time;
+  return Parts;
 }
 
-double AdditiveCost::nodeCost(const ir::Op &O, const ParallelConfig &C) const {
+double AdditiveCost::charge(const NodeParts &Parts) const {
+  unsigned Charge = unsigned(Shared);
+  return Parts.Own + SyncWeight * Parts.Reduce[Charge] + Parts.Update[Charge];
+}
+
+double AdditiveCost::ownTime(const ir::Op &O, const ParallelConfig &C) const {
   bool HasBackward = T.BackwardInputs[O.Id] != 0;
   // Partitions are equal (degrees divide their dims); the slowest device's.
   double Compute = 0;
@@ -127,7 +136,7 @@ double AdditiveCost::nodeCost(const ir::Op &O, const ParallelConfig &C) const {
               (HasBackward ? 2 : 1);
     }
   }
-  return Compute + Stats + syncTime(O, C);
+  return Compute + Stats;
 }
 
 void AdditiveCost::addNodes() {
@@ -425,11 +434,18 @@ std::optional<Strategy> AdditiveCost::minimize(const Strategy &Base,
                                                double MaxWork) {
   if (work() > MaxWork)
     return std::nullopt;
+  // Each node's parts are costed once, then charged as set now.
+  if (CostedParts.empty())
+    for (unsigned J = 0; J < Ops.size(); ++J) {
+      CostedParts.emplace_back();
+      for (const ParallelConfig &C : Configs[J])
+        CostedParts.back().push_back(nodeParts(G.op(Ops[J]), C));
+    }
   NodeCosts.clear();
   for (unsigned J = 0; J < Ops.size(); ++J) {
     NodeCosts.emplace_back();
-    for (const ParallelConfig &C : Configs[J])
-      NodeCosts.back().push_back(nodeCost(G.op(Ops[J]), C));
+    for (const NodeParts &P : CostedParts[J])
+      NodeCosts.back().push_back(charge(P));
   }
   if (!EdgesCosted) {
     Edges.clear();
@@ -523,7 +539,7 @@ AdditiveCost::AdditiveCost(const ir::TrainingGraph &T,
 double AdditiveCost::of(const Strategy &S) {
   double Total = 0;
   for (unsigned J = 0; J < Ops.size(); ++J)
-    Total += nodeCost(G.op(Ops[J]), S[Ops[J]]);
+    Total += charge(nodeParts(G.op(Ops[J]), S[Ops[J]]));
   forEachEdge([&](unsigned Producer, unsigned Output, unsigned Consumer,
                   unsigned Slot) {
     EdgeRegions R = regions(Producer, Output, {S[Ops[Producer]]}, Consumer,
@@ -537,24 +553,43 @@ double AdditiveCost::of(const Strategy &S) {
 std::optional<Strategy> optcnnStrategy(AdditiveCost &Cost,
                                        simulator::Simulator &Sim,
                                        const Strategy &Base, double MaxWork) {
-  Cost.setSharedWeights(SharedWeights::Once);
-  std::optional<Strategy> Once = Cost.minimize(Base, MaxWork);
-  if (!Once)
-    return std::nullopt;
-  std::optional<Strategy> PerReader;
-  if (Cost.sharesWeights()) {
-    Cost.setSharedWeights(SharedWeights::PerReader);
-    PerReader = Cost.minimize(Base, MaxWork);
-    Cost.setSharedWeights(SharedWeights::Once);
+  // The sum's minimum under each charge of shared weights and each weight
+  // of the gradient all-reduces (the edges are costed once for all), the
+  // distinct ones in that order.
+  std::vector<Strategy> Minima;
+  for (SharedWeights Charge : {SharedWeights::Once, SharedWeights::PerReader}) {
+    if (Charge == SharedWeights::PerReader && !Cost.sharesWeights())
+      continue;
+    Cost.setSharedWeights(Charge);
+    for (double Weight : SyncWeights) {
+      Cost.setSyncWeight(Weight);
+      std::optional<Strategy> S = Cost.minimize(Base, MaxWork);
+      if (!S)
+        break;
+      if (llvm::none_of(Minima, [&](const Strategy &Other) {
+            return Other.Configs == S->Configs;
+          }))
+        Minima.push_back(std::move(*S));
+    }
   }
-  // Once's simulated last, so that Sim holds it when it wins (usually).
-  double PerReaderTime = PerReader && PerReader->Configs != Once->Configs
-                             ? Sim.simulate(*PerReader)
-                             : std::numeric_limits<double>::infinity();
-  if (Sim.simulate(*Once) <= PerReaderTime)
-    return Once;
-  Sim.simulate(*PerReader);
-  return PerReader;
+  Cost.setSharedWeights(SharedWeights::Once);
+  Cost.setSyncWeight(1);
+  if (Minima.empty())
+    return std::nullopt;
+  // The fastest, the first of them on a tie; simulated last to first, so
+  // that Sim holds the first (the usual winner) without simulating it again.
+  size_t Best = Minima.size() - 1;
+  double BestTime = std::numeric_limits<double>::infinity();
+  for (size_t I = Minima.size(); I-- > 0;) {
+    double Time = Sim.simulate(Minima[I]);
+    if (Time <= BestTime) {
+      BestTime = Time;
+      Best = I;
+    }
+  }
+  if (Best != 0)
+    Sim.simulate(Minima[Best]);
+  return std::move(Minima[Best]);
 }
 
 } // namespace onnx2soap::soap_search

@@ -3,9 +3,10 @@
 // A strategy chosen by dynamic programming over an additive cost, after
 // OptCNN (Jia et al., ICML 2018; FlexFlow compares with it in §8.1.3). An
 // op's cost under a config is its partition's forward and backward time,
-// its BatchNorm statistics' all-reduces, and the all-reduce and update of
-// its weights' gradients (a weight read by several ops, such as an unrolled
-// layer's cells, in equal shares or in full: SharedWeights); an edge's cost
+// its BatchNorm statistics' all-reduces, and the all-reduce (in full or in
+// part: setSyncWeight) and update of its weights' gradients (a weight read
+// by several ops, such as an unrolled layer's cells, in equal shares or in
+// full: SharedWeights); an edge's cost
 // under a pair of configs is the time its transfers (activations forward, their
 // gradients backward) keep the busiest link they cross (or, under the
 // program's model of communication, device they leave or reach) busy. Node
@@ -19,8 +20,9 @@
 // the others', until none changes.
 //
 // The sum ignores what the simulator models: overlap of transfers and
-// all-reduces with compute, and contention between edges. The strategy is
-// a candidate answer of the search, simulated like any other; the configs
+// all-reduces with compute, and contention between edges. So the minimum is
+// taken under several charges (optcnnStrategy) and each simulated. The
+// strategy is a candidate answer of the search, like any other; the configs
 // offered are each op's shapes that split no Attribute dim (except for ops
 // whose output is a matrix: fully-connected layers and what lies between
 // them), on the first devices and, where the space has it, spread over the
@@ -78,6 +80,12 @@ public:
                                               double MaxWork);
   /// The charge of shared weights of of() and minimize() (default Once).
   void setSharedWeights(SharedWeights Charge) { Shared = Charge; }
+  /// The share of a weight's gradient all-reduce time its readers are
+  /// charged (default 1; its update is charged in full). The simulator
+  /// overlaps gradient all-reduces with the rest of the backward pass, so
+  /// the sum overcharges them by a share the sum cannot know: minimize()
+  /// is run under several (SyncWeights), and the simulator picks.
+  void setSyncWeight(double Weight) { SyncWeight = Weight; }
   /// Whether some weight is read by several ops (else both charges agree).
   bool sharesWeights() const {
     return llvm::any_of(SyncedReaders, [](unsigned N) { return N > 1; });
@@ -103,8 +111,18 @@ private:
   };
 
   std::vector<simulator::ParallelConfig> offered(ir::OpId Op) const;
-  double nodeCost(const ir::Op &O, const simulator::ParallelConfig &C) const;
-  double syncTime(const ir::Op &O, const simulator::ParallelConfig &C) const;
+  /// An op's cost under a config, in parts: its compute and BatchNorm
+  /// statistics, then its weights' all-reduce and update under each
+  /// charge of shared weights (indexed by SharedWeights).
+  struct NodeParts {
+    double Own = 0;
+    double Reduce[2] = {0, 0}, Update[2] = {0, 0};
+  };
+  NodeParts nodeParts(const ir::Op &O,
+                      const simulator::ParallelConfig &C) const;
+  double ownTime(const ir::Op &O, const simulator::ParallelConfig &C) const;
+  /// The parts charged under the charge and weight set now.
+  double charge(const NodeParts &Parts) const;
   void addNodes();
   /// Calls Visit(Producer, Output, Consumer, Slot) (nodes, not ops) for
   /// every activation a node reads from another.
@@ -156,6 +174,7 @@ private:
   /// synchronization).
   std::vector<unsigned> SyncedReaders;
   SharedWeights Shared = SharedWeights::Once;
+  double SyncWeight = 1;
   /// The edge tables and neighbours as costed, before any reduction.
   bool EdgesCosted = false;
   std::map<std::pair<unsigned, unsigned>, std::vector<double>> CostedEdges;
@@ -167,6 +186,8 @@ private:
   std::vector<int> NodeOf;
   std::vector<std::vector<simulator::ParallelConfig>> Configs;
   std::vector<std::vector<double>> NodeCosts;
+  /// Per node and offered config, costed by the first minimize().
+  std::vector<std::vector<NodeParts>> CostedParts;
   /// Edge tables by (lower node, higher node), and each node's neighbours.
   std::map<std::pair<unsigned, unsigned>, std::vector<double>> Edges;
   std::vector<std::set<unsigned>> Neighbours;
@@ -181,10 +202,16 @@ private:
   std::vector<unsigned> Touched;
 };
 
+/// The weights of gradient all-reduces OptCNN's strategy is sought under
+/// (AdditiveCost::setSyncWeight), the first the full charge.
+constexpr double SyncWeights[] = {1, 0.5, 0.25, 0};
+
 /// OptCNN's strategy: Cost's minimum under each charge of shared weights
-/// (one costing of the edges serves both; one charge where no weight is
-/// shared), each simulated by Sim, which is left with the faster (the Once
-/// charge's on a tie). None as minimize().
+/// (one charge where no weight is shared) and each weight of gradient
+/// all-reduces (SyncWeights; one costing of the edges serves all), each
+/// distinct one simulated by Sim, which is left with the fastest (the first
+/// of them, the Once charge's at full weight, on a tie). None as
+/// minimize().
 std::optional<simulator::Strategy>
 optcnnStrategy(AdditiveCost &Cost, simulator::Simulator &Sim,
                const simulator::Strategy &Base, double MaxWork);
