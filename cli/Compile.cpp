@@ -214,13 +214,10 @@ llvm::Error runCompile() {
   auto ModelBytes = llvm::MemoryBuffer::getFile(Model);
   if (!ModelBytes)
     return usageError(Model + ": " + ModelBytes.getError().message());
-  const simulator::SimReport &Report = Plan->Prediction;
-  soap_search::StrategyPrediction Predicted{
-      Report.Time, Report.PeakMemory, Report.Fits, P.OptimizerName,
-      P.Sim.SerialCommunication ? "program" : "flexflow"};
   codegen::ProjectInputs In{
       *Plan, P.M, P.Target, (*ModelBytes)->getBuffer(),
-      soap_search::writeStrategy(G, S, P.Target, Predicted, Bucket),
+      soap_search::writeStrategy(
+          G, S, P.Target, strategyPrediction(P, Plan->Prediction), Bucket),
       planningOptimizerName(), ir::lossKindName(T.Loss).str(),
       ONNX2SOAP_VERSION,
       // The plan hash heads the weight shard file: programs whose first

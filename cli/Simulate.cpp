@@ -368,17 +368,21 @@ llvm::Error writeTraceIfAsked(const simulator::Simulator &Sim) {
   });
 }
 
+soap_search::StrategyPrediction
+strategyPrediction(const Planning &P, const simulator::SimReport &Report) {
+  return {Report.Time, Report.PeakMemory, Report.Fits, P.OptimizerName,
+          P.Sim.SerialCommunication ? "program" : "flexflow"};
+}
+
 llvm::Error writeStrategyIfAsked(const Planning &P,
                                  const simulator::Strategy &S,
                                  const simulator::SimReport &Report,
                                  double GradientBucketBytes) {
   if (StrategyOutput.empty())
     return llvm::Error::success();
-  soap_search::StrategyPrediction Predicted{
-      Report.Time, Report.PeakMemory, Report.Fits, P.OptimizerName,
-      P.Sim.SerialCommunication ? "program" : "flexflow"};
   std::string Text = soap_search::writeStrategy(P.Training.G, S, P.Target,
-                                                Predicted, GradientBucketBytes);
+                                                strategyPrediction(P, Report),
+                                                GradientBucketBytes);
   return writeFileAtomically(StrategyOutput, "-o",
                              [&](llvm::raw_ostream &OS) { OS << Text; });
 }

@@ -88,6 +88,10 @@ llvm::Expected<simulator::Strategy>
 namedStrategy(llvm::StringRef Flag, const Planning &P,
               const simulator::CostModel &Cost,
               std::optional<double> *FromFile = nullptr);
+/// What a strategy file planned under P records of Report (the `predicted`
+/// object).
+soap_search::StrategyPrediction
+strategyPrediction(const Planning &P, const simulator::SimReport &Report);
 /// "25 MiB", "0 (one all-reduce per tensor)": for tables.
 std::string formatGradientBucket(double Bytes);
 /// Whether --gpus or --trace was given (search --sweep-gpus refuses them).

@@ -684,10 +684,18 @@ double bestGradientBucket(const ir::TrainingGraph &T,
                           const simulator::Machine &M,
                           const simulator::CostModel &Cost,
                           simulator::SimOptions Sim, const Strategy &S,
-                          llvm::ArrayRef<double> Candidates,
-                          double MemoryLimit) {
-  Simulator Run(T, M, Cost, Sim);
-  return fastestBucket(Run, S, Candidates, MemoryLimit);
+                          llvm::ArrayRef<double> Candidates, double MemoryLimit,
+                          unsigned Threads) {
+  assert(!Candidates.empty() && "no bucket size to choose from");
+  std::vector<double> Times(Candidates.size());
+  std::vector<char> Fits(Candidates.size()); // not bool: written by threads
+  onThreads(Candidates.size(), Threads, T, M, Cost, Sim,
+            [&](unsigned I, Simulator &Run) {
+              Run.setGradientBucket(Candidates[I]);
+              Times[I] = Run.simulate(S);
+              Fits[I] = Run.memoryOverflow(MemoryLimit) <= 0;
+            });
+  return Candidates[fastestOf(Times, Fits)];
 }
 
 SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
@@ -705,19 +713,10 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
   // gradients of most strategies are synchronized much like its own). The
   // sizes are simulated on the search's threads at once, as are the
   // strategies below: until they are, no chain starts.
-  if (!Options.GradientBuckets.empty()) {
-    llvm::ArrayRef<double> Sizes = Options.GradientBuckets;
-    Strategy DataParallel = dataParallel(G, M);
-    std::vector<double> Times(Sizes.size());
-    std::vector<char> Fits(Sizes.size()); // not bool: written by threads
-    onThreads(Sizes.size(), Threads, T, M, Cost, SimOpts,
-              [&](unsigned I, Simulator &Sim) {
-                Sim.setGradientBucket(Sizes[I]);
-                Times[I] = Sim.simulate(DataParallel);
-                Fits[I] = Sim.memoryOverflow(Options.MemoryLimit) <= 0;
-              });
-    SimOpts.GradientBucketBytes = Sizes[fastestOf(Times, Fits)];
-  }
+  if (!Options.GradientBuckets.empty())
+    SimOpts.GradientBucketBytes = bestGradientBucket(
+        T, M, Cost, SimOpts, dataParallel(G, M), Options.GradientBuckets,
+        Options.MemoryLimit, Threads);
 
   // The built-in strategies: answers to beat and chain starts.
   Strategy Starts[3] = {dataParallel(G, M), expert(G, M),

@@ -84,12 +84,14 @@ constexpr double EliminationWork = 4e6;
 /// under which S is fastest, among those under which it fits MemoryLimit
 /// bytes per device (0: each device's capacity) if any does (a bucket is
 /// packed into the message buffer); ties (within a relative 1e-9): the
-/// first.
-double
-bestGradientBucket(const ir::TrainingGraph &T, const simulator::Machine &M,
-                   const simulator::CostModel &Cost, simulator::SimOptions Sim,
-                   const simulator::Strategy &S,
-                   llvm::ArrayRef<double> Candidates, double MemoryLimit = 0);
+/// first. The sizes are simulated on up to Threads threads at once.
+double bestGradientBucket(const ir::TrainingGraph &T,
+                          const simulator::Machine &M,
+                          const simulator::CostModel &Cost,
+                          simulator::SimOptions Sim,
+                          const simulator::Strategy &S,
+                          llvm::ArrayRef<double> Candidates,
+                          double MemoryLimit = 0, unsigned Threads = 1);
 
 /// One strategy with what the simulator says of it.
 struct Candidate {
