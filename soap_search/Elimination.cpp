@@ -30,9 +30,11 @@ std::vector<ParallelConfig> AdditiveCost::offered(ir::OpId Op) const {
   // the work of costing the edges; they are offered where the output is a
   // matrix (fully-connected layers and the ops between them), so that a
   // layer split over its features can keep that layout through the
-  // activation and dropout after it instead of regathering the batch.
-  bool Matrix =
-      O.Outputs.size() == 1 && G.tensor(O.Outputs[0]).Type.Dims.size() <= 2;
+  // activation and dropout after it instead of regathering the batch
+  // (every output counts: a training Dropout's mask has its output's shape).
+  bool Matrix = llvm::all_of(O.Outputs, [&](ir::TensorId Output) {
+    return Output == ir::NoTensor || G.tensor(Output).Type.Dims.size() <= 2;
+  });
   for (const ParallelConfig &Shape : Space.shapes(O.Id)) {
     if (splitsAttribute(Dims, Shape) && !Matrix)
       continue;
@@ -80,10 +82,15 @@ AdditiveCost::NodeParts AdditiveCost::nodeParts(const ir::Op &O,
     }
     // Groups of other devices all-reduce at once.
     double Reduce = 0;
-    for (auto &[Holders, Elements] : Groups)
-      Reduce = std::max(Reduce, simulator::allReduceCost(
-                                    M, Holders, double(Elements) * ElementSize)
-                                    .Time);
+    for (auto &[Holders, Elements] : Groups) {
+      // Many configs all-reduce the same bytes among the same devices.
+      auto [At, New] = ReduceTimes.try_emplace(
+          {Holders, double(Elements) * ElementSize}, 0.0);
+      if (New)
+        At->second =
+            simulator::allReduceCost(M, Holders, At->first.second).Time;
+      Reduce = std::max(Reduce, At->second);
+    }
     double Update = 0;
     for (auto &[Device, Elements] : Held)
       Update = std::max(Update,
@@ -167,17 +174,28 @@ double AdditiveCost::transferTime(llvm::ArrayRef<ir::Region> Written,
                                   double ElementSize) {
   // As the simulator runs them: each transfer holds every link of its route
   // for its latency and its bytes at the route's bandwidth, and a link
-  // carries its transfers one after another.
+  // carries its transfers one after another. (The hot loop of costing the
+  // edges: the overlap is measured in place, the route's figures read from
+  // Pairs.)
+  unsigned N = M.numDevices();
   for (unsigned C = 0; C < Needed.size(); ++C) {
     DeviceId Dst = To.device(C);
+    const ir::Region &Need = Needed[C];
     for (unsigned P = 0; P < Written.size(); ++P) {
       DeviceId Src = From.device(P);
       if (Src == Dst)
         continue;
-      int64_t Volume = ir::regionVolume(ir::intersect(Needed[C], Written[P]));
+      const ir::Region &Have = Written[P];
+      int64_t Volume = 1;
+      for (unsigned D = 0; D < Need.size() && Volume; ++D) {
+        int64_t Begin = std::max(Need[D].Begin, Have[D].Begin);
+        int64_t End = std::min(Need[D].End, Have[D].End);
+        Volume = End > Begin ? Volume * (End - Begin) : 0;
+      }
       if (Volume == 0)
         continue;
-      double Time = M.transferTime(Src, Dst, double(Volume) * ElementSize);
+      const Route &R = Pairs[size_t(Src) * N + Dst];
+      double Time = R.Latency + double(Volume) * ElementSize / R.Bandwidth;
       for (LinkId L : M.route(Src, Dst)) {
         if (Load[L] == 0)
           Touched.push_back(L);
@@ -533,6 +551,17 @@ AdditiveCost::AdditiveCost(const ir::TrainingGraph &T,
     : T(T), G(T.G), M(M), Cost(Cost), Options(Options), Space(Space),
       WeightOnly(simulator::weightOnlyOps(T.G)),
       Load(M.numLinks() + M.numDevices(), 0.0) {
+  // Each route's latency and bandwidth, as Machine::transferTime sums them.
+  unsigned N = M.numDevices();
+  Pairs.resize(size_t(N) * N);
+  for (DeviceId A = 0; A < N; ++A)
+    for (DeviceId B = 0; B < N; ++B) {
+      Route &R = Pairs[size_t(A) * N + B];
+      for (LinkId L : M.route(A, B)) {
+        R.Latency += M.links()[L].Latency;
+        R.Bandwidth = std::min(R.Bandwidth, M.links()[L].Bandwidth);
+      }
+    }
   addNodes();
 }
 
@@ -548,6 +577,51 @@ double AdditiveCost::of(const Strategy &S) {
                                     S[Ops[Consumer]], R.ElementSize);
   });
   return Total;
+}
+
+std::vector<AdditiveCost::Change>
+AdditiveCost::changesBySum(const Strategy &S) const {
+  std::vector<Change> Changes;
+  if (!EdgesCosted)
+    return Changes;
+  // Each node's config in S as an index into those offered (-1: not one).
+  std::vector<int> Index(Ops.size(), -1);
+  for (unsigned J = 0; J < Ops.size(); ++J) {
+    auto Found = llvm::find(Configs[J], S[Ops[J]]);
+    if (Found != Configs[J].end())
+      Index[J] = int(Found - Configs[J].begin());
+  }
+  auto EdgeCost = [&](unsigned A, int CA, unsigned B, int CB) {
+    const std::vector<double> &E =
+        CostedEdges.at({std::min(A, B), std::max(A, B)});
+    return A < B ? E[size_t(CA) * Configs[B].size() + size_t(CB)]
+                 : E[size_t(CB) * Configs[A].size() + size_t(CA)];
+  };
+  for (unsigned J = 0; J < Ops.size(); ++J) {
+    const ir::Op &O = G.op(Ops[J]);
+    if (Index[J] < 0 ||
+        llvm::any_of(CostedNeighbours[J],
+                     [&](unsigned K) { return Index[K] < 0; }) ||
+        llvm::any_of(O.Inputs, [&](ir::TensorId Tensor) {
+          return Tensor != ir::NoTensor && SyncedReaders[Tensor] > 1;
+        }))
+      continue;
+    double Now = charge(CostedParts[J][size_t(Index[J])]);
+    for (unsigned K : CostedNeighbours[J])
+      Now += EdgeCost(J, Index[J], K, Index[K]);
+    for (int C = 0; C < int(Configs[J].size()); ++C) {
+      if (C == Index[J])
+        continue;
+      double Then = charge(CostedParts[J][size_t(C)]);
+      for (unsigned K : CostedNeighbours[J])
+        Then += EdgeCost(J, C, K, Index[K]);
+      Changes.push_back({Ops[J], Configs[J][size_t(C)], Then - Now});
+    }
+  }
+  std::stable_sort(
+      Changes.begin(), Changes.end(),
+      [](const Change &A, const Change &B) { return A.Added < B.Added; });
+  return Changes;
 }
 
 std::optional<Strategy> optcnnStrategy(AdditiveCost &Cost,

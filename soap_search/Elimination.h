@@ -40,6 +40,8 @@
 #include "simulator/TaskGraph.h"
 #include "soap_search/ConfigSpace.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallVector.h"
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -90,6 +92,22 @@ public:
   bool sharesWeights() const {
     return llvm::any_of(SyncedReaders, [](unsigned N) { return N > 1; });
   }
+  /// One op of a strategy taking another config, and what that adds to the
+  /// sum (negative where it saves).
+  struct Change {
+    ir::OpId Op;
+    simulator::ParallelConfig Config;
+    double Added;
+  };
+  /// Every change of one op of S to another config offered to it, least
+  /// added first (ties in op and config order), under the charges set now:
+  /// where the sum ranks strategies near its minimum nearly alike, the
+  /// simulator tells them apart (optcnnStrategy's refinement in the
+  /// search). Not changed: ops whose config in S, or a neighbour's, is not
+  /// offered, and ops reading a weight other ops read too (an unrolled
+  /// layer's cells move together). Empty until minimize() has costed the
+  /// edges.
+  std::vector<Change> changesBySum(const simulator::Strategy &S) const;
 
 private:
   /// One reduction, undone in reverse to read the configs back.
@@ -200,6 +218,16 @@ private:
   /// costed, and those touched.
   std::vector<double> Load;
   std::vector<unsigned> Touched;
+  /// Per pair of devices (source-major): their route's summed latency and
+  /// least bandwidth.
+  struct Route {
+    double Latency = 0;
+    double Bandwidth = std::numeric_limits<double>::infinity();
+  };
+  std::vector<Route> Pairs;
+  /// allReduceCost's time by (devices, bytes), as nodeParts asks for them.
+  mutable std::map<std::pair<std::vector<simulator::DeviceId>, double>, double>
+      ReduceTimes;
 };
 
 /// The weights of gradient all-reduces OptCNN's strategy is sought under
