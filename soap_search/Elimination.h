@@ -24,9 +24,10 @@
 // taken under several charges (optcnnStrategy) and each simulated. The
 // strategy is a candidate answer of the search, like any other; the configs
 // offered are each op's shapes that split no Attribute dim (except for ops
-// whose output is a matrix: fully-connected layers and what lies between
-// them), on the first devices and, where the space has it, spread over the
-// cluster (one part per node).
+// whose outputs are matrices: fully-connected layers and the activations
+// and dropouts between them), on the first devices and, where the space has
+// it, spread over the cluster (one part per node). The search refines the
+// strategy along changesBySum().
 //
 //===----------------------------------------------------------------------===//
 #ifndef ONNX2SOAP_SOAP_SEARCH_ELIMINATION_H
@@ -76,7 +77,7 @@ public:
   /// A strategy of least additive cost among the configs offered: Base's
   /// configs for the weight-only ops (they have no tasks); ops that read
   /// the same weight then agree (shareConfigs). None when costing the
-  /// edges would take more than MaxWork pairs of partitions (about 4e-8 s
+  /// edges would take more than MaxWork pairs of partitions (about 1e-8 s
   /// each on a 2.x GHz core); the edges are costed once per AdditiveCost.
   std::optional<simulator::Strategy> minimize(const simulator::Strategy &Base,
                                               double MaxWork);

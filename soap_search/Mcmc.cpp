@@ -340,24 +340,50 @@ static size_t fastestOf(llvm::ArrayRef<double> Times,
 
 /// Of Candidates, the gradient bucket size under which S is fastest, among
 /// those under which it fits MemoryLimit if any does; ties (within a
-/// relative 1e-9): the first. Sim is left holding S simulated with it.
-static double fastestBucket(Simulator &Sim, const Strategy &S,
-                            llvm::ArrayRef<double> Candidates,
-                            double MemoryLimit) {
+/// relative 1e-9): the first. Sim is left holding S simulated with it. When
+/// Simulated, Sim holds S simulated already with the size it has, which is
+/// not simulated again.
+struct BucketChoice {
+  double Bytes = 0;
+  unsigned Simulations = 0;
+};
+static BucketChoice fastestBucket(Simulator &Sim, const Strategy &S,
+                                  llvm::ArrayRef<double> Candidates,
+                                  double MemoryLimit, bool Simulated = false) {
   assert(!Candidates.empty() && "no bucket size to choose from");
+  BucketChoice Choice;
+  // The size Sim holds S simulated with; Known: the one whose time and fit
+  // are known without simulating it again.
+  std::optional<double> Held, Known;
+  double KnownTime = 0;
+  char KnownFits = 0;
+  if (Simulated) {
+    Held = Known = Sim.graph().options().GradientBucketBytes;
+    KnownTime = Sim.time();
+    KnownFits = Sim.memoryOverflow(MemoryLimit) <= 0;
+  }
   std::vector<double> Times;
   std::vector<char> Fits;
   for (double Bytes : Candidates) {
+    if (Known && Bytes == *Known) {
+      Times.push_back(KnownTime);
+      Fits.push_back(KnownFits);
+      Known.reset();
+      continue;
+    }
     Sim.setGradientBucket(Bytes);
     Times.push_back(Sim.simulate(S));
     Fits.push_back(Sim.memoryOverflow(MemoryLimit) <= 0);
+    ++Choice.Simulations;
+    Held = Bytes;
   }
-  double Best = Candidates[fastestOf(Times, Fits)];
-  if (Best != Candidates.back()) {
-    Sim.setGradientBucket(Best);
+  Choice.Bytes = Candidates[fastestOf(Times, Fits)];
+  if (Choice.Bytes != *Held) {
+    Sim.setGradientBucket(Choice.Bytes);
     Sim.simulate(S);
+    ++Choice.Simulations;
   }
-  return Best;
+  return Choice;
 }
 
 static ChainResult
@@ -610,10 +636,11 @@ runChain(const ir::TrainingGraph &T, const simulator::Machine &M,
   double SizedFor = 0;
   auto Resize = [&] {
     Strategy S = Sim.strategy();
-    double Bytes = fastestBucket(Sim, S, Options.GradientBuckets, F.Limit);
     // Its simulations count as steps.
-    uint64_t Simulations = Options.GradientBuckets.size() +
-                           (Bytes != Options.GradientBuckets.back());
+    uint64_t Simulations =
+        fastestBucket(Sim, S, Options.GradientBuckets, F.Limit,
+                      /*Simulated=*/true)
+            .Simulations;
     Result.Steps += Simulations;
     Progress.Iterations.fetch_add(Simulations, std::memory_order_relaxed);
     Accept(F(Sim, Sim.time()));
@@ -793,10 +820,12 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
   Shared Progress;
   std::atomic<unsigned> NextChain{0};
   // OptCNN's strategy (Elimination.h), where costing the graph's edges
-  // takes at most EliminationWork pairs of partitions (0.15 s or so): a
-  // candidate answer. On 2-8 GPUs it is often as good as the chains' answer
-  // or better (RNNTC on 4 P100s 33.8 ms, the chains 36.1), found in
-  // milliseconds; on more the sum misjudges what overlaps. The first worker
+  // takes at most EliminationWork pairs of partitions (0.05 s or so), then
+  // refined by the simulator: a candidate answer. On 2-8 GPUs it is often
+  // as good as the chains' answer or better (RNNTC on 4 P100s 33.8 ms, the
+  // chains 36.1), found in milliseconds; on more the sum misjudges what
+  // overlaps, less so once refined (AlexNet on 16 K80s: 33.6 ms refined,
+  // 39.8 not, the chains' 34.1 after 5 s). The first worker
   // finds it before its first chain, so that on two threads or more the
   // data-parallel chain starts at once (ResNet-101 on 8 K80s costs 0.07 s).
   // Not a chain's start: the data-parallel chain's heavy-layer splits from
@@ -829,7 +858,8 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
     // candidate with data parallelism's, which comes first (5 simulations
     // sooner).
     if (Options.GradientBuckets.size() > 1) {
-      fastestBucket(Sim, *S, Options.GradientBuckets, Options.MemoryLimit);
+      fastestBucket(Sim, *S, Options.GradientBuckets, Options.MemoryLimit,
+                    /*Simulated=*/true);
       Found("optcnn (gradient buckets resized)");
     }
     // Then the changes of one op that the sum ranks least costly, each
@@ -848,19 +878,25 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
       if (Changes.size() > RefineTries)
         Changes.resize(RefineTries);
       bool Gained = false;
+      unsigned SinceGain = 0;
       for (const AdditiveCost::Change &C : Changes) {
-        ParallelConfig Old = Sim.strategy()[C.Op];
-        if (Old == C.Config)
+        ir::OpId Op[1] = {C.Op};
+        ParallelConfig Old[1] = {Sim.strategy()[C.Op]};
+        if (Old[0] == C.Config)
           continue;
-        double Next = F(Sim, Sim.change(C.Op, C.Config));
+        if (SinceGain++ == RefinePatience)
+          break;
+        double Next =
+            F(Sim, propose(Sim, Op, {C.Config}, Options.FullSimulation));
         ++RefineSteps;
         Progress.Iterations.fetch_add(1, std::memory_order_relaxed);
         if (Next < Current) {
           Current = Next;
           Gained = true;
+          SinceGain = 0;
           Found("optcnn, refined");
         } else {
-          Sim.change(C.Op, Old);
+          propose(Sim, Op, Old, Options.FullSimulation);
         }
       }
       if (!Gained)

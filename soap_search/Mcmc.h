@@ -76,15 +76,17 @@ struct SearchOptions {
 std::vector<double> defaultGradientBuckets();
 
 /// The most pairs of partitions the search lets AdditiveCost::minimize cost
-/// for OptCNN's candidate (work the size of AlexNet's on 32 GPUs, 3.8e6,
-/// and NMT's on 8, 2.3e6: about 0.15 s on a 2.x GHz core).
+/// for OptCNN's candidate (work the size of AlexNet's on 32 GPUs, about 5e6:
+/// 0.05 s on a 2.x GHz core).
 constexpr double EliminationWork = 8e6;
 /// The search refines OptCNN's strategy by the changes of one op that the
 /// sum ranks least costly (AdditiveCost::changesBySum): at most
-/// RefineTries of them a pass, delta simulated, in at most RefinePasses
-/// passes.
+/// RefineTries of them a pass, simulated, in at most RefinePasses passes.
 constexpr unsigned RefineTries = 256;
 constexpr unsigned RefinePasses = 3;
+/// A pass of that refinement ends after this many tries in a row gain
+/// nothing.
+constexpr unsigned RefinePatience = 64;
 
 /// Of Candidates, the gradient bucket size (SimOptions::GradientBucketBytes)
 /// under which S is fastest, among those under which it fits MemoryLimit
