@@ -239,6 +239,10 @@ Error Machine::computeRoutes() {
       RouteSlice &S = Routes[static_cast<size_t>(A) * N + B];
       S.Begin = RouteLinks.size();
       S.Size = Path.size();
+      for (LinkId L : Path) {
+        S.Latency += Links[L].Latency;
+        S.Bandwidth = std::min(S.Bandwidth, Links[L].Bandwidth);
+      }
       RouteLinks.insert(RouteLinks.end(), Path.begin(), Path.end());
     }
   }
@@ -246,16 +250,10 @@ Error Machine::computeRoutes() {
 }
 
 double Machine::transferTime(DeviceId A, DeviceId B, double Bytes) const {
-  llvm::ArrayRef<LinkId> Route = route(A, B);
-  if (Route.empty())
+  const RouteSlice &S = Routes[static_cast<size_t>(A) * Devices.size() + B];
+  if (S.Size == 0)
     return 0;
-  double Latency = 0;
-  double Bandwidth = std::numeric_limits<double>::infinity();
-  for (LinkId L : Route) {
-    Latency += Links[L].Latency;
-    Bandwidth = std::min(Bandwidth, Links[L].Bandwidth);
-  }
-  return Latency + Bytes / Bandwidth;
+  return S.Latency + Bytes / S.Bandwidth;
 }
 
 //===-- Restriction to the first devices ----------------------------------===//

@@ -18,6 +18,7 @@
 #include "llvm/Support/Error.h"
 #include "llvm/Support/JSON.h"
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -172,9 +173,14 @@ public:
   std::string Name;
 
 private:
+  /// A route's links in RouteLinks, and its figures for transferTime (on
+  /// the hot paths of simulation and of OptCNN's sum): its hops' summed
+  /// latency and least bandwidth.
   struct RouteSlice {
     uint32_t Begin = 0;
     uint32_t Size = 0;
+    double Latency = 0;
+    double Bandwidth = std::numeric_limits<double>::infinity();
   };
   /// Fills Routes; an error names a device pair with no route.
   llvm::Error computeRoutes();

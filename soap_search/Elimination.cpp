@@ -175,9 +175,7 @@ double AdditiveCost::transferTime(llvm::ArrayRef<ir::Region> Written,
   // As the simulator runs them: each transfer holds every link of its route
   // for its latency and its bytes at the route's bandwidth, and a link
   // carries its transfers one after another. (The hot loop of costing the
-  // edges: the overlap is measured in place, the route's figures read from
-  // Pairs.)
-  unsigned N = M.numDevices();
+  // edges: the overlap is measured in place.)
   for (unsigned C = 0; C < Needed.size(); ++C) {
     DeviceId Dst = To.device(C);
     const ir::Region &Need = Needed[C];
@@ -194,8 +192,7 @@ double AdditiveCost::transferTime(llvm::ArrayRef<ir::Region> Written,
       }
       if (Volume == 0)
         continue;
-      const Route &R = Pairs[size_t(Src) * N + Dst];
-      double Time = R.Latency + double(Volume) * ElementSize / R.Bandwidth;
+      double Time = M.transferTime(Src, Dst, double(Volume) * ElementSize);
       for (LinkId L : M.route(Src, Dst)) {
         if (Load[L] == 0)
           Touched.push_back(L);
@@ -551,17 +548,6 @@ AdditiveCost::AdditiveCost(const ir::TrainingGraph &T,
     : T(T), G(T.G), M(M), Cost(Cost), Options(Options), Space(Space),
       WeightOnly(simulator::weightOnlyOps(T.G)),
       Load(M.numLinks() + M.numDevices(), 0.0) {
-  // Each route's latency and bandwidth, as Machine::transferTime sums them.
-  unsigned N = M.numDevices();
-  Pairs.resize(size_t(N) * N);
-  for (DeviceId A = 0; A < N; ++A)
-    for (DeviceId B = 0; B < N; ++B) {
-      Route &R = Pairs[size_t(A) * N + B];
-      for (LinkId L : M.route(A, B)) {
-        R.Latency += M.links()[L].Latency;
-        R.Bandwidth = std::min(R.Bandwidth, M.links()[L].Bandwidth);
-      }
-    }
   addNodes();
 }
 
@@ -591,32 +577,24 @@ AdditiveCost::changesBySum(const Strategy &S) const {
     if (Found != Configs[J].end())
       Index[J] = int(Found - Configs[J].begin());
   }
-  auto EdgeCost = [&](unsigned A, int CA, unsigned B, int CB) {
-    const std::vector<double> &E =
-        CostedEdges.at({std::min(A, B), std::max(A, B)});
-    return A < B ? E[size_t(CA) * Configs[B].size() + size_t(CB)]
-                 : E[size_t(CB) * Configs[A].size() + size_t(CA)];
+  // Node J's charge and its costed edges' with J in config C.
+  auto Local = [&](unsigned J, uint32_t C) {
+    double Total = charge(CostedParts[J][C]);
+    for (unsigned K : CostedNeighbours[J])
+      Total += entry(CostedEdges.at({std::min(J, K), std::max(J, K)}), J, C, K,
+                     uint32_t(Index[K]));
+    return Total;
   };
   for (unsigned J = 0; J < Ops.size(); ++J) {
-    const ir::Op &O = G.op(Ops[J]);
     if (Index[J] < 0 ||
         llvm::any_of(CostedNeighbours[J],
                      [&](unsigned K) { return Index[K] < 0; }) ||
-        llvm::any_of(O.Inputs, [&](ir::TensorId Tensor) {
-          return Tensor != ir::NoTensor && SyncedReaders[Tensor] > 1;
-        }))
+        readsSharedWeight(G.op(Ops[J])))
       continue;
-    double Now = charge(CostedParts[J][size_t(Index[J])]);
-    for (unsigned K : CostedNeighbours[J])
-      Now += EdgeCost(J, Index[J], K, Index[K]);
-    for (int C = 0; C < int(Configs[J].size()); ++C) {
-      if (C == Index[J])
-        continue;
-      double Then = charge(CostedParts[J][size_t(C)]);
-      for (unsigned K : CostedNeighbours[J])
-        Then += EdgeCost(J, C, K, Index[K]);
-      Changes.push_back({Ops[J], Configs[J][size_t(C)], Then - Now});
-    }
+    double Now = Local(J, uint32_t(Index[J]));
+    for (uint32_t C = 0; C < Configs[J].size(); ++C)
+      if (int(C) != Index[J])
+        Changes.push_back({Ops[J], Configs[J][C], Local(J, C) - Now});
   }
   std::stable_sort(
       Changes.begin(), Changes.end(),

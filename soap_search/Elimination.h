@@ -41,8 +41,6 @@
 #include "simulator/TaskGraph.h"
 #include "soap_search/ConfigSpace.h"
 #include "llvm/ADT/STLExtras.h"
-#include "llvm/ADT/SmallVector.h"
-#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -161,11 +159,22 @@ private:
   std::vector<double> &edge(unsigned A, unsigned B) {
     return Edges[{std::min(A, B), std::max(A, B)}];
   }
-  /// Edge A-B's cost with A in config CA and B in CB.
-  double edgeCost(unsigned A, uint32_t CA, unsigned B, uint32_t CB) {
-    const std::vector<double> &E = edge(A, B);
+  /// Edge table E of A-B's cost with A in config CA and B in CB.
+  double entry(const std::vector<double> &E, unsigned A, uint32_t CA,
+               unsigned B, uint32_t CB) const {
     return A < B ? E[size_t(CA) * Configs[B].size() + CB]
                  : E[size_t(CB) * Configs[A].size() + CA];
+  }
+  /// Edge A-B's cost (as reduced so far) with A in config CA and B in CB.
+  double edgeCost(unsigned A, uint32_t CA, unsigned B, uint32_t CB) {
+    return entry(edge(A, B), A, CA, B, CB);
+  }
+  /// Whether O reads a weight other ops read too (an unrolled layer's
+  /// cells).
+  bool readsSharedWeight(const ir::Op &O) const {
+    return llvm::any_of(O.Inputs, [&](ir::TensorId Tensor) {
+      return Tensor != ir::NoTensor && SyncedReaders[Tensor] > 1;
+    });
   }
   void reduce();
   void eliminateSeries(unsigned J);
@@ -219,13 +228,6 @@ private:
   /// costed, and those touched.
   std::vector<double> Load;
   std::vector<unsigned> Touched;
-  /// Per pair of devices (source-major): their route's summed latency and
-  /// least bandwidth.
-  struct Route {
-    double Latency = 0;
-    double Bandwidth = std::numeric_limits<double>::infinity();
-  };
-  std::vector<Route> Pairs;
   /// allReduceCost's time by (devices, bytes), as nodeParts asks for them.
   mutable std::map<std::pair<std::vector<simulator::DeviceId>, double>, double>
       ReduceTimes;
