@@ -23,12 +23,13 @@ void Attributes::set(llvm::StringRef Name, AttrValue Value) {
 }
 
 const AttrValue *Attributes::find(llvm::StringRef Name) const {
-  auto It = std::lower_bound(
-      Entries.begin(), Entries.end(), Name,
-      [](const auto &Entry, llvm::StringRef Key) { return Entry.first < Key; });
-  if (It == Entries.end() || It->first != Name)
-    return nullptr;
-  return &It->second;
+  // An op has a handful of attributes, read on the planner's hot paths (a
+  // convolution's regions per partition): comparing lengths first and
+  // scanning beats a binary search of string comparisons.
+  for (const auto &[Key, Value] : Entries)
+    if (Key.size() == Name.size() && Name == Key)
+      return &Value;
+  return nullptr;
 }
 
 int64_t Attributes::getInt(llvm::StringRef Name, int64_t Default) const {

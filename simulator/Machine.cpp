@@ -249,13 +249,6 @@ Error Machine::computeRoutes() {
   return Error::success();
 }
 
-double Machine::transferTime(DeviceId A, DeviceId B, double Bytes) const {
-  const RouteSlice &S = Routes[static_cast<size_t>(A) * Devices.size() + B];
-  if (S.Size == 0)
-    return 0;
-  return S.Latency + Bytes / S.Bandwidth;
-}
-
 //===-- Restriction to the first devices ----------------------------------===//
 
 Expected<Machine> Machine::firstDevices(unsigned N) const {

@@ -158,7 +158,14 @@ public:
   /// Time for one message of Bytes along the route A -> B when nothing else
   /// uses its links: every hop's latency plus Bytes over the slowest hop
   /// (messages are pipelined across hops).
-  double transferTime(DeviceId A, DeviceId B, double Bytes) const;
+  double transferTime(DeviceId A, DeviceId B, double Bytes) const {
+    const RouteSlice &S = Routes[static_cast<size_t>(A) * Devices.size() + B];
+    return S.Size == 0 ? 0 : S.Latency + Bytes / S.Bandwidth;
+  }
+  /// The summed latency of the route's hops (0 when A == B).
+  double routeLatency(DeviceId A, DeviceId B) const {
+    return Routes[static_cast<size_t>(A) * Devices.size() + B].Latency;
+  }
 
   /// The canonical JSON form (the cluster file format, keys sorted, numbers
   /// rounded to 12 significant digits, regular nodes written once as a

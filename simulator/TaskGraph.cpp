@@ -615,27 +615,32 @@ TaskId TaskGraph::addAllReduce(TaskKind Kind, llvm::ArrayRef<DeviceId> Devices,
   return addTask(std::move(Collective));
 }
 
+namespace {
 /// The links a collective's messages use, each with how many of them cross
-/// it; the collective's bandwidth time is the busiest link's.
-using LinkLoad = std::map<LinkId, unsigned>;
+/// it (a count per link of the machine, and the links counted so far); the
+/// collective's bandwidth time is the busiest link's. Flat, not a map: all-
+/// reduces are costed for every config OptCNN's sum offers and every
+/// synchronization the task graph builds.
+struct LinkLoad {
+  std::vector<unsigned> Count;
+  llvm::SmallVector<LinkId, 16> Used;
 
-static double busiest(const Machine &M, const LinkLoad &Load, double Bytes) {
-  double Time = 0;
-  for (auto &[L, Count] : Load)
-    Time = std::max(Time, Count * Bytes / M.link(L).Bandwidth);
-  return Time;
-}
-
-/// Adds the links of the route From -> To to Load; returns its latency.
-static double addRoute(const Machine &M, DeviceId From, DeviceId To,
-                       LinkLoad &Load) {
-  double Latency = 0;
-  for (LinkId L : M.route(From, To)) {
-    ++Load[L];
-    Latency += M.link(L).Latency;
+  explicit LinkLoad(const Machine &M) : Count(M.numLinks(), 0) {}
+  /// Adds the links of the route From -> To; returns its latency.
+  double addRoute(const Machine &M, DeviceId From, DeviceId To) {
+    for (LinkId L : M.route(From, To))
+      if (Count[L]++ == 0)
+        Used.push_back(L);
+    return M.routeLatency(From, To);
   }
-  return Latency;
-}
+  double busiest(const Machine &M, double Bytes) const {
+    double Time = 0;
+    for (LinkId L : Used)
+      Time = std::max(Time, Count[L] * Bytes / M.link(L).Bandwidth);
+    return Time;
+  }
+};
+} // namespace
 
 CollectiveCost allReduceCost(const Machine &M, llvm::ArrayRef<DeviceId> Devices,
                              double Bytes) {
@@ -643,14 +648,14 @@ CollectiveCost allReduceCost(const Machine &M, llvm::ArrayRef<DeviceId> Devices,
   // ring hop carries 2(n-1)/n of the data; a link used by k hops carries k
   // times that; every one of the 2(n-1) steps pays the slowest hop's latency.
   size_t N = Devices.size();
-  LinkLoad Ring;
+  LinkLoad Ring(M);
   double RingLatency = 0;
   for (size_t I = 0; I < N; ++I)
     RingLatency = std::max(RingLatency,
-                           addRoute(M, Devices[I], Devices[(I + 1) % N], Ring));
+                           Ring.addRoute(M, Devices[I], Devices[(I + 1) % N]));
   double PerDevice = 2.0 * double(N - 1) / double(N) * Bytes;
   double RingTime =
-      2.0 * double(N - 1) * RingLatency + busiest(M, Ring, PerDevice);
+      2.0 * double(N - 1) * RingLatency + Ring.busiest(M, PerDevice);
 
   // Binary tree over the devices in id order (position i's parent is
   // (i-1)/2): the data goes up to the root, reduced on the way, and back
@@ -659,23 +664,24 @@ CollectiveCost allReduceCost(const Machine &M, llvm::ArrayRef<DeviceId> Devices,
   // latency steps (2 log2 n instead of 2(n-1)): the better algorithm for
   // small messages (BatchNorm statistics) on many devices. Every device
   // still sends 2(n-1)/n of the data on average.
-  LinkLoad Tree;
+  LinkLoad Tree(M);
   double TreeLatency = 0;
   for (size_t I = 1; I < N; ++I) {
     DeviceId Child = Devices[I], Parent = Devices[(I - 1) / 2];
-    TreeLatency = std::max({TreeLatency, addRoute(M, Child, Parent, Tree),
-                            addRoute(M, Parent, Child, Tree)});
+    TreeLatency = std::max({TreeLatency, Tree.addRoute(M, Child, Parent),
+                            Tree.addRoute(M, Parent, Child)});
   }
   // The deepest position, n-1, is on level floor(log2 n).
   double TreeTime =
-      2.0 * llvm::Log2_64(N) * TreeLatency + busiest(M, Tree, Bytes);
+      2.0 * llvm::Log2_64(N) * TreeLatency + Tree.busiest(M, Bytes);
 
   CollectiveCost C;
   C.BytesPerDevice = PerDevice;
   C.Tree = TreeTime < RingTime;
   C.Time = C.Tree ? TreeTime : RingTime;
-  for (auto &[L, Count] : C.Tree ? Tree : Ring)
-    C.Links.push_back(L);
+  const LinkLoad &Used = C.Tree ? Tree : Ring;
+  C.Links.assign(Used.Used.begin(), Used.Used.end());
+  llvm::sort(C.Links); // in link order, as the task's resources
   return C;
 }
 

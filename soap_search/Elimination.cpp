@@ -167,22 +167,14 @@ void AdditiveCost::addNodes() {
   }
 }
 
-double AdditiveCost::transferTime(llvm::ArrayRef<ir::Region> Written,
-                                  const ParallelConfig &From,
-                                  llvm::ArrayRef<ir::Region> Needed,
-                                  const ParallelConfig &To,
-                                  double ElementSize) {
-  // As the simulator runs them: each transfer holds every link of its route
-  // for its latency and its bytes at the route's bandwidth, and a link
-  // carries its transfers one after another. (The hot loop of costing the
-  // edges: the overlap is measured in place.)
+std::vector<AdditiveCost::Overlap>
+AdditiveCost::overlaps(llvm::ArrayRef<ir::Region> Written,
+                       llvm::ArrayRef<ir::Region> Needed, double ElementSize) {
+  // The hot loop of costing the edges: the overlap is measured in place.
+  std::vector<Overlap> List;
   for (unsigned C = 0; C < Needed.size(); ++C) {
-    DeviceId Dst = To.device(C);
     const ir::Region &Need = Needed[C];
     for (unsigned P = 0; P < Written.size(); ++P) {
-      DeviceId Src = From.device(P);
-      if (Src == Dst)
-        continue;
       const ir::Region &Have = Written[P];
       int64_t Volume = 1;
       for (unsigned D = 0; D < Need.size() && Volume; ++D) {
@@ -190,24 +182,38 @@ double AdditiveCost::transferTime(llvm::ArrayRef<ir::Region> Written,
         int64_t End = std::min(Need[D].End, Have[D].End);
         Volume = End > Begin ? Volume * (End - Begin) : 0;
       }
-      if (Volume == 0)
-        continue;
-      double Time = M.transferTime(Src, Dst, double(Volume) * ElementSize);
-      for (LinkId L : M.route(Src, Dst)) {
-        if (Load[L] == 0)
-          Touched.push_back(L);
-        Load[L] += Time;
-      }
-      // A device in one communication at a time (--comm-model program):
-      // its engine is busy with every transfer it sends or receives.
-      if (Options.SerialCommunication)
-        for (DeviceId D : {Src, Dst}) {
-          unsigned Engine = M.numLinks() + D;
-          if (Load[Engine] == 0)
-            Touched.push_back(Engine);
-          Load[Engine] += Time;
-        }
+      if (Volume != 0)
+        List.push_back({C, P, double(Volume) * ElementSize});
     }
+  }
+  return List;
+}
+
+double AdditiveCost::transferTime(llvm::ArrayRef<Overlap> Overlaps,
+                                  const ParallelConfig &From,
+                                  const ParallelConfig &To) {
+  // As the simulator runs them: each transfer holds every link of its route
+  // for its latency and its bytes at the route's bandwidth, and a link
+  // carries its transfers one after another.
+  for (const Overlap &O : Overlaps) {
+    DeviceId Src = From.device(O.Producer), Dst = To.device(O.Consumer);
+    if (Src == Dst)
+      continue;
+    double Time = M.transferTime(Src, Dst, O.Bytes);
+    for (LinkId L : M.route(Src, Dst)) {
+      if (Load[L] == 0)
+        Touched.push_back(L);
+      Load[L] += Time;
+    }
+    // A device in one communication at a time (--comm-model program): its
+    // engine is busy with every transfer it sends or receives.
+    if (Options.SerialCommunication)
+      for (DeviceId D : {Src, Dst}) {
+        unsigned Engine = M.numLinks() + D;
+        if (Load[Engine] == 0)
+          Touched.push_back(Engine);
+        Load[Engine] += Time;
+      }
   }
   double Busiest = 0;
   for (unsigned L : Touched) {
@@ -251,22 +257,56 @@ AdditiveCost::regions(unsigned Producer, unsigned Output,
   return R;
 }
 
+/// Each config's shape (its degrees, whatever its devices; an offered
+/// shape comes in up to two placements) as an index into Shapes, which
+/// gets the first config of each shape.
+static std::vector<unsigned> shapesOf(llvm::ArrayRef<ParallelConfig> Configs,
+                                      std::vector<ParallelConfig> &Shapes) {
+  std::vector<unsigned> ShapeOf;
+  for (const ParallelConfig &C : Configs) {
+    unsigned Shape = 0;
+    while (Shape < Shapes.size() && !(Shapes[Shape].Degrees == C.Degrees &&
+                                      Shapes[Shape].Reduction == C.Reduction))
+      ++Shape;
+    if (Shape == Shapes.size())
+      Shapes.push_back(C);
+    ShapeOf.push_back(Shape);
+  }
+  return ShapeOf;
+}
+
 void AdditiveCost::addEdge(unsigned Producer, unsigned Output,
                            unsigned Consumer, unsigned Slot) {
-  EdgeRegions R = regions(Producer, Output, Configs[Producer], Consumer, Slot,
-                          Configs[Consumer]);
+  // Which parts overlap and by how much depends on the configs' shapes, not
+  // on their devices: measured once per pair of shapes (a quarter of the
+  // pairs of configs where each shape is offered in two placements).
+  std::vector<ParallelConfig> ProducerShapes, ConsumerShapes;
+  std::vector<unsigned> ProducerShape =
+      shapesOf(Configs[Producer], ProducerShapes);
+  std::vector<unsigned> ConsumerShape =
+      shapesOf(Configs[Consumer], ConsumerShapes);
+  EdgeRegions R =
+      regions(Producer, Output, ProducerShapes, Consumer, Slot, ConsumerShapes);
   size_t KP = Configs[Producer].size(), KC = Configs[Consumer].size();
   std::vector<double> &E = edge(Producer, Consumer);
   if (E.empty())
     E.assign(KP * KC, 0.0);
   Neighbours[Producer].insert(Consumer);
   Neighbours[Consumer].insert(Producer);
-  for (size_t I = 0; I < KP; ++I)
-    for (size_t J = 0; J < KC; ++J)
-      E[Producer < Consumer ? I * KC + J : J * KP + I] +=
-          R.Scale * transferTime(R.Written[I], Configs[Producer][I],
-                                 R.Needed[J], Configs[Consumer][J],
-                                 R.ElementSize);
+  for (unsigned SP = 0; SP < ProducerShapes.size(); ++SP)
+    for (unsigned SC = 0; SC < ConsumerShapes.size(); ++SC) {
+      std::vector<Overlap> List =
+          overlaps(R.Written[SP], R.Needed[SC], R.ElementSize);
+      for (size_t I = 0; I < KP; ++I) {
+        if (ProducerShape[I] != SP)
+          continue;
+        for (size_t J = 0; J < KC; ++J)
+          if (ConsumerShape[J] == SC)
+            E[Producer < Consumer ? I * KC + J : J * KP + I] +=
+                R.Scale *
+                transferTime(List, Configs[Producer][I], Configs[Consumer][J]);
+      }
+    }
 }
 
 template <typename Fn> void AdditiveCost::forEachEdge(Fn &&Visit) const {
@@ -559,8 +599,9 @@ double AdditiveCost::of(const Strategy &S) {
                   unsigned Slot) {
     EdgeRegions R = regions(Producer, Output, {S[Ops[Producer]]}, Consumer,
                             Slot, {S[Ops[Consumer]]});
-    Total += R.Scale * transferTime(R.Written[0], S[Ops[Producer]], R.Needed[0],
-                                    S[Ops[Consumer]], R.ElementSize);
+    Total += R.Scale *
+             transferTime(overlaps(R.Written[0], R.Needed[0], R.ElementSize),
+                          S[Ops[Producer]], S[Ops[Consumer]]);
   });
   return Total;
 }
@@ -602,12 +643,8 @@ AdditiveCost::changesBySum(const Strategy &S) const {
   return Changes;
 }
 
-std::optional<Strategy> optcnnStrategy(AdditiveCost &Cost,
-                                       simulator::Simulator &Sim,
-                                       const Strategy &Base, double MaxWork) {
-  // The sum's minimum under each charge of shared weights and each weight
-  // of the gradient all-reduces (the edges are costed once for all), the
-  // distinct ones in that order.
+std::vector<Strategy> optcnnMinima(AdditiveCost &Cost, const Strategy &Base,
+                                   double MaxWork) {
   std::vector<Strategy> Minima;
   for (SharedWeights Charge : {SharedWeights::Once, SharedWeights::PerReader}) {
     if (Charge == SharedWeights::PerReader && !Cost.sharesWeights())
@@ -626,10 +663,14 @@ std::optional<Strategy> optcnnStrategy(AdditiveCost &Cost,
   }
   Cost.setSharedWeights(SharedWeights::Once);
   Cost.setSyncWeight(1);
-  if (Minima.empty())
-    return std::nullopt;
-  // The fastest, the first of them on a tie; simulated last to first, so
-  // that Sim holds the first (the usual winner) without simulating it again.
+  return Minima;
+}
+
+Strategy fastestMinimum(simulator::Simulator &Sim,
+                        std::vector<Strategy> Minima) {
+  assert(!Minima.empty() && "no minimum to choose from");
+  // Simulated last to first, so that Sim holds the first (the usual winner)
+  // without simulating it again.
   size_t Best = Minima.size() - 1;
   double BestTime = std::numeric_limits<double>::infinity();
   for (size_t I = Minima.size(); I-- > 0;) {
@@ -642,6 +683,15 @@ std::optional<Strategy> optcnnStrategy(AdditiveCost &Cost,
   if (Best != 0)
     Sim.simulate(Minima[Best]);
   return std::move(Minima[Best]);
+}
+
+std::optional<Strategy> optcnnStrategy(AdditiveCost &Cost,
+                                       simulator::Simulator &Sim,
+                                       const Strategy &Base, double MaxWork) {
+  std::vector<Strategy> Minima = optcnnMinima(Cost, Base, MaxWork);
+  if (Minima.empty())
+    return std::nullopt;
+  return fastestMinimum(Sim, std::move(Minima));
 }
 
 } // namespace onnx2soap::soap_search

@@ -152,10 +152,23 @@ private:
           llvm::ArrayRef<simulator::ParallelConfig> ConsumerConfigs) const;
   void addEdge(unsigned Producer, unsigned Output, unsigned Consumer,
                unsigned Slot);
-  double transferTime(llvm::ArrayRef<ir::Region> Written,
+  /// A non-empty overlap of what a producer's partition writes and a
+  /// consumer's partition reads: the bytes the consumer's needs from it.
+  struct Overlap {
+    uint32_t Consumer, Producer;
+    double Bytes;
+  };
+  /// Every non-empty overlap of Written (per producer partition) and Needed
+  /// (per consumer partition), consumer-major.
+  static std::vector<Overlap> overlaps(llvm::ArrayRef<ir::Region> Written,
+                                       llvm::ArrayRef<ir::Region> Needed,
+                                       double ElementSize);
+  /// The time of the busiest link (or communication engine) when the
+  /// producer's partitions, on From's devices, send the consumer's, on To's,
+  /// what Overlaps say: the edge's transfer cost.
+  double transferTime(llvm::ArrayRef<Overlap> Overlaps,
                       const simulator::ParallelConfig &From,
-                      llvm::ArrayRef<ir::Region> Needed,
-                      const simulator::ParallelConfig &To, double ElementSize);
+                      const simulator::ParallelConfig &To);
   std::vector<double> &edge(unsigned A, unsigned B) {
     return Edges[{std::min(A, B), std::max(A, B)}];
   }
@@ -237,12 +250,23 @@ private:
 /// (AdditiveCost::setSyncWeight), the first the full charge.
 constexpr double SyncWeights[] = {1, 0.5, 0.25, 0};
 
-/// OptCNN's strategy: Cost's minimum under each charge of shared weights
-/// (one charge where no weight is shared) and each weight of gradient
-/// all-reduces (SyncWeights; one costing of the edges serves all), each
-/// distinct one simulated by Sim, which is left with the fastest (the first
-/// of them, the Once charge's at full weight, on a tie). None as
-/// minimize().
+/// The candidates for OptCNN's strategy: Cost's minimum under each charge
+/// of shared weights (one charge where no weight is shared) and each weight
+/// of gradient all-reduces (SyncWeights; one costing of the edges serves
+/// all), the distinct ones in that order. Empty where minimize() gives
+/// none. Needs no simulator, so it can run before the simulator's options
+/// (the gradient bucket size) are known.
+std::vector<simulator::Strategy> optcnnMinima(AdditiveCost &Cost,
+                                              const simulator::Strategy &Base,
+                                              double MaxWork);
+
+/// The fastest of Minima (not empty) as Sim simulates them, which leaves
+/// Sim holding it (the first on a tie, the Once charge's at full weight).
+simulator::Strategy fastestMinimum(simulator::Simulator &Sim,
+                                   std::vector<simulator::Strategy> Minima);
+
+/// OptCNN's strategy: the fastest of optcnnMinima(), left simulated in Sim.
+/// None as minimize().
 std::optional<simulator::Strategy>
 optcnnStrategy(AdditiveCost &Cost, simulator::Simulator &Sim,
                const simulator::Strategy &Base, double MaxWork);
