@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cmath>
 #include <deque>
+#include <future>
 #include <map>
 #include <mutex>
 #include <set>
@@ -736,14 +737,6 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
   unsigned Threads = Options.Threads
                          ? Options.Threads
                          : std::max(1u, std::thread::hardware_concurrency());
-  // Gradient buckets: the size data parallelism runs fastest with (the
-  // gradients of most strategies are synchronized much like its own). The
-  // sizes are simulated on the search's threads at once, as are the
-  // strategies below: until they are, no chain starts.
-  if (!Options.GradientBuckets.empty())
-    SimOpts.GradientBucketBytes = bestGradientBucket(
-        T, M, Cost, SimOpts, dataParallel(G, M), Options.GradientBuckets,
-        Options.MemoryLimit, Threads);
 
   // The built-in strategies: answers to beat and chain starts.
   Strategy Starts[3] = {dataParallel(G, M), expert(G, M),
@@ -762,45 +755,11 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
   std::optional<Candidate> ByElimination;
   std::vector<Improvement> ByEliminationSteps;
   uint64_t RefineSteps = 0;
-  CostFunction F{Options.Goal, Options.MemoryLimit, 0, 0, 0};
-  {
-    // The built-ins, then data parallelism on the first half, quarter, ...
-    // of the devices: where the collectives among all of them cost more
-    // than the compute they split, fewer devices are faster. No chain could
-    // get there, since every op has to move and each move alone only adds
-    // transfers; the data-parallel chain goes on from it when that is
-    // faster.
-    std::vector<Strategy> Fewer;
-    for (unsigned Devices = M.numDevices(); Devices % 2 == 0;) {
-      Devices /= 2;
-      Fewer.push_back(dataParallelOn(G, Devices));
-    }
-    std::vector<Candidate> Simulated(3 + Fewer.size());
-    onThreads(Simulated.size(), Threads, T, M, Cost, SimOpts,
-              [&](unsigned I, Simulator &Sim) {
-                Sim.simulate(I < 3 ? Starts[I] : Fewer[I - 3]);
-                Simulated[I] =
-                    candidate(Sim, Options.MemoryLimit,
-                              I < 3 ? StartNames[I].str() : std::string());
-              });
-    // Found together, in this order (data parallelism first).
-    double Found = secondsSince(Begin);
-    for (Candidate &C : Simulated)
-      C.FoundAt = Found;
-    for (unsigned I = 0; I < 3; ++I)
-      *Builtins[I] = std::move(Simulated[I]);
-    Candidate Fewest = Result.DataParallel;
-    for (size_t I = 0; I < Fewer.size(); ++I)
-      if (better(Options.Goal, Simulated[3 + I], Fewest)) {
-        Fewest = Simulated[3 + I];
-        FewerDevices = Fewer[I];
-      }
-    F.LimitScale = Options.MemoryLimit > 0
-                       ? Options.MemoryLimit
-                       : double(M.deviceType(0).MemoryCapacity);
-    F.TimeScale = std::max(Result.DataParallel.Time, 1e-12);
-    F.MemoryScale = std::max(Result.DataParallel.PeakMemory, 1.0);
-  }
+  CostFunction F{Options.Goal, Options.MemoryLimit,
+                 Options.MemoryLimit > 0
+                     ? Options.MemoryLimit
+                     : double(M.deviceType(0).MemoryCapacity),
+                 0, 0};
 
   // The chains get half the budget when the search on half the devices
   // (below) follows them.
@@ -809,103 +768,181 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
                (Options.Iterations == 0 || Options.Iterations >= 2);
 
   unsigned Chains = std::max(1u, Options.Chains);
-  Threads = std::min(Threads, Chains);
+  unsigned ChainThreads = std::min(Threads, Chains);
   // With fewer threads than chains the chains run in waves, each wave with
   // its share of the budget (a chain's clock starts with it): otherwise the
   // later waves would start with the budget spent and never move.
-  unsigned Waves = (Chains + Threads - 1) / Threads;
+  unsigned Waves = (Chains + ChainThreads - 1) / ChainThreads;
   double ChainBudget =
       (Halve ? Options.BudgetSeconds / 2 : Options.BudgetSeconds) / Waves;
   std::vector<ChainResult> Results(Chains);
   Shared Progress;
   std::atomic<unsigned> NextChain{0};
+
   // OptCNN's strategy (Elimination.h), where costing the graph's edges
   // takes at most EliminationWork pairs of partitions (0.05 s or so), then
   // refined by the simulator: a candidate answer. On 2-8 GPUs it is often
   // as good as the chains' answer or better (RNNTC on 4 P100s 33.8 ms, the
   // chains 36.1), found in milliseconds; on more the sum misjudges what
   // overlaps, less so once refined (AlexNet on 16 K80s: 33.6 ms refined,
-  // 39.8 not, the chains' 34.1 after 5 s). The first worker
-  // finds it before its first chain, so that on two threads or more the
-  // data-parallel chain starts at once (ResNet-101 on 8 K80s costs 0.07 s).
-  // Not a chain's start: the data-parallel chain's heavy-layer splits from
-  // it end worse than from data parallelism (AlexNet on 16 K80s 41.2 ms
-  // against 39.5).
-  std::atomic<bool> EliminationClaimed{false};
-  auto Eliminate = [&] {
-    AdditiveCost Additive(T, M, Cost, SimOpts, Space);
-    Simulator Sim(T, M, Cost, SimOpts);
-    std::optional<Strategy> S =
-        optcnnStrategy(Additive, Sim, Starts[0], EliminationWork);
-    if (!S)
-      return;
-    // Sim's strategy as the candidate, when better than the one before.
-    auto Found = [&](const char *Source) {
-      Candidate Now =
-          candidate(Sim, Options.MemoryLimit, Source, secondsSince(Begin));
-      if (ByElimination && !better(Options.Goal, Now, *ByElimination))
-        return;
-      ByElimination = std::move(Now);
+  // 39.8 not, the chains' 34.1 after 5 s). Not a chain's start: the
+  // data-parallel chain's heavy-layer splits from it end worse than from
+  // data parallelism (AlexNet on 16 K80s 41.2 ms against 39.5).
+  //
+  // The sum's minima (one per charge of shared weights and weight of the
+  // gradient all-reduces, optcnnMinima) need no simulator: on two threads
+  // or more they are sought on a thread of their own from the search's
+  // start (Ahead, below), beside the simulations of the bucket sizes and
+  // the built-ins, which take the other threads. They are simulated once
+  // the bucket size is known (BucketChosen); the fastest is the candidate
+  // "optcnn". Then each is refined, the fastest first: one that simulates
+  // slower may refine to a faster strategy (AlexNet on 32 K80s: the minimum
+  // with the all-reduces free simulates 77.4 ms and refines to 20.3, the
+  // fastest 26.4 and 23.1; on 16 P100s 29.8 -> 14.0 against 18.1 -> 15.1).
+  // The thread that found the minima refines them, one after another,
+  // before its chains (the other threads start theirs: on RNNs, whose
+  // refinements take seconds, the chains find the answers). Each refinement
+  // is determined by its minimum alone, and the best of them (ties to the
+  // earlier minimum) is the candidate, so the result does not depend on
+  // the thread timing.
+  std::promise<double> BucketChosen;
+  std::shared_future<double> Bucket = BucketChosen.get_future().share();
+  const simulator::SimOptions Unsized = SimOpts; // SimOpts is sized below
+  simulator::SimOptions Sized = Unsized;         // for the minima
+  std::optional<AdditiveCost> Additive;
+  std::vector<Strategy> Minima; // fastest first
+  // Refinement K's best (when better than minimum 0 simulated), its
+  // improvements on the way, and its steps.
+  struct Refinement {
+    std::optional<Candidate> Best;
+    std::vector<Improvement> Steps;
+    uint64_t Tries = 0;
+  };
+  std::vector<Refinement> Refinements;
+  // The simulator that simulated the minima, when it holds the fastest.
+  std::optional<Simulator> Held;
+  auto FindMinima = [&] {
+    Additive.emplace(T, M, Cost, Unsized, Space);
+    std::vector<Strategy> Found =
+        optcnnMinima(*Additive, Starts[0], EliminationWork);
+    Sized.GradientBucketBytes = Bucket.get();
+    if (!Found.empty()) {
+      // Last to first, so that the simulator holds the first (the usual
+      // fastest) for its refinement.
+      Held.emplace(T, M, Cost, Sized);
+      std::vector<Candidate> Simulated(Found.size());
+      for (size_t K = Found.size(); K-- > 0;) {
+        Held->simulate(Found[K]);
+        Simulated[K] = candidate(*Held, Options.MemoryLimit, "optcnn");
+      }
+      std::vector<size_t> Order(Found.size());
+      for (size_t K = 0; K < Order.size(); ++K)
+        Order[K] = K;
+      std::stable_sort(Order.begin(), Order.end(), [&](size_t A, size_t B) {
+        return better(Options.Goal, Simulated[A], Simulated[B]);
+      });
+      for (size_t K : Order)
+        Minima.push_back(std::move(Found[K]));
+      if (Order[0] != 0)
+        Held.reset();
+      Simulated[Order[0]].FoundAt = secondsSince(Begin);
+      ByElimination = Simulated[Order[0]];
       ByEliminationSteps.push_back(improvement(*ByElimination));
       Progress.improved(ByElimination->Time);
+    }
+    Refinements.resize(Minima.size());
+  };
+  auto Refine = [&](size_t K) {
+    Refinement &R = Refinements[K];
+    std::string Name = K == 0
+                           ? std::string("optcnn")
+                           : "optcnn (minimum " + std::to_string(K + 1) +
+                                 " of " + std::to_string(Minima.size()) + ")";
+    std::optional<Simulator> Own;
+    if (K != 0 || !Held) {
+      Own.emplace(T, M, Cost, Sized);
+      Own->simulate(Minima[K]);
+    }
+    Simulator &Sim = Own ? *Own : *Held;
+    // Sim's strategy as the refinement's best, when better than the one
+    // before (at first, minimum 0 as simulated).
+    auto Found = [&](const std::string &Source) {
+      Candidate Now =
+          candidate(Sim, Options.MemoryLimit, Source, secondsSince(Begin));
+      if (!better(Options.Goal, Now, R.Best ? *R.Best : *ByElimination))
+        return;
+      R.Best = std::move(Now);
+      R.Steps.push_back(improvement(*R.Best));
+      Progress.improved(R.Best->Time);
     };
-    Found("optcnn");
-    if (Options.Goal != Objective::Time)
-      return;
     // Then with the bucket size it runs fastest with: it synchronizes other
     // gradients among other replicas than data parallelism (AlexNet on 8
     // K80s: 61.6 ms with 1 MiB, 64.2 with data parallelism's 16). After the
     // candidate with data parallelism's, which comes first (5 simulations
     // sooner).
     if (Options.GradientBuckets.size() > 1) {
-      fastestBucket(Sim, *S, Options.GradientBuckets, Options.MemoryLimit,
-                    /*Simulated=*/true);
-      Found("optcnn (gradient buckets resized)");
+      fastestBucket(Sim, Minima[K], Options.GradientBuckets,
+                    Options.MemoryLimit, /*Simulated=*/true);
+      Found(Name + " (gradient buckets resized)");
     }
     // Then the changes of one op that the sum ranks least costly, each
-    // delta simulated and kept when faster, pass after pass while one
-    // gains: near its minimum the sum ranks strategies nearly alike that
-    // the simulator, which sees overlap and contention, tells apart
-    // (AlexNet on 8 K80s: a dropout split 2 x 4 over samples and features
-    // adds 0.04 ms to the sum and saves 1.5 ms simulated). The gains come
-    // among the first changes, so a pass tries at most RefineTries (AlexNet
-    // on 16 K80s: 39.8 -> 33.9 ms within the first 52 of 607, 33.6 in the
-    // second pass; trying all of them ends no faster).
+    // delta simulated and kept when faster: near its minimum the sum ranks
+    // strategies nearly alike that the simulator, which sees overlap and
+    // contention, tells apart (AlexNet on 8 K80s: a dropout split 2 x 4
+    // over samples and features adds 0.04 ms to the sum and saves 1.5 ms
+    // simulated). After each gain the changes are ranked again from the new
+    // strategy; a change tried and not kept is not tried again until its op
+    // or one it exchanges activations with has changed (AlexNet on 16 K80s:
+    // the last gain was the first change of the strategy before it, which a
+    // walk down the old ranking reached 64 tries later). F's time and
+    // memory scales (set once data parallelism is simulated) play no part
+    // in the time objective. With a budget, the refinements stop when the
+    // chains' share of it is spent.
     double Current = F(Sim, Sim.time());
-    for (unsigned Pass = 0; Pass < RefinePasses; ++Pass) {
-      std::vector<AdditiveCost::Change> Changes =
-          Additive.changesBySum(Sim.strategy());
-      if (Changes.size() > RefineTries)
-        Changes.resize(RefineTries);
-      bool Gained = false;
-      unsigned SinceGain = 0;
-      for (const AdditiveCost::Change &C : Changes) {
+    std::vector<std::vector<ir::OpId>> Near =
+        neighbours(G, simulator::weightOnlyOps(G));
+    std::vector<std::vector<ParallelConfig>> Rejected(G.numOps());
+    unsigned SinceGain = 0;
+    for (bool Gained = true; Gained;) {
+      Gained = false;
+      for (const AdditiveCost::Change &C :
+           Additive->changesBySum(Sim.strategy())) {
         ir::OpId Op[1] = {C.Op};
         ParallelConfig Old[1] = {Sim.strategy()[C.Op]};
-        if (Old[0] == C.Config)
+        if (Old[0] == C.Config || llvm::is_contained(Rejected[C.Op], C.Config))
           continue;
-        if (SinceGain++ == RefinePatience)
+        if (SinceGain == RefinePatience || R.Tries == RefineTries ||
+            (!Options.Iterations && secondsSince(Begin) > ChainBudget))
           break;
+        ++SinceGain;
+        ++R.Tries;
         double Next =
             F(Sim, propose(Sim, Op, {C.Config}, Options.FullSimulation));
-        ++RefineSteps;
         Progress.Iterations.fetch_add(1, std::memory_order_relaxed);
         if (Next < Current) {
           Current = Next;
-          Gained = true;
           SinceGain = 0;
-          Found("optcnn, refined");
-        } else {
-          propose(Sim, Op, Old, Options.FullSimulation);
+          Found(Name + ", refined");
+          Rejected[C.Op].clear();
+          for (ir::OpId Other : Near[C.Op])
+            Rejected[Other].clear();
+          Gained = true;
+          break;
         }
+        propose(Sim, Op, Old, Options.FullSimulation);
+        Rejected[C.Op].push_back(C.Config);
       }
-      if (!Gained)
-        break;
     }
   };
+  // The refinements (none under other objectives: the fastest minimum is
+  // the candidate).
+  auto RefineMinima = [&] {
+    if (Options.Goal != Objective::Time)
+      return;
+    for (size_t K = 0; K < Minima.size(); ++K)
+      Refine(K);
+  };
   auto Worker = [&] {
-    if (!EliminationClaimed.exchange(true))
-      Eliminate();
     for (unsigned C; (C = NextChain.fetch_add(1)) < Chains;) {
       Strategy Start;
       if (C < 3) {
@@ -934,8 +971,74 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
                             Chain, C, Progress, Begin, ChainBudget);
     }
   };
+  // Ahead: the thread that seeks OptCNN's strategy from the start, then
+  // runs chains once the built-ins are simulated (StartsSimulated).
+  std::promise<void> StartsSimulated;
+  std::shared_future<void> ChainsMayStart =
+      StartsSimulated.get_future().share();
+  std::thread Ahead;
+  if (ChainThreads >= 2)
+    Ahead = std::thread([&] {
+      FindMinima();
+      RefineMinima();
+      ChainsMayStart.wait();
+      Worker();
+    });
+  unsigned StartThreads = Ahead.joinable() ? Threads - 1 : Threads;
+
+  // Gradient buckets: the size data parallelism runs fastest with (the
+  // gradients of most strategies are synchronized much like its own). The
+  // sizes are simulated on the search's threads at once, as are the
+  // strategies below: until they are, no chain starts.
+  if (!Options.GradientBuckets.empty())
+    SimOpts.GradientBucketBytes = bestGradientBucket(
+        T, M, Cost, SimOpts, Starts[0], Options.GradientBuckets,
+        Options.MemoryLimit, StartThreads);
+  BucketChosen.set_value(SimOpts.GradientBucketBytes);
+  {
+    // The built-ins, then data parallelism on the first half, quarter, ...
+    // of the devices: where the collectives among all of them cost more
+    // than the compute they split, fewer devices are faster. No chain could
+    // get there, since every op has to move and each move alone only adds
+    // transfers; the data-parallel chain goes on from it when that is
+    // faster.
+    std::vector<Strategy> Fewer;
+    for (unsigned Devices = M.numDevices(); Devices % 2 == 0;) {
+      Devices /= 2;
+      Fewer.push_back(dataParallelOn(G, Devices));
+    }
+    std::vector<Candidate> Simulated(3 + Fewer.size());
+    onThreads(Simulated.size(), StartThreads, T, M, Cost, SimOpts,
+              [&](unsigned I, Simulator &Sim) {
+                Sim.simulate(I < 3 ? Starts[I] : Fewer[I - 3]);
+                Simulated[I] =
+                    candidate(Sim, Options.MemoryLimit,
+                              I < 3 ? StartNames[I].str() : std::string());
+              });
+    // Found together, in this order (data parallelism first).
+    double Found = secondsSince(Begin);
+    for (Candidate &C : Simulated)
+      C.FoundAt = Found;
+    for (unsigned I = 0; I < 3; ++I)
+      *Builtins[I] = std::move(Simulated[I]);
+    Candidate Fewest = Result.DataParallel;
+    for (size_t I = 0; I < Fewer.size(); ++I)
+      if (better(Options.Goal, Simulated[3 + I], Fewest)) {
+        Fewest = Simulated[3 + I];
+        FewerDevices = Fewer[I];
+      }
+    F.TimeScale = std::max(Result.DataParallel.Time, 1e-12);
+    F.MemoryScale = std::max(Result.DataParallel.PeakMemory, 1.0);
+  }
+  StartsSimulated.set_value();
+  // On one thread: OptCNN's strategy, then the chains.
+  if (!Ahead.joinable()) {
+    FindMinima();
+    RefineMinima();
+  }
+
   std::vector<std::thread> Pool;
-  for (unsigned I = 0; I < Threads; ++I)
+  for (unsigned I = Ahead.joinable() ? 1 : 0; I < ChainThreads; ++I)
     Pool.emplace_back(Worker);
   std::atomic<bool> Done{false};
   std::thread Reporter;
@@ -954,6 +1057,8 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
           Options.Progress(P);
       }
     });
+  if (Ahead.joinable())
+    Ahead.join();
   for (std::thread &Thread : Pool)
     Thread.join();
   Done = true;
@@ -1030,6 +1135,14 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
   for (Candidate *B : {&Result.Expert, &Result.ModelParallel})
     if (better(Options.Goal, *B, Result.Best))
       Result.Best = *B;
+  // The refinements' best, ties to the earlier minimum.
+  for (Refinement &R : Refinements) {
+    RefineSteps += R.Tries;
+    ByEliminationSteps.insert(ByEliminationSteps.end(), R.Steps.begin(),
+                              R.Steps.end());
+    if (R.Best && better(Options.Goal, *R.Best, *ByElimination))
+      ByElimination = std::move(R.Best);
+  }
   if (ByElimination && better(Options.Goal, *ByElimination, Result.Best))
     Result.Best = *ByElimination;
   Result.Iterations += RefineSteps;
@@ -1106,10 +1219,21 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
     C.Fits = I.Fits;
     return C;
   };
+  // Another strategy as good as the answer (two refinements, or chains,
+  // that reached the same time) is not an improvement on the way to it:
+  // whichever thread got there first, the progression ends with the answer
+  // found when it was.
+  auto TiesTheAnswer = [&](const Improvement &I) {
+    Candidate C = AsCandidate(I);
+    return !better(Options.Goal, C, Result.Best) &&
+           !better(Options.Goal, Result.Best, C) &&
+           !(I.Source == Result.Best.Source &&
+             I.Seconds == Result.Best.FoundAt);
+  };
   for (const Improvement &I : Seen)
-    if (Result.Progression.empty() ||
-        better(Options.Goal, AsCandidate(I),
-               AsCandidate(Result.Progression.back())))
+    if (!TiesTheAnswer(I) && (Result.Progression.empty() ||
+                              better(Options.Goal, AsCandidate(I),
+                                     AsCandidate(Result.Progression.back()))))
       Result.Progression.push_back(I);
   return Result;
 }

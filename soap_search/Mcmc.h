@@ -78,14 +78,12 @@ std::vector<double> defaultGradientBuckets();
 /// The most pairs of partitions the search lets AdditiveCost::minimize cost
 /// for OptCNN's candidate (work the size of AlexNet's on 32 GPUs, about 5e6:
 /// 0.05 s on a 2.x GHz core).
-constexpr double EliminationWork = 8e6;
+constexpr double EliminationWork = 3.2e7;
 /// The search refines OptCNN's strategy by the changes of one op that the
-/// sum ranks least costly (AdditiveCost::changesBySum): at most
-/// RefineTries of them a pass, simulated, in at most RefinePasses passes.
-constexpr unsigned RefineTries = 256;
-constexpr unsigned RefinePasses = 3;
-/// A pass of that refinement ends after this many tries in a row gain
-/// nothing.
+/// sum ranks least costly (AdditiveCost::changesBySum), each simulated and
+/// kept when faster, ranked again after each gain: at most RefineTries
+/// tries, ending after RefinePatience in a row gain nothing.
+constexpr unsigned RefineTries = 768;
 constexpr unsigned RefinePatience = 64;
 
 /// Of Candidates, the gradient bucket size (SimOptions::GradientBucketBytes)

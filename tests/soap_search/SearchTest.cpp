@@ -51,12 +51,19 @@ TEST_P(EverySample, NeverWorseThanABuiltinStrategy) {
       optcnnStrategy(Additive, Sim, dataParallel(T.G, M), EliminationWork));
   EXPECT_LE(R.Best.Time, Sim.time());
   EXPECT_FALSE(static_cast<bool>(checkStrategy(T.G, R.Best.S, 8)));
-  // The progression starts at data parallelism (simulated first) and
-  // improves step by step, in time order, to the answer, found when the
+  // The progression starts at the first strategy simulated (data
+  // parallelism, or OptCNN's strategy when its thread simulated it sooner)
+  // and improves step by step, in time order, to the answer, found when the
   // answer says it was.
   ASSERT_FALSE(R.Progression.empty());
-  EXPECT_EQ(R.Progression.front().Time, R.DataParallel.Time);
-  EXPECT_EQ(R.Progression.front().Source, "data-parallel");
+  const Improvement &First = R.Progression.front();
+  if (First.Source == "data-parallel") {
+    EXPECT_EQ(First.Time, R.DataParallel.Time);
+    EXPECT_EQ(First.Seconds, R.DataParallel.FoundAt);
+  } else {
+    EXPECT_EQ(First.Source, "optcnn");
+    EXPECT_LE(First.Seconds, R.DataParallel.FoundAt);
+  }
   EXPECT_EQ(R.Progression.back().Source, R.Best.Source);
   EXPECT_NE(R.Best.Source, "");
   for (size_t I = 1; I < R.Progression.size(); ++I) {
@@ -223,6 +230,42 @@ TEST(Search, RefinesOptcnnStrategyByTheSimulator) {
     EXPECT_EQ(I->Source, "optcnn, refined");
     EXPECT_LT(I->Time, std::prev(I)->Time);
   }
+}
+
+// Each of the sum's minima is refined, the fastest first: AlexNet on 32 K80s
+// (FlexFlow's model of communication), the fastest minimum simulates 26.4 ms
+// and refines to 23.1; the one with the gradient all-reduces free simulates
+// 77.4 ms (every convolution over all 32 devices) and refines to 20.3. One
+// thread, one chain step: the refinements come in order, then the chain.
+TEST(Search, RefinesEveryMinimumOfTheSum) {
+  ir::TrainingGraph T = test::sample("alexnet", 256);
+  Machine M = test::machine("paper-k80", 32);
+  AnalyticCostModel Cost;
+  SimOptions Sim;
+  Sim.SerialCommunication = false;
+  SearchOptions O = fixedWork(1);
+  O.Iterations = 1;
+  O.Chains = 1;
+  O.Threads = 1;
+  O.GradientBuckets = defaultGradientBuckets();
+  SearchResult R = search(T, M, Cost, Sim, O);
+  auto LastOf = [&](llvm::StringRef Source) {
+    auto Found = R.Progression.end();
+    for (auto I = R.Progression.begin(); I != R.Progression.end(); ++I)
+      if (I->Source == Source)
+        Found = I;
+    return Found;
+  };
+  auto Fastest = LastOf("optcnn, refined");
+  ASSERT_NE(Fastest, R.Progression.end());
+  EXPECT_TRUE(llvm::StringRef(R.Best.Source).startswith("optcnn (minimum "))
+      << R.Best.Source;
+  EXPECT_TRUE(llvm::StringRef(R.Best.Source).endswith(", refined"))
+      << R.Best.Source;
+  EXPECT_LT(R.Best.Time, 0.95 * Fastest->Time);
+  Sim.GradientBucketBytes = R.Best.GradientBucketBytes;
+  EXPECT_EQ(R.Best.Time, Simulator(T, M, Cost, Sim).simulate(R.Best.S));
+  EXPECT_EQ(R.Progression.back().Source, R.Best.Source);
 }
 
 // A bucket is packed into each device's message buffer: with a memory limit
