@@ -852,6 +852,7 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
     }
     Refinements.resize(Minima.size());
   };
+  std::vector<std::vector<ir::OpId>> Near;
   auto Refine = [&](size_t K) {
     Refinement &R = Refinements[K];
     std::string Name = K == 0
@@ -899,8 +900,6 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
     // in the time objective. With a budget, the refinements stop when the
     // chains' share of it is spent.
     double Current = F(Sim, Sim.time());
-    std::vector<std::vector<ir::OpId>> Near =
-        neighbours(G, simulator::weightOnlyOps(G));
     std::vector<std::vector<ParallelConfig>> Rejected(G.numOps());
     unsigned SinceGain = 0;
     for (bool Gained = true; Gained;) {
@@ -937,8 +936,9 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
   // The refinements (none under other objectives: the fastest minimum is
   // the candidate).
   auto RefineMinima = [&] {
-    if (Options.Goal != Objective::Time)
+    if (Options.Goal != Objective::Time || Minima.empty())
       return;
+    Near = neighbours(G, simulator::weightOnlyOps(G));
     for (size_t K = 0; K < Minima.size(); ++K)
       Refine(K);
   };

@@ -76,13 +76,14 @@ struct SearchOptions {
 std::vector<double> defaultGradientBuckets();
 
 /// The most pairs of partitions the search lets AdditiveCost::minimize cost
-/// for OptCNN's candidate (work the size of AlexNet's on 32 GPUs, about 5e6:
-/// 0.05 s on a 2.x GHz core).
+/// for OptCNN's candidate (work the size of AlexNet's on 64 GPUs, about
+/// 3.15e7: 0.3 s on a 2.x GHz core).
 constexpr double EliminationWork = 3.2e7;
 /// The search refines OptCNN's strategy by the changes of one op that the
 /// sum ranks least costly (AdditiveCost::changesBySum), each simulated and
 /// kept when faster, ranked again after each gain: at most RefineTries
-/// tries, ending after RefinePatience in a row gain nothing.
+/// tries for each of the sum's minima, ending after RefinePatience in a row
+/// gain nothing.
 constexpr unsigned RefineTries = 768;
 constexpr unsigned RefinePatience = 64;
 
