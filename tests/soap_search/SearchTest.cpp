@@ -198,22 +198,40 @@ TEST(Search, OptcnnCandidateGetsTheGradientBucketItRunsFastestWith) {
   EXPECT_LT(Found->Time, First->Time);
 }
 
+/// AlexNet searched on the first Gpus K80s under FlexFlow's model of
+/// communication with one thread and one chain step, so that OptCNN's
+/// strategy and its refinements come first, in order.
+struct AlexNetOnK80s {
+  ir::TrainingGraph T = test::sample("alexnet", 256);
+  Machine M;
+  AnalyticCostModel Cost;
+  SimOptions Sim;
+  SearchResult R;
+
+  explicit AlexNetOnK80s(unsigned Gpus) : M(test::machine("paper-k80", Gpus)) {
+    Sim.SerialCommunication = false;
+    SearchOptions O = fixedWork(1);
+    O.Iterations = 1;
+    O.Chains = 1;
+    O.Threads = 1;
+    O.GradientBuckets = defaultGradientBuckets();
+    R = search(T, M, Cost, Sim, O);
+  }
+  /// C's strategy simulated afresh with its gradient bucket size.
+  double simulate(const Candidate &C) const {
+    SimOptions With = Sim;
+    With.GradientBucketBytes = C.GradientBucketBytes;
+    return Simulator(T, M, Cost, With).simulate(C.S);
+  }
+};
+
 // OptCNN's strategy is refined by the changes of one op the sum ranks
 // least costly: AlexNet on 16 K80s (FlexFlow's model of communication),
 // 39.8 ms by the sum alone, 33.6 refined, where data parallelism takes
 // 76.5. One chain step: the answer is the refined strategy.
 TEST(Search, RefinesOptcnnStrategyByTheSimulator) {
-  ir::TrainingGraph T = test::sample("alexnet", 256);
-  Machine M = test::machine("paper-k80", 16);
-  AnalyticCostModel Cost;
-  SimOptions Sim;
-  Sim.SerialCommunication = false;
-  SearchOptions O = fixedWork(1);
-  O.Iterations = 1;
-  O.Chains = 1;
-  O.Threads = 1;
-  O.GradientBuckets = defaultGradientBuckets();
-  SearchResult R = search(T, M, Cost, Sim, O);
+  AlexNetOnK80s A(16);
+  SearchResult &R = A.R;
   auto Sized = llvm::find_if(R.Progression, [](const Improvement &I) {
     return I.Source == "optcnn (gradient buckets resized)";
   });
@@ -221,8 +239,7 @@ TEST(Search, RefinesOptcnnStrategyByTheSimulator) {
   EXPECT_EQ(R.Best.Source, "optcnn, refined");
   EXPECT_LT(R.Best.Time, 0.9 * Sized->Time);
   // The answer is what it says: its strategy simulated with its buckets.
-  Sim.GradientBucketBytes = R.Best.GradientBucketBytes;
-  EXPECT_EQ(R.Best.Time, Simulator(T, M, Cost, Sim).simulate(R.Best.S));
+  EXPECT_EQ(R.Best.Time, A.simulate(R.Best));
   // Improvements after the sum's, each faster than the one before.
   auto Refined = std::next(Sized);
   ASSERT_NE(Refined, R.Progression.end());
@@ -238,17 +255,8 @@ TEST(Search, RefinesOptcnnStrategyByTheSimulator) {
 // 77.4 ms (every convolution over all 32 devices) and refines to 20.3. One
 // thread, one chain step: the refinements come in order, then the chain.
 TEST(Search, RefinesEveryMinimumOfTheSum) {
-  ir::TrainingGraph T = test::sample("alexnet", 256);
-  Machine M = test::machine("paper-k80", 32);
-  AnalyticCostModel Cost;
-  SimOptions Sim;
-  Sim.SerialCommunication = false;
-  SearchOptions O = fixedWork(1);
-  O.Iterations = 1;
-  O.Chains = 1;
-  O.Threads = 1;
-  O.GradientBuckets = defaultGradientBuckets();
-  SearchResult R = search(T, M, Cost, Sim, O);
+  AlexNetOnK80s A(32);
+  SearchResult &R = A.R;
   auto LastOf = [&](llvm::StringRef Source) {
     auto Found = R.Progression.end();
     for (auto I = R.Progression.begin(); I != R.Progression.end(); ++I)
@@ -263,8 +271,7 @@ TEST(Search, RefinesEveryMinimumOfTheSum) {
   EXPECT_TRUE(llvm::StringRef(R.Best.Source).endswith(", refined"))
       << R.Best.Source;
   EXPECT_LT(R.Best.Time, 0.95 * Fastest->Time);
-  Sim.GradientBucketBytes = R.Best.GradientBucketBytes;
-  EXPECT_EQ(R.Best.Time, Simulator(T, M, Cost, Sim).simulate(R.Best.S));
+  EXPECT_EQ(R.Best.Time, A.simulate(R.Best));
   EXPECT_EQ(R.Progression.back().Source, R.Best.Source);
 }
 
