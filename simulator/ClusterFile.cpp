@@ -94,6 +94,11 @@ private:
                               const std::string &Path) const;
   Error readDeviceGroup(const json::Value &V, const std::string &Path,
                         NodeSpec &Node) const;
+  Error readMeasured(const json::Value &V, MachineBuilder &Builder) const;
+  Expected<SizeTable> readSizeTable(const json::Object &O,
+                                    const std::string &Path) const;
+  Expected<DeviceId> readDevice(const json::Value &V, const std::string &Path,
+                                const MachineBuilder &Builder) const;
 
   std::string Where;
   llvm::StringMap<unsigned> TypeIds;
@@ -436,10 +441,110 @@ Expected<NodeSpec> ClusterReader::readNode(const json::Value &V,
   return Node;
 }
 
+/// More measured sizes than this in one table is surely a mistake (2^0 to
+/// 2^40 bytes in powers of two is 41).
+static constexpr size_t MaxMeasuredSizes = 4096;
+
+Expected<SizeTable>
+ClusterReader::readSizeTable(const json::Object &O,
+                             const std::string &Path) const {
+  SizeTable T;
+  for (StringRef Key : {"sizes_bytes", "times_us"}) {
+    TRY(List, array(O, Path, Key, true));
+    std::string P = key(Path, Key);
+    if (List->empty())
+      return error(P, "must not be empty");
+    if (List->size() > MaxMeasuredSizes)
+      return error(P, "has more than " + Twine(MaxMeasuredSizes) + " entries");
+    std::vector<double> &Into = Key == "sizes_bytes" ? T.Sizes : T.Times;
+    for (size_t I = 0; I < List->size(); ++I) {
+      auto D = (*List)[I].getAsNumber();
+      if (!D || !std::isfinite(*D) || !(*D > 0))
+        return error(index(P, I), "expected a number greater than 0");
+      if (Key == "sizes_bytes" && I > 0 && !(*D > Into.back()))
+        return error(index(P, I), "sizes must increase");
+      Into.push_back(Key == "times_us" ? *D * 1e-6 : *D);
+    }
+  }
+  if (T.Sizes.size() != T.Times.size())
+    return error(key(Path, "times_us"), "has " + Twine(T.Times.size()) +
+                                            " times for " +
+                                            Twine(T.Sizes.size()) + " sizes");
+  return T;
+}
+
+Expected<DeviceId>
+ClusterReader::readDevice(const json::Value &V, const std::string &Path,
+                          const MachineBuilder &Builder) const {
+  auto Name = V.getAsString();
+  if (!Name)
+    return error(Path, "expected a device's full name (\"node0/gpu1\")");
+  if (std::optional<DeviceId> D = Builder.deviceNamed(*Name))
+    return *D;
+  return error(Path, "unknown device '" + *Name +
+                         "' (devices are named node<N>/<name>, as "
+                         "`onnx2soap clusters --show` lists them)");
+}
+
+Error ClusterReader::readMeasured(const json::Value &V,
+                                  MachineBuilder &Builder) const {
+  TRY(O, object(V, "measured"));
+  if (Error E = checkKeys(*O, "measured", {"transfers", "all_reduces"}))
+    return E;
+  TRY(Transfers, array(*O, "measured", "transfers", false));
+  if (Transfers)
+    for (size_t I = 0; I < Transfers->size(); ++I) {
+      std::string P = index("measured.transfers", I);
+      TRY(T, object((*Transfers)[I], P));
+      if (Error E = checkKeys(*T, P, {"from", "to", "sizes_bytes", "times_us"}))
+        return E;
+      MeasuredTransfer M;
+      for (StringRef End : {"from", "to"}) {
+        const json::Value *Ref = T->get(End);
+        if (!Ref)
+          return error(P, "missing '" + End + "'");
+        TRY(D, readDevice(*Ref, key(P, End), Builder));
+        (End == "from" ? M.From : M.To) = D;
+      }
+      if (M.From == M.To)
+        return error(P, "a transfer joins two different devices");
+      TRY(Table, readSizeTable(*T, P));
+      M.Table = std::move(Table);
+      Builder.addMeasuredTransfer(std::move(M));
+    }
+  TRY(AllReduces, array(*O, "measured", "all_reduces", false));
+  if (AllReduces)
+    for (size_t I = 0; I < AllReduces->size(); ++I) {
+      std::string P = index("measured.all_reduces", I);
+      TRY(A, object((*AllReduces)[I], P));
+      if (Error E = checkKeys(*A, P, {"devices", "sizes_bytes", "times_us"}))
+        return E;
+      MeasuredAllReduce M;
+      TRY(Group, array(*A, P, "devices", true));
+      for (size_t J = 0; J < Group->size(); ++J) {
+        std::string DP = index(key(P, "devices"), J);
+        TRY(D, readDevice((*Group)[J], DP, Builder));
+        if (llvm::is_contained(M.Devices, D))
+          return error(DP,
+                       "'" + *(*Group)[J].getAsString() + "' is listed twice");
+        M.Devices.push_back(D);
+      }
+      if (M.Devices.size() < 2)
+        return error(key(P, "devices"), "an all-reduce needs two devices or "
+                                        "more");
+      llvm::sort(M.Devices);
+      TRY(Table, readSizeTable(*A, P));
+      M.Table = std::move(Table);
+      Builder.addMeasuredAllReduce(std::move(M));
+    }
+  return Error::success();
+}
+
 Expected<Machine> ClusterReader::read(const json::Value &Root) {
   TRY(O, object(Root, ""));
   if (Error E = checkKeys(
-          *O, "", {"version", "name", "device_types", "nodes", "network"}))
+          *O, "",
+          {"version", "name", "device_types", "nodes", "network", "measured"}))
     return E;
   if (const json::Value *Version = O->get("version")) {
     auto V = Version->getAsInteger();
@@ -553,6 +658,9 @@ Expected<Machine> ClusterReader::read(const json::Value &Root) {
       Builder.addDuplex(Ids[FirstNic + I], *Network, Spec.Nics[I].Bandwidth,
                         Spec.Nics[I].Latency, "network");
   }
+  if (const json::Value *Measured = O->get("measured"))
+    if (Error E = readMeasured(*Measured, Builder))
+      return E;
   auto M = Builder.finish();
   if (!M)
     return error("", llvm::toString(M.takeError()));
@@ -718,5 +826,33 @@ json::Value Machine::toJson() const {
     Root["nodes"] = json::Array(std::move(NodeList));
   if (Network)
     Root["network"] = json::Object{{"name", Endpoints[*Network].Name}};
+  // Only when there are tables: a machine without keeps the form (and the
+  // hash strategy files record) it had before they existed.
+  if (!Transfers.empty() || !AllReduces.empty()) {
+    auto Table = [](json::Object O, const SizeTable &T) {
+      json::Array Sizes, Times;
+      for (size_t I = 0; I < T.Sizes.size(); ++I) {
+        Sizes.push_back(round12(T.Sizes[I]));
+        Times.push_back(round12(T.Times[I] * 1e6));
+      }
+      O["sizes_bytes"] = std::move(Sizes);
+      O["times_us"] = std::move(Times);
+      return O;
+    };
+    json::Array TransferList, AllReduceList;
+    for (const MeasuredTransfer &T : Transfers)
+      TransferList.push_back(Table(json::Object{{"from", Devices[T.From].Name},
+                                                {"to", Devices[T.To].Name}},
+                                   T.Table));
+    for (const MeasuredAllReduce &A : AllReduces) {
+      json::Array Group;
+      for (DeviceId D : A.Devices)
+        Group.push_back(Devices[D].Name);
+      AllReduceList.push_back(
+          Table(json::Object{{"devices", std::move(Group)}}, A.Table));
+    }
+    Root["measured"] = json::Object{{"transfers", std::move(TransferList)},
+                                    {"all_reduces", std::move(AllReduceList)}};
+  }
   return json::Value(std::move(Root));
 }

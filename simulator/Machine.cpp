@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "simulator/Machine.h"
 #include "runtime_lib/LibraryMemory.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/FileSystem.h"
@@ -16,6 +17,7 @@
 #include <cassert>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <queue>
 
 using namespace onnx2soap::simulator;
@@ -83,6 +85,25 @@ void MachineBuilder::addDuplex(EndpointId A, EndpointId B, double Bandwidth,
                                double Latency, llvm::StringRef Kind) {
   addLink(A, B, Bandwidth, Latency, Kind);
   addLink(B, A, Bandwidth, Latency, Kind);
+}
+
+std::optional<DeviceId>
+MachineBuilder::deviceNamed(llvm::StringRef Name) const {
+  for (DeviceId D = 0; D < M.Devices.size(); ++D)
+    if (M.Devices[D].Name == Name)
+      return D;
+  return std::nullopt;
+}
+
+void MachineBuilder::addMeasuredTransfer(MeasuredTransfer T) {
+  assert(T.From != T.To && "a transfer joins two devices");
+  M.Transfers.push_back(std::move(T));
+}
+
+void MachineBuilder::addMeasuredAllReduce(MeasuredAllReduce A) {
+  assert(A.Devices.size() >= 2 && llvm::is_sorted(A.Devices) &&
+         "an all-reduce among two devices or more, sorted");
+  M.AllReduces.push_back(std::move(A));
 }
 
 Expected<Machine> MachineBuilder::finish() {
@@ -246,7 +267,77 @@ Error Machine::computeRoutes() {
       RouteLinks.insert(RouteLinks.end(), Path.begin(), Path.end());
     }
   }
+  bindMeasured();
   return Error::success();
+}
+
+//===-- Measured communication --------------------------------------------===//
+
+double SizeTable::time(double Bytes) const {
+  assert(!Sizes.empty() && Sizes.size() == Times.size());
+  if (Bytes <= Sizes.front())
+    return Times.front();
+  size_t Above =
+      std::upper_bound(Sizes.begin(), Sizes.end(), Bytes) - Sizes.begin();
+  if (Above == Sizes.size())
+    return Bytes / (Sizes.back() / Times.back());
+  size_t Below = Above - 1;
+  double Low = Sizes[Below] / Times[Below];
+  double High = Sizes[Above] / Times[Above];
+  double Fraction = (Bytes - Sizes[Below]) / (Sizes[Above] - Sizes[Below]);
+  return Bytes / (Low + (High - Low) * Fraction);
+}
+
+void Machine::bindMeasured() {
+  AllReduceShapes.clear();
+  if (Transfers.empty() && AllReduces.empty())
+    return;
+  // Each route's shape: its links' figures in order, numbered as first met.
+  std::map<std::vector<std::pair<double, double>>, uint32_t> Shapes;
+  std::vector<std::pair<double, double>> Figures;
+  for (RouteSlice &S : Routes) {
+    S.Measured = -1;
+    Figures.clear();
+    for (uint32_t I = 0; I < S.Size; ++I) {
+      const Link &L = Links[RouteLinks[S.Begin + I]];
+      Figures.push_back({L.Bandwidth, L.Latency});
+    }
+    S.Shape = Shapes.try_emplace(Figures, Shapes.size()).first->second;
+  }
+  size_t N = Devices.size();
+  // The first table of a route's shape times it.
+  for (size_t T = Transfers.size(); T-- > 0;) {
+    uint32_t Shape = Routes[Transfers[T].From * N + Transfers[T].To].Shape;
+    for (RouteSlice &S : Routes)
+      if (S.Size != 0 && S.Shape == Shape)
+        S.Measured = int32_t(T);
+  }
+  for (const MeasuredAllReduce &A : AllReduces)
+    AllReduceShapes.push_back(ringShape(A.Devices));
+}
+
+std::vector<uint32_t> Machine::ringShape(llvm::ArrayRef<DeviceId> Group) const {
+  std::vector<uint32_t> Shape;
+  size_t N = Devices.size();
+  for (size_t I = 0; I < Group.size(); ++I)
+    Shape.push_back(Routes[Group[I] * N + Group[(I + 1) % Group.size()]].Shape);
+  llvm::sort(Shape);
+  return Shape;
+}
+
+const SizeTable *Machine::allReduceTable(llvm::ArrayRef<DeviceId> Group) const {
+  if (AllReduces.empty())
+    return nullptr;
+  std::vector<uint32_t> Shape;
+  for (size_t T = 0; T < AllReduces.size(); ++T) {
+    if (AllReduces[T].Devices.size() != Group.size())
+      continue;
+    if (Shape.empty())
+      Shape = ringShape(Group);
+    if (AllReduceShapes[T] == Shape)
+      return &AllReduces[T].Table;
+  }
+  return nullptr;
 }
 
 //===-- Restriction to the first devices ----------------------------------===//
@@ -294,6 +385,13 @@ Expected<Machine> Machine::firstDevices(unsigned N) const {
       Copy.To = NewId[L.To];
       R.Links.push_back(std::move(Copy));
     }
+  // The measured tables among the kept devices (device ids stay).
+  for (const MeasuredTransfer &T : Transfers)
+    if (T.From < N && T.To < N)
+      R.Transfers.push_back(T);
+  for (const MeasuredAllReduce &A : AllReduces)
+    if (A.Devices.back() < N)
+      R.AllReduces.push_back(A);
   if (Error E = R.computeRoutes())
     return E;
   return R;

@@ -19,6 +19,7 @@
 #include "llvm/Support/JSON.h"
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -97,6 +98,37 @@ struct Link {
   double Latency = 0;   ///< seconds per message
 };
 
+/// Measured times of one communication by message size (a cluster file's
+/// "measured" tables, docs/cluster-format.md): Sizes in bytes, strictly
+/// increasing, and the time each took, in seconds.
+struct SizeTable {
+  std::vector<double> Sizes;
+  std::vector<double> Times;
+
+  /// The time of a message of Bytes, as TensorOpt (Cai et al., 2020, §3.2)
+  /// estimates it: the bandwidth (size / time) interpolated linearly between
+  /// the two measured sizes around Bytes. At or below the smallest size, its
+  /// time (latency-bound); above the largest, its bandwidth.
+  double time(double Bytes) const;
+};
+
+/// A point-to-point transfer measured from one device to another: it times
+/// every transfer whose route crosses links of the same bandwidths and
+/// latencies in the same order.
+struct MeasuredTransfer {
+  DeviceId From = 0, To = 0;
+  SizeTable Table;
+};
+
+/// An all-reduce measured among a group of devices: it times every
+/// all-reduce whose group has as many devices and whose ring (the devices
+/// in id order, the last back to the first) crosses routes of the same
+/// shapes, in any order.
+struct MeasuredAllReduce {
+  std::vector<DeviceId> Devices; ///< sorted, two or more
+  SizeTable Table;
+};
+
 /// A built-in cluster, as `onnx2soap clusters` lists it.
 struct PresetInfo {
   std::string Name;        ///< "paper-p100", "cpu:N"
@@ -158,14 +190,32 @@ public:
   /// Time for one message of Bytes along the route A -> B when nothing else
   /// uses its links: every hop's latency plus Bytes over the slowest hop
   /// (messages are pipelined across hops).
+  /// A measured table of a route of the same shape (measuredTransfers)
+  /// times it instead.
   double transferTime(DeviceId A, DeviceId B, double Bytes) const {
     const RouteSlice &S = Routes[static_cast<size_t>(A) * Devices.size() + B];
-    return S.Size == 0 ? 0 : S.Latency + Bytes / S.Bandwidth;
+    if (S.Size == 0)
+      return 0;
+    if (S.Measured >= 0)
+      return Transfers[S.Measured].Table.time(Bytes);
+    return S.Latency + Bytes / S.Bandwidth;
   }
   /// The summed latency of the route's hops (0 when A == B).
   double routeLatency(DeviceId A, DeviceId B) const {
     return Routes[static_cast<size_t>(A) * Devices.size() + B].Latency;
   }
+
+  /// The measured communication times of the cluster file, in its order
+  /// (the first table that fits a transfer or all-reduce times it).
+  llvm::ArrayRef<MeasuredTransfer> measuredTransfers() const {
+    return Transfers;
+  }
+  llvm::ArrayRef<MeasuredAllReduce> measuredAllReduces() const {
+    return AllReduces;
+  }
+  /// The measured table that times an all-reduce among Devices (sorted,
+  /// two or more), or null: the first whose group has the same ring shape.
+  const SizeTable *allReduceTable(llvm::ArrayRef<DeviceId> Devices) const;
 
   /// The canonical JSON form (the cluster file format, keys sorted, numbers
   /// rounded to 12 significant digits, regular nodes written once as a
@@ -188,9 +238,18 @@ private:
     uint32_t Size = 0;
     double Latency = 0;
     double Bandwidth = std::numeric_limits<double>::infinity();
+    /// The measured transfer that times it (index into Transfers), or -1.
+    int32_t Measured = -1;
+    /// Routes crossing links of the same figures in the same order share
+    /// it (set only when the machine has measured tables).
+    uint32_t Shape = 0;
   };
-  /// Fills Routes; an error names a device pair with no route.
+  /// Fills Routes; an error names a device pair with no route. Then binds
+  /// the measured tables to the routes and groups they time.
   llvm::Error computeRoutes();
+  void bindMeasured();
+  /// The sorted route shapes of the ring over Devices (sorted).
+  std::vector<uint32_t> ringShape(llvm::ArrayRef<DeviceId> Devices) const;
 
   std::vector<DeviceType> Types;
   std::vector<Device> Devices;
@@ -199,6 +258,10 @@ private:
   unsigned NumNodes = 0;
   std::vector<RouteSlice> Routes; ///< NumDevices x NumDevices
   std::vector<LinkId> RouteLinks;
+  std::vector<MeasuredTransfer> Transfers;
+  std::vector<MeasuredAllReduce> AllReduces;
+  /// Per measured all-reduce: ringShape of its devices.
+  std::vector<std::vector<uint32_t>> AllReduceShapes;
 
   friend class MachineBuilder;
 };
@@ -228,6 +291,11 @@ public:
   /// Adds links both ways.
   void addDuplex(EndpointId A, EndpointId B, double Bandwidth, double Latency,
                  llvm::StringRef Kind);
+  /// The device of that full name ("node0/gpu1"), if added.
+  std::optional<DeviceId> deviceNamed(llvm::StringRef Name) const;
+  /// Measured communication times (devices by DeviceId; a group sorted).
+  void addMeasuredTransfer(MeasuredTransfer T);
+  void addMeasuredAllReduce(MeasuredAllReduce A);
   /// Checks that every device reaches every other and computes the routes.
   llvm::Expected<Machine> finish();
 

@@ -679,6 +679,11 @@ CollectiveCost allReduceCost(const Machine &M, llvm::ArrayRef<DeviceId> Devices,
   C.BytesPerDevice = PerDevice;
   C.Tree = TreeTime < RingTime;
   C.Time = C.Tree ? TreeTime : RingTime;
+  // A measured time for a group of this shape replaces the model's; the
+  // collective still holds the links of the algorithm the model would
+  // choose, for contention.
+  if (const SizeTable *Measured = M.allReduceTable(Devices))
+    C.Time = Measured->time(Bytes);
   const LinkLoad &Used = C.Tree ? Tree : Ring;
   C.Links.assign(Used.Used.begin(), Used.Used.end());
   llvm::sort(C.Links); // in link order, as the task's resources

@@ -13,6 +13,7 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Program.h"
@@ -504,6 +505,37 @@ TEST_F(CliTest, SimulateJsonOnCpuRanks) {
     EXPECT_TRUE(O.getBoolean("fits").hasValue());
     EXPECT_EQ(O.getInteger("num_devices").getValueOr(0), 2);
   }
+}
+
+// A cluster file with a measured all-reduce (cpu:2 from `clusters --show`
+// plus one table, every size taking a second): data parallelism's gradient
+// all-reduces take a second each, and `--show` keeps the table.
+TEST_F(CliTest, MeasuredAllReducesTimeDataParallelism) {
+  RunResult Shown = run({"clusters", "--show", "cpu:2"});
+  ASSERT_EQ(Shown.ExitCode, 0) << Shown.Err;
+  auto Cluster = llvm::json::parse(Shown.Out);
+  ASSERT_TRUE(static_cast<bool>(Cluster)) << Shown.Out;
+  (*Cluster->getAsObject())["measured"] = llvm::json::Object{
+      {"all_reduces",
+       llvm::json::Array{llvm::json::Object{
+           {"devices", llvm::json::Array{"node0/cpu0", "node0/cpu1"}},
+           {"sizes_bytes", llvm::json::Array{1, 1e9}},
+           {"times_us", llvm::json::Array{1e6, 1e6}}}}}};
+  std::string Path = Dir.file("measured.json");
+  ASSERT_TRUE(writeBytes(Path, llvm::formatv("{0:2}", *Cluster).str()));
+  RunResult Again = run({"clusters", "--show", Path});
+  ASSERT_EQ(Again.ExitCode, 0) << Again.Err;
+  EXPECT_NE(Again.Out.find("\"all_reduces\""), std::string::npos) << Again.Out;
+  std::vector<std::string> Flags = {"--strategy", "data-parallel", "--json",
+                                    "--gradient-bucket", "0"};
+  RunResult Model = run(planArgs("simulate", "cpu:2", Flags));
+  RunResult Measured = run(planArgs("simulate", Path, Flags));
+  ASSERT_EQ(Model.ExitCode, 0) << Model.Err;
+  ASSERT_EQ(Measured.ExitCode, 0) << Measured.Err;
+  double Before = jsonObject(Model).getNumber("time").getValueOr(0);
+  double After = jsonObject(Measured).getNumber("time").getValueOr(0);
+  EXPECT_LT(Before, 0.1);
+  EXPECT_GT(After, 1.0);
 }
 
 TEST_F(CliTest, SimulateWritesTheStrategyItSimulated) {

@@ -467,7 +467,7 @@ const BadCase BadCases[] = {
      "cluster.json: unknown key 'nodez' (did you mean 'nodes'?)"},
     {"UnknownKeyFarFromAll", [](json::Value &V) { root(V)["zzzzzzzzzz"] = 1; },
      "unknown key 'zzzzzzzzzz' (expected one of: version, name, "
-     "device_types, nodes, network)"},
+     "device_types, nodes, network, measured)"},
     {"WrongVersion", [](json::Value &V) { root(V)["version"] = 2; },
      "cluster.json: version: this onnx2soap reads version 1 cluster files"},
     {"NoName", [](json::Value &V) { root(V).erase("name"); },
@@ -617,6 +617,97 @@ const BadCase BadCases[] = {
        root(V)["nodes"] = json::Object{{"count", 2}, {"template", T}};
      },
      "cluster.json: nodes.template.links[0].to: unknown endpoint 'gpu9'"},
+    {"MeasuredUnknownKey",
+     [](json::Value &V) {
+       root(V)["measured"] = json::Object{{"transfer", 1}};
+     },
+     "cluster.json: measured: unknown key 'transfer' (did you mean "
+     "'transfers'?)"},
+    {"MeasuredUnknownDevice",
+     [](json::Value &V) {
+       root(V)["measured"] = json::Object{
+           {"transfers",
+            json::Array{json::Object{{"from", "gpu0"},
+                                     {"to", "node0/gpu1"},
+                                     {"sizes_bytes", json::Array{1}},
+                                     {"times_us", json::Array{1}}}}}};
+     },
+     "cluster.json: measured.transfers[0].from: unknown device 'gpu0'"},
+    {"MeasuredSameDevice",
+     [](json::Value &V) {
+       root(V)["measured"] = json::Object{
+           {"transfers",
+            json::Array{json::Object{{"from", "node0/gpu1"},
+                                     {"to", "node0/gpu1"},
+                                     {"sizes_bytes", json::Array{1}},
+                                     {"times_us", json::Array{1}}}}}};
+     },
+     "cluster.json: measured.transfers[0]: a transfer joins two different "
+     "devices"},
+    {"MeasuredSizesDecrease",
+     [](json::Value &V) {
+       root(V)["measured"] =
+           json::Object{{"all_reduces",
+                         json::Array{json::Object{
+                             {"devices", json::Array{"node0/gpu0", "node1/a"}},
+                             {"sizes_bytes", json::Array{8, 1024, 1024}},
+                             {"times_us", json::Array{1, 2, 3}}}}}};
+     },
+     "cluster.json: measured.all_reduces[0].sizes_bytes[2]: sizes must "
+     "increase"},
+    {"MeasuredTimesMissing",
+     [](json::Value &V) {
+       root(V)["measured"] =
+           json::Object{{"all_reduces",
+                         json::Array{json::Object{
+                             {"devices", json::Array{"node0/gpu0", "node1/a"}},
+                             {"sizes_bytes", json::Array{8, 1024}},
+                             {"times_us", json::Array{1}}}}}};
+     },
+     "cluster.json: measured.all_reduces[0].times_us: has 1 times for 2 "
+     "sizes"},
+    {"MeasuredZeroTime",
+     [](json::Value &V) {
+       root(V)["measured"] =
+           json::Object{{"all_reduces",
+                         json::Array{json::Object{
+                             {"devices", json::Array{"node0/gpu0", "node1/a"}},
+                             {"sizes_bytes", json::Array{8}},
+                             {"times_us", json::Array{0}}}}}};
+     },
+     "cluster.json: measured.all_reduces[0].times_us[0]: expected a number "
+     "greater than 0"},
+    {"MeasuredOneDevice",
+     [](json::Value &V) {
+       root(V)["measured"] = json::Object{
+           {"all_reduces",
+            json::Array{json::Object{{"devices", json::Array{"node0/gpu0"}},
+                                     {"sizes_bytes", json::Array{8}},
+                                     {"times_us", json::Array{1}}}}}};
+     },
+     "cluster.json: measured.all_reduces[0].devices: an all-reduce needs two "
+     "devices or more"},
+    {"MeasuredDeviceTwice",
+     [](json::Value &V) {
+       root(V)["measured"] = json::Object{
+           {"all_reduces",
+            json::Array{json::Object{
+                {"devices", json::Array{"node0/gpu0", "node0/gpu0"}},
+                {"sizes_bytes", json::Array{8}},
+                {"times_us", json::Array{1}}}}}};
+     },
+     "cluster.json: measured.all_reduces[0].devices[1]: 'node0/gpu0' is "
+     "listed twice"},
+    {"MeasuredNoSizes",
+     [](json::Value &V) {
+       root(V)["measured"] = json::Object{
+           {"transfers",
+            json::Array{json::Object{{"from", "node0/gpu0"},
+                                     {"to", "node0/gpu1"},
+                                     {"sizes_bytes", json::Array{}},
+                                     {"times_us", json::Array{}}}}}};
+     },
+     "cluster.json: measured.transfers[0].sizes_bytes: must not be empty"},
     {"TooManyDevices",
      [](json::Value &V) {
        json::Value T = json::Object(node(V, 2));
@@ -662,6 +753,121 @@ TEST(ClusterFile, TruncationsNeverCrash) {
     auto M = Machine::fromJson(llvm::StringRef(Text).take_front(N), "t.json");
     if (!M)
       llvm::consumeError(M.takeError());
+  }
+}
+
+//===-- Measured communication
+//---------------------------------------------===//
+
+/// The valid cluster's first node three times (each: two GPUs on a PCIe
+/// switch, a NIC), with measured tables added by the test.
+json::Value threeLikeNodes() {
+  json::Value V = validCluster();
+  json::Value Template = json::Object(node(V, 0));
+  root(V)["nodes"] =
+      json::Object{{"count", 3}, {"template", std::move(Template)}};
+  return V;
+}
+
+json::Object table(json::Object O, json::Array Sizes, json::Array Times) {
+  O["sizes_bytes"] = std::move(Sizes);
+  O["times_us"] = std::move(Times);
+  return O;
+}
+
+// TensorOpt's estimate: the bandwidth interpolated between the measured
+// sizes around a message's. 1,000 bytes in 10 us is 1e8 B/s, 1e6 in 100 us
+// 1e10; halfway between the sizes the bandwidth is halfway too.
+TEST(MeasuredComm, TimesInterpolateTheMeasuredBandwidth) {
+  SizeTable T{{1000, 1e6}, {10e-6, 100e-6}};
+  EXPECT_DOUBLE_EQ(T.time(1), 10e-6); // latency-bound below the sizes
+  EXPECT_DOUBLE_EQ(T.time(1000), 10e-6);
+  EXPECT_DOUBLE_EQ(T.time(1e6), 100e-6);
+  EXPECT_DOUBLE_EQ(T.time(500500), 500500 / (1e8 + (1e10 - 1e8) / 2));
+  EXPECT_DOUBLE_EQ(T.time(4e6), 4e6 / 1e10); // the largest's bandwidth above
+  SizeTable One{{64}, {2e-6}};
+  EXPECT_DOUBLE_EQ(One.time(8), 2e-6);
+  EXPECT_DOUBLE_EQ(One.time(128), 4e-6);
+}
+
+// A transfer measured between node0's GPUs times every transfer over links
+// of the same figures in the same order: both ways, and the same pair in the
+// other nodes; not transfers between nodes.
+TEST(MeasuredComm, ATransferTableTimesRoutesOfItsShape) {
+  json::Value V = threeLikeNodes();
+  root(V)["measured"] = json::Object{
+      {"transfers",
+       json::Array{
+           table(json::Object{{"from", "node0/gpu0"}, {"to", "node0/gpu1"}},
+                 json::Array{1000, 1e6}, json::Array{10, 100})}}};
+  auto M = Machine::fromJsonValue(V, "cluster.json");
+  ASSERT_TRUE(static_cast<bool>(M)) << llvm::toString(M.takeError());
+  Machine Plain = cantFail(Machine::fromJsonValue(threeLikeNodes(), "c.json"));
+  SizeTable T{{1000, 1e6}, {10e-6, 100e-6}};
+  for (auto [A, B] : {std::pair<DeviceId, DeviceId>{0, 1}, {1, 0}, {4, 5}})
+    EXPECT_DOUBLE_EQ(M->transferTime(A, B, 3e5), T.time(3e5)) << A << B;
+  EXPECT_EQ(M->transferTime(0, 2, 3e5), Plain.transferTime(0, 2, 3e5));
+  EXPECT_NE(Plain.transferTime(0, 1, 3e5), T.time(3e5));
+  EXPECT_EQ(M->transferTime(0, 0, 3e5), 0);
+  expectRoundTrip(*M);
+}
+
+// An all-reduce measured among node0's two GPUs times every pair within a
+// node; a group across nodes keeps the model's time, and the collective
+// still holds its ring's links.
+TEST(MeasuredComm, AnAllReduceTableTimesGroupsOfItsShape) {
+  json::Value V = threeLikeNodes();
+  root(V)["measured"] = json::Object{
+      {"all_reduces",
+       json::Array{table(
+           json::Object{{"devices", json::Array{"node0/gpu1", "node0/gpu0"}}},
+           json::Array{8, 8e6}, json::Array{20, 1000})}}};
+  auto M = Machine::fromJsonValue(V, "cluster.json");
+  ASSERT_TRUE(static_cast<bool>(M)) << llvm::toString(M.takeError());
+  Machine Plain = cantFail(Machine::fromJsonValue(threeLikeNodes(), "c.json"));
+  ASSERT_EQ(M->measuredAllReduces().size(), 1u);
+  EXPECT_EQ(M->measuredAllReduces()[0].Devices, (std::vector<DeviceId>{0, 1}));
+  CollectiveCost Measured = allReduceCost(*M, {2, 3}, 8e6);
+  CollectiveCost Model = allReduceCost(Plain, {2, 3}, 8e6);
+  EXPECT_DOUBLE_EQ(Measured.Time, 1000e-6);
+  EXPECT_DOUBLE_EQ(allReduceCost(*M, {0, 1}, 8).Time, 20e-6);
+  EXPECT_EQ(Measured.Links, Model.Links);
+  EXPECT_EQ(Measured.BytesPerDevice, Model.BytesPerDevice);
+  EXPECT_EQ(allReduceCost(*M, {0, 2}, 8e6).Time,
+            allReduceCost(Plain, {0, 2}, 8e6).Time);
+  EXPECT_EQ(allReduceCost(*M, {0, 1, 2}, 8e6).Time,
+            allReduceCost(Plain, {0, 1, 2}, 8e6).Time);
+  expectRoundTrip(*M);
+}
+
+// `--gpus N` keeps the tables measured among the first N devices.
+TEST(MeasuredComm, FirstDevicesKeepTheirTables) {
+  json::Value V = threeLikeNodes();
+  root(V)["measured"] = json::Object{
+      {"transfers",
+       json::Array{
+           table(json::Object{{"from", "node0/gpu0"}, {"to", "node0/gpu1"}},
+                 json::Array{1000}, json::Array{10}),
+           table(json::Object{{"from", "node0/gpu0"}, {"to", "node2/gpu0"}},
+                 json::Array{1000}, json::Array{30})}}};
+  Machine M = cantFail(Machine::fromJsonValue(V, "cluster.json"));
+  Machine Four = cantFail(M.firstDevices(4));
+  ASSERT_EQ(Four.measuredTransfers().size(), 1u);
+  EXPECT_DOUBLE_EQ(Four.transferTime(2, 3, 1000), 10e-6);
+  // Every route between nodes has the shape of node0 -> node2's, which the
+  // second table times; it goes with node 2.
+  EXPECT_DOUBLE_EQ(M.transferTime(0, 2, 1000), 30e-6);
+  EXPECT_NE(Four.transferTime(0, 2, 1000), 30e-6);
+  expectRoundTrip(Four);
+}
+
+// Presets have no measurements: their canonical form (and the hash strategy
+// files record) has no "measured" key.
+TEST(MeasuredComm, PresetsHaveNone) {
+  for (const char *Name : {"paper-k80", "dgx-h100", "cpu:2"}) {
+    Machine M = mustLoad(Name);
+    EXPECT_TRUE(M.measuredTransfers().empty());
+    EXPECT_EQ(M.toJson().getAsObject()->get("measured"), nullptr) << Name;
   }
 }
 

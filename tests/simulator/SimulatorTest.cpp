@@ -190,6 +190,55 @@ TEST_P(SimulatorTest, DataParallelAllReducesTheWeightGradient) {
   EXPECT_EQ(R.BytesSent[1], 256);
 }
 
+// With the cluster's measured all-reduce among the two devices, the
+// gradient's all-reduce takes the measured time instead of the model's 1 s:
+// 64 bytes and 1,024 each in 2 s, so 256 bytes, a fifth of the way, move at
+// 32 + 480 / 5 = 128 B/s: 2 s.
+TEST_P(SimulatorTest, AMeasuredAllReduceTakesItsMeasuredTime) {
+  M = fakeDevices("two", 2, [&](MachineBuilder &B, auto &Ids) {
+    B.addDuplex(Ids[0], Ids[1], 256, 0, "test");
+    B.addMeasuredAllReduce({{0, 1}, SizeTable{{64, 1024}, {2.0, 2.0}}});
+  });
+  Strategy S = allOn(Train.G, 0);
+  for (const ir::Op &O : Train.G.ops()) {
+    ParallelConfig &C = S[O.Id];
+    if (C.Degrees.empty())
+      C.Reduction = 2;
+    else
+      C.Degrees[0] = 2;
+  }
+  Simulator Sim(Train, M, Cost);
+  EXPECT_EQ(run(Sim, S), 7.0);
+  using T = std::tuple<TaskKind, DeviceId, double, double>;
+  auto Timeline = tasks(Sim);
+  ASSERT_EQ(Timeline.size(), 15u);
+  EXPECT_EQ(Timeline[12], (T{K::GradAllReduce, 0, 4.5, 6.5}));
+}
+
+// A measured transfer times the activation and its gradient (the route back
+// has the same shape): 64 bytes in 1 s and 256 in 1 s measured, so 128
+// bytes, a third of the way, move at 64 + 192 / 3 = 128 B/s, 1 s each way
+// where the link's figures give 0.5
+// (ModelParallelSendsActivationsAndGradients).
+TEST_P(SimulatorTest, AMeasuredTransferTakesItsMeasuredTime) {
+  M = fakeDevices("two", 2, [&](MachineBuilder &B, auto &Ids) {
+    B.addDuplex(Ids[0], Ids[1], 256, 0, "test");
+    B.addMeasuredTransfer({0, 1, SizeTable{{64, 256}, {1.0, 1.0}}});
+  });
+  Strategy S = allOn(Train.G, 1);
+  S[0].FirstDevice = 0;
+  Simulator Sim(Train, M, Cost);
+  EXPECT_EQ(run(Sim, S), 11.5);
+  using T = std::tuple<TaskKind, DeviceId, double, double>;
+  EXPECT_THAT(tasks(Sim),
+              ::testing::ElementsAre(
+                  T{K::Forward, 0, 0, 1}, T{K::Transfer, 0, 1, 2},
+                  T{K::Forward, 1, 2, 3}, T{K::Forward, 1, 3, 4},
+                  T{K::Backward, 1, 4, 6}, T{K::Backward, 1, 6, 8},
+                  T{K::GradTransfer, 1, 8, 9}, T{K::Backward, 0, 9, 11},
+                  T{K::Update, 0, 11, 11.5}));
+}
+
 TEST_P(SimulatorTest, ModelParallelSendsActivationsAndGradients) {
   Strategy S = allOn(Train.G, 1);
   S[0].FirstDevice = 0; // the Gemm on device 0, the rest on device 1
