@@ -756,8 +756,7 @@ TEST(ClusterFile, TruncationsNeverCrash) {
   }
 }
 
-//===-- Measured communication
-//---------------------------------------------===//
+//===-- Measured communication --------------------------------------------===//
 
 /// The valid cluster's first node three times (each: two GPUs on a PCIe
 /// switch, a NIC), with measured tables added by the test.

@@ -6,8 +6,9 @@
 // config space on sample models (a CNN with branches, an RNN, and a
 // Transformer) and clusters with contended links, with one gradient
 // all-reduce per tensor and with buckets of several tensors (a change
-// rebuilds its tensors' whole segment); half of the proposals are undone
-// right after, as a rejected MCMC step is.
+// rebuilds its tensors' whole segment), and with measured communication
+// tables; half of the proposals are undone right after, as a rejected MCMC
+// step is.
 //
 // Also the bound the planner benchmark quotes (docs/benchmarks.md, "The most
 // any strategy can gain"): under the analytic cost model no strategy on N
@@ -36,7 +37,40 @@ struct Case {
   unsigned Proposals;
   /// SimOptions::GradientBucketBytes: 0, or buckets of several tensors.
   double Bucket = 0;
+  /// The cluster with measured communication tables (measuredMachine).
+  bool Measured = false;
 };
+
+/// Preset's first Devices devices with measured tables for transfers within
+/// a node and across nodes and for all-reduces among a node's devices and
+/// among all of them: what a cluster file with measurements gives.
+Machine measuredMachine(const char *Preset, unsigned Devices) {
+  namespace json = llvm::json;
+  json::Value V = test::machine(Preset, Devices).toJson();
+  auto Table = [](json::Object O, double Scale) {
+    O["sizes_bytes"] = json::Array{8, 65536, 1 << 24};
+    O["times_us"] = json::Array{5 * Scale, 30 * Scale, 4000 * Scale};
+    return json::Value(std::move(O));
+  };
+  auto Name = [](unsigned D) {
+    return "node" + std::to_string(D / 4) + "/gpu" + std::to_string(D % 4);
+  };
+  json::Array Node0, All;
+  for (unsigned D = 0; D < Devices; ++D)
+    (D < 4 ? Node0 : All).push_back(Name(D));
+  All.insert(All.begin(), Node0.begin(), Node0.end());
+  json::Array Transfers{
+      Table(json::Object{{"from", Name(0)}, {"to", Name(1)}}, 1),
+      Table(json::Object{{"from", Name(0)}, {"to", Name(4)}}, 3)};
+  json::Array AllReduces{Table(json::Object{{"devices", std::move(Node0)}}, 2),
+                         Table(json::Object{{"devices", std::move(All)}}, 6)};
+  (*V.getAsObject())["measured"] =
+      json::Object{{"transfers", std::move(Transfers)},
+                   {"all_reduces", std::move(AllReduces)}};
+  auto M = Machine::fromJsonValue(V, "measured.json");
+  EXPECT_TRUE(static_cast<bool>(M)) << llvm::toString(M.takeError());
+  return std::move(*M);
+}
 
 class DeltaSimulation : public ::testing::TestWithParam<Case> {};
 
@@ -44,7 +78,10 @@ TEST_P(DeltaSimulation, EqualsFullSimulationOnRandomProposals) {
   const Case &C = GetParam();
   ir::TrainingGraph T = test::sample(C.Sample, C.Batch, C.Unroll);
   ASSERT_GT(T.G.numOps(), 0u);
-  Machine M = test::machine(C.Preset, C.Devices);
+  Machine M = C.Measured ? measuredMachine(C.Preset, C.Devices)
+                         : test::machine(C.Preset, C.Devices);
+  if (C.Measured)
+    ASSERT_EQ(M.measuredAllReduces().size(), 2u);
   AnalyticCostModel Cost;
   ConfigSpace Space(T.G, M.numDevices());
   Rng R = chainRng(7, 0);
@@ -56,6 +93,10 @@ TEST_P(DeltaSimulation, EqualsFullSimulationOnRandomProposals) {
   Options.GradientBucketBytes = C.Bucket;
   Simulator Delta(T, M, Cost, Options), Full(T, M, Cost, Options);
   Delta.simulate(Start);
+  if (C.Measured) // the tables time something
+    EXPECT_NE(Delta.time(),
+              Simulator(T, test::machine(C.Preset, C.Devices), Cost, Options)
+                  .simulate(Start));
   unsigned Differences = 0;
   for (unsigned I = 0; I < C.Proposals; ++I) {
     ir::OpId Op = uniformIndex(R, T.G.numOps());
@@ -121,10 +162,13 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"tiny_cnn", 8, false, "paper-k80", 8, 400, 4096},
         Case{"inception_v3", 16, false, "paper-p100", 16, 200, 4 << 20},
         Case{"rnnlm", 8, true, "paper-p100", 4, 200, 1 << 20},
-        Case{"bert_encoder", 8, false, "dgx-h100", 16, 300, 8 << 20}),
+        Case{"bert_encoder", 8, false, "dgx-h100", 16, 300, 8 << 20},
+        Case{"tiny_cnn", 8, false, "paper-k80", 8, 400, 4096, true},
+        Case{"rnnlm", 8, true, "paper-p100", 8, 200, 1 << 20, true}),
     [](const auto &Info) {
       return std::string(Info.param.Sample) +
-             (Info.param.Bucket ? "_buckets" : "");
+             (Info.param.Bucket ? "_buckets" : "") +
+             (Info.param.Measured ? "_measured" : "");
     });
 
 } // namespace
