@@ -3,12 +3,14 @@
 // Lists the built-in cluster presets as a table or (--json) as a JSON array;
 // `--show C` prints a preset's or a cluster file's canonical JSON, which is
 // also a starting point for writing a cluster file
-// (docs/cluster-format.md).
+// (docs/cluster-format.md); with `--measured FILE`, with the communication
+// times a generated program's --profile-comm measured.
 //
 //===----------------------------------------------------------------------===//
 #include "cli/Subcommands.h"
 #include "simulator/Machine.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 
 namespace onnx2soap::cli {
@@ -30,11 +32,67 @@ static cl::opt<std::string>
          cl::desc("Print the canonical cluster file of a preset or file"),
          cl::value_desc("preset-or-file"), cl::sub(clustersCommand()));
 
+static cl::opt<std::string> Measured(
+    "measured",
+    cl::desc("With --show: add the measured communication of FILE (what a "
+             "generated program's --profile-comm writes) to the cluster"),
+    cl::value_desc("FILE"), cl::sub(clustersCommand()));
+
+/// Machine M with the tables of the "measured" section of File first (a
+/// transfer or all-reduce takes the first table that fits it), then its own.
+static llvm::Expected<Machine> withMeasured(const Machine &M,
+                                            llvm::StringRef File) {
+  auto Fail = [&](const llvm::Twine &Message) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   File + ": " + Message);
+  };
+  auto Buffer = llvm::MemoryBuffer::getFile(File, /*IsText=*/true);
+  if (!Buffer)
+    return Fail("cannot read it: " + Buffer.getError().message());
+  auto Parsed = llvm::json::parse((*Buffer)->getBuffer());
+  if (!Parsed)
+    return Fail("not valid JSON: " + llvm::toString(Parsed.takeError()));
+  const llvm::json::Object *Root = Parsed->getAsObject();
+  const llvm::json::Object *Section =
+      Root ? Root->getObject("measured") : nullptr;
+  if (!Section)
+    return Fail("expected an object with a 'measured' section (what train "
+                "--profile-comm writes)");
+  llvm::json::Value Cluster = M.toJson();
+  llvm::json::Object &Into = *Cluster.getAsObject();
+  const llvm::json::Object *Own = Into.getObject("measured");
+  llvm::json::Object Merged;
+  for (llvm::StringRef Key : {"transfers", "all_reduces"}) {
+    llvm::json::Array Tables;
+    for (const llvm::json::Object *From : {Section, Own})
+      if (const llvm::json::Value *Some = From ? From->get(Key) : nullptr) {
+        if (!Some->getAsArray())
+          return Fail("measured." + Key + ": expected an array");
+        for (const llvm::json::Value &Table : *Some->getAsArray())
+          Tables.push_back(Table);
+      }
+    Merged[Key] = std::move(Tables);
+  }
+  for (const auto &Entry : *Section)
+    if (Entry.first != "transfers" && Entry.first != "all_reduces")
+      return Fail("measured: unknown key '" + Entry.first.str() + "'");
+  Into["measured"] = std::move(Merged);
+  return Machine::fromJsonValue(Cluster, File);
+}
+
 llvm::Error runClusters() {
+  if (!Measured.empty() && Show.empty())
+    return usageError("--measured FILE goes with --show CLUSTER");
   if (!Show.empty()) {
     auto M = Machine::load(Show);
     if (!M)
       return M.takeError();
+    if (!Measured.empty()) {
+      auto With = withMeasured(*M, Measured);
+      if (!With)
+        return With.takeError();
+      *M = std::move(*With);
+    }
     llvm::outs() << llvm::formatv("{0:2}", M->toJson()) << "\n";
     return llvm::Error::success();
   }

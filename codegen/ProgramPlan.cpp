@@ -1320,6 +1320,8 @@ llvm::Error Builder::run(const simulator::Simulator &Sim) {
   const simulator::TaskGraph &TG = Sim.graph();
   Out.NumRanks = M.numDevices();
   Out.DeviceType = M.numDevices() ? M.deviceType(0).Name : "";
+  for (simulator::DeviceId D = 0; D < M.numDevices(); ++D)
+    Out.DeviceNames.push_back(Out.intern(M.device(D).Name));
   Out.Optimizer = Options.Optimizer;
   // The planner counted each device's own workspace: the smallest keeps
   // every rank within its count.
@@ -1418,6 +1420,7 @@ rt::program::Plan ProgramPlan::view(const char *Generator,
   P.ScratchBytes = Of(ScratchBytes);
   P.LossTensor = LossTensor;
   P.DataInputs = Of(DataInputs);
+  P.DeviceNames = Of(DeviceNames);
   P.Labels = Labels;
   return P;
 }

@@ -39,6 +39,8 @@ struct ProgramPlan {
   simulator::SimReport Prediction;
   /// Bytes each rank sends per step (the report's, as the Plan table).
   std::vector<double> PredictedBytes;
+  /// Per rank: the cluster's name of its device.
+  std::vector<const char *> DeviceNames;
 
   std::vector<rt::program::TensorInfo> Tensors;
   std::vector<rt::program::OpInfo> Ops;

@@ -334,6 +334,12 @@ static std::string planSource(const ProgramPlan &P, const ProjectInputs &In,
     W2.write(
         "double", "PredictedBytes", P.PredictedBytes,
         [](double V, size_t) { return number(V); }, "0.0");
+    W2.write(
+        "const char *", "DeviceNames", P.DeviceNames,
+        [](const char *Name, size_t Index) {
+          return quoted(Name) + " // rank " + std::to_string(Index);
+        },
+        "\"\"");
   };
   std::future<void> Pending = std::async(std::launch::async, SecondHalf);
   Out.reserve(P.Buffers.size() * 120 + P.Calls.size() * 320 + (1 << 20));
@@ -442,6 +448,7 @@ static std::string planSource(const ProgramPlan &P, const ProjectInputs &In,
   Out += "      " + std::to_string(P.LossTensor) + ", // loss\n";
   Out += "      " + W.table("DataInputs") + ",\n";
   Out += "      " + std::to_string(P.Labels) + ", // labels\n";
+  Out += "      " + W.table("DeviceNames") + ",\n";
   Out += "  };\n  return P;\n}\n";
   return Out;
 }

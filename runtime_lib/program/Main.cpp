@@ -8,6 +8,7 @@
 #include "../Error.h"
 #include "AtomicFile.h"
 #include "Checkpoint.h"
+#include "CommProfile.h"
 #include "Dataset.h"
 #include "OnnxWeights.h"
 #include "Runner.h"
@@ -36,6 +37,8 @@ struct Options {
   bool Resume = false;
   std::string SaveOnnx;
   std::string ProfileOps;
+  std::string ProfileComm;
+  int64_t ProfileCommMax = 0; // 0: the plan's largest message
   std::string Model;
   int Threads = 0;
   double Timeout = 300;
@@ -48,6 +51,8 @@ const char *Usage =
     "             [--checkpoint DIR [--checkpoint-every N] [--resume]]\n"
     "             [--save-onnx OUT.onnx] [--profile-ops FILE.json]\n"
     "             [--weights DIR] [--model FILE]\n"
+    "             [--threads N] [--timeout SEC] [--quiet]\n"
+    "   or: train --profile-comm FILE.json [--profile-comm-max BYTES]\n"
     "             [--threads N] [--timeout SEC] [--quiet]\n"
     "Run one MPI rank per device: mpirun -np <ranks> ./train ...\n";
 
@@ -106,6 +111,10 @@ Options parseOptions(int Argc, char **Argv) {
       O.SaveOnnx = Value();
     else if (Flag == "--profile-ops")
       O.ProfileOps = Value();
+    else if (Flag == "--profile-comm")
+      O.ProfileComm = Value();
+    else if (Flag == "--profile-comm-max")
+      O.ProfileCommMax = parseCount(Flag, Value());
     else if (Flag == "--threads")
       O.Threads = int(parseCount(Flag, Value()));
     else if (Flag == "--timeout")
@@ -118,6 +127,13 @@ Options parseOptions(int Argc, char **Argv) {
     } else
       fail(Flag, "unknown option (train --help lists them)");
   }
+  if (O.ProfileCommMax != 0 && O.ProfileComm.empty())
+    fail("--profile-comm-max", "goes with --profile-comm");
+  if (O.ProfileCommMax != 0 && O.ProfileCommMax < 8)
+    fail("--profile-comm-max", "must be at least 8 (bytes)");
+  // Measuring communication needs no batch and trains nothing.
+  if (!O.ProfileComm.empty())
+    return O;
   if (!O.Data.empty() && (!O.Inputs.empty() || !O.Labels.empty()))
     fail("--data", "takes the place of --inputs and --labels; give one or "
                    "the other");
@@ -158,6 +174,18 @@ int run(const Plan &P, const Platform &Platform, int Argc, char **Argv) {
   // MPI shutdown a destructor would attempt (it would wait for peers that
   // are waiting for this rank); mpirun then ends the others.
   try {
+    if (!O.ProfileComm.empty()) {
+      size_t Max =
+          O.ProfileCommMax ? size_t(O.ProfileCommMax) : largestMessageBytes(P);
+      std::string Json = profileCommunication(P, *B, *C, Max, 5);
+      if (Rank == 0) {
+        writeFileAtomically(O.ProfileComm, Json.data(), Json.size());
+        if (!O.Quiet)
+          std::printf("wrote %s\n", O.ProfileComm.c_str());
+      }
+      C->barrier();
+      return 0;
+    }
     Runner R(P, *B, *C, O.Weights);
 
     if (!O.Data.empty()) {

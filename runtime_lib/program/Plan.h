@@ -260,6 +260,9 @@ struct Plan {
   int32_t LossTensor;
   Table<int32_t> DataInputs;
   int32_t Labels; ///< -1 when the model computes its own loss
+  /// Per rank: its device's name in the cluster ("node0/gpu1"), for
+  /// --profile-comm's tables.
+  Table<const char *> DeviceNames;
 };
 
 /// The smallest message buffer a runner allocates.

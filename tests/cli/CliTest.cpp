@@ -538,6 +538,59 @@ TEST_F(CliTest, MeasuredAllReducesTimeDataParallelism) {
   EXPECT_GT(After, 1.0);
 }
 
+// `clusters --show C --measured FILE`: FILE's tables come first, the
+// cluster's own after; what does not fit C is a one-line error naming FILE.
+TEST_F(CliTest, ClustersShowAddsMeasuredTables) {
+  auto Table = [](const char *From, const char *To, double Us) {
+    return llvm::json::Object{{"from", From},
+                              {"to", To},
+                              {"sizes_bytes", llvm::json::Array{8}},
+                              {"times_us", llvm::json::Array{Us}}};
+  };
+  std::string Own = Dir.file("own.json"), New = Dir.file("new.json");
+  RunResult Shown = run({"clusters", "--show", "cpu:2"});
+  ASSERT_EQ(Shown.ExitCode, 0) << Shown.Err;
+  auto Cluster = llvm::json::parse(Shown.Out);
+  ASSERT_TRUE(static_cast<bool>(Cluster));
+  (*Cluster->getAsObject())["measured"] = llvm::json::Object{
+      {"transfers", llvm::json::Array{Table("node0/cpu0", "node0/cpu1", 5)}}};
+  ASSERT_TRUE(writeBytes(Own, llvm::formatv("{0:2}", *Cluster).str()));
+  ASSERT_TRUE(writeBytes(
+      New, llvm::formatv(
+               "{0}",
+               llvm::json::Value(llvm::json::Object{
+                   {"measured",
+                    llvm::json::Object{
+                        {"transfers", llvm::json::Array{Table(
+                                          "node0/cpu1", "node0/cpu0", 7)}}}}}))
+               .str()));
+  RunResult R = run({"clusters", "--show", Own, "--measured", New});
+  ASSERT_EQ(R.ExitCode, 0) << R.Err;
+  auto Merged = llvm::json::parse(R.Out);
+  ASSERT_TRUE(static_cast<bool>(Merged)) << R.Out;
+  const llvm::json::Array *Transfers =
+      Merged->getAsObject()->getObject("measured")->getArray("transfers");
+  ASSERT_NE(Transfers, nullptr);
+  ASSERT_EQ(Transfers->size(), 2u);
+  EXPECT_EQ((*Transfers)[0].getAsObject()->getString("from").getValueOr(""),
+            "node0/cpu1");
+  EXPECT_EQ((*Transfers)[1].getAsObject()->getString("from").getValueOr(""),
+            "node0/cpu0");
+
+  expectUserError(run({"clusters", "--measured", New}),
+                  "--measured FILE goes with --show CLUSTER");
+  expectUserError(run({"clusters", "--show", "paper-k80", "--measured", New}),
+                  New + ": measured.transfers[0].from: unknown device "
+                        "'node0/cpu1'");
+  std::string Bad = Dir.file("bad.json");
+  ASSERT_TRUE(writeBytes(Bad, "{\"times\": 1}"));
+  expectUserError(run({"clusters", "--show", "cpu:2", "--measured", Bad}),
+                  Bad + ": expected an object with a 'measured' section");
+  expectUserError(
+      run({"clusters", "--show", "cpu:2", "--measured", Dir.file("no.json")}),
+      "no.json: cannot read it");
+}
+
 TEST_F(CliTest, SimulateWritesTheStrategyItSimulated) {
   for (const char *Strategy :
        {"data-parallel", "model-parallel", "expert", "optcnn"}) {

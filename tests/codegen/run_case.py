@@ -840,6 +840,56 @@ def case_profile_ops(env, case):
         raise Failure("\n".join(errors))
 
 
+def case_profile_comm(env, case):
+    """--profile-comm times the plan's communication by message size (the
+    all-reduce of each of its groups and of all ranks, a message from each
+    rank that sends one to its peer) and writes a cluster file's "measured"
+    section: `clusters --show cpu:N --measured` takes it, and the planner's
+    model parallelism, simulated on that cluster, takes the measured times."""
+    fixture, ranks, opt = case["fixture"], case["ranks"], case["optimizer"]
+    project = env.path("project")
+    compile_project(env, fixture, ranks, case["strategy"], opt, project)
+    program = build_project(env, project)
+    measured = env.path("comm.json")
+    run([env.mpirun, "--oversubscribe", "-np", str(ranks), program,
+         "--profile-comm", measured, "--profile-comm-max", "65536",
+         "--threads", "1"], timeout=300, env=mpi_env())
+    with open(measured) as f:
+        section = json.load(f)["measured"]
+    errors = []
+    names = ["node0/cpu%d" % r for r in range(ranks)]
+    groups = [t["devices"] for t in section["all_reduces"]]
+    if names not in groups:
+        errors.append("no all-reduce among all ranks: %r" % groups)
+    if not section["transfers"]:
+        errors.append("no transfer measured (the strategy sends messages)")
+    for t in section["transfers"] + section["all_reduces"]:
+        if t["sizes_bytes"][0] != 8 or t["sizes_bytes"][-1] != 65536 or \
+                len(t["times_us"]) != len(t["sizes_bytes"]) or \
+                not all(x > 0 for x in t["times_us"]):
+            errors.append("bad table %r" % t)
+    _, shown, _ = run([env.onnx2soap, "clusters", "--show", "cpu:%d" % ranks,
+                       "--measured", measured])
+    cluster = env.path("cluster.json")
+    with open(cluster, "w") as f:
+        f.write(shown)
+    if json.loads(shown).get("measured") != section:
+        errors.append("clusters --show --measured changed the tables")
+    info = fixture_info(fixture)
+    times = []
+    for c in ["cpu:%d" % ranks, cluster]:
+        _, text, _ = run([env.onnx2soap, "simulate",
+                          fixture_path(fixture, "model.onnx"), "--batch",
+                          str(info["inputs"][0]["shape"][0]), "--cluster", c,
+                          "--strategy", "model-parallel", "--json"])
+        times.append(json.loads(text)["time"])
+    if times[0] == times[1]:
+        errors.append("the measured tables changed no simulated time (%g s)"
+                      % times[0])
+    if errors:
+        raise Failure("\n".join(errors))
+
+
 def case_gpu_build(env, case):
     """The CUDA project for GPUs configures with nvcc and links against the
     CUDA backend and NCCL communication the onnx2soap build compiled (the
@@ -863,6 +913,7 @@ KINDS = {
     "checkpoint": case_checkpoint,
     "save_onnx": case_save_onnx,
     "profile_ops": case_profile_ops,
+    "profile_comm": case_profile_comm,
     "rank_failure": case_rank_failure,
     "compile_error": case_compile_error,
     "gpu_build": case_gpu_build,

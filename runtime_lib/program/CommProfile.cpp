@@ -1,0 +1,173 @@
+//===- runtime_lib/program/CommProfile.cpp - --profile-comm ---------------===//
+//
+// Every rank walks the same list of measurements in the same order (the
+// Comm's calls must match across ranks); ranks outside a measurement's
+// group or pair wait at the barrier that starts the next.
+//
+//===----------------------------------------------------------------------===//
+#include "CommProfile.h"
+#include "../Error.h"
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <numeric>
+#include <utility>
+#include <vector>
+
+namespace onnx2soap::rt::program {
+
+size_t largestMessageBytes(const Plan &P) {
+  size_t Bytes = 8;
+  for (const StepInfo &S : P.Steps)
+    if (S.Kind == StepKind::Send || S.Kind == StepKind::AllReduce)
+      Bytes = std::max(Bytes, size_t(S.Elements) * dtypeSize(S.Type));
+  return Bytes;
+}
+
+namespace {
+
+/// 8, 32, 128, ... bytes below Max, then Max (a multiple of 4, at least 8:
+/// all-reduces sum float32 elements).
+std::vector<size_t> sizesUpTo(size_t Max) {
+  std::vector<size_t> Sizes;
+  for (size_t Size = 8; Size < Max; Size *= 4)
+    Sizes.push_back(Size);
+  Sizes.push_back(Max);
+  return Sizes;
+}
+
+double median(std::vector<double> Values) {
+  std::sort(Values.begin(), Values.end());
+  size_t N = Values.size();
+  return N % 2 ? Values[N / 2] : (Values[N / 2 - 1] + Values[N / 2]) / 2;
+}
+
+std::string number(double Value) {
+  char Text[32];
+  std::snprintf(Text, sizeof Text, "%.9g", Value);
+  return Text;
+}
+
+/// "sizes_bytes": [...], "times_us": [...]
+std::string table(const std::vector<size_t> &Sizes,
+                  const std::vector<double> &Seconds) {
+  std::string Out = "\"sizes_bytes\": [";
+  for (size_t I = 0; I < Sizes.size(); ++I)
+    Out += (I ? ", " : "") + std::to_string(Sizes[I]);
+  Out += "], \"times_us\": [";
+  for (size_t I = 0; I < Seconds.size(); ++I)
+    // A table's times must be positive: a clock that did not tick counts
+    // as a nanosecond.
+    Out += (I ? ", " : "") + number(std::max(Seconds[I], 1e-9) * 1e6);
+  return Out + "]";
+}
+
+std::string quoted(const char *Text) {
+  std::string Out = "\"";
+  for (const char *C = Text; *C; ++C) {
+    if (*C == '"' || *C == '\\')
+      Out += '\\';
+    Out += *C;
+  }
+  return Out + "\"";
+}
+
+} // namespace
+
+std::string profileCommunication(const Plan &P, Backend &B, Comm &C,
+                                 size_t MaxBytes, int Repeats) {
+  int Rank = C.rank(), Ranks = C.size();
+  if (Ranks != P.NumRanks)
+    fail("train", "this program runs on " + std::to_string(P.NumRanks) +
+                      " ranks, it was started on " + std::to_string(Ranks) +
+                      " (mpirun -np " + std::to_string(P.NumRanks) + ")");
+  // The plan's groups, then all ranks (the group data parallelism uses).
+  std::vector<std::vector<int>> Groups;
+  for (const GroupInfo &Group : P.Groups)
+    Groups.emplace_back(P.GroupRanks.Data + Group.First,
+                        P.GroupRanks.Data + Group.First + Group.Size);
+  std::vector<int> All(Ranks);
+  std::iota(All.begin(), All.end(), 0);
+  if (Ranks >= 2 &&
+      std::find(Groups.begin(), Groups.end(), All) == Groups.end())
+    Groups.push_back(All);
+  C.setGroups(Groups);
+  // Every (sender, receiver) pair of the plan's messages.
+  std::vector<std::pair<int, int>> Pairs;
+  for (int R = 0; R < Ranks; ++R) {
+    const Range &Steps = P.RankSteps[R];
+    for (int32_t S = Steps.First; S < Steps.First + Steps.Count; ++S)
+      if (P.Steps[S].Kind == StepKind::Send)
+        Pairs.push_back({R, P.Steps[S].Peer});
+  }
+  std::sort(Pairs.begin(), Pairs.end());
+  Pairs.erase(std::unique(Pairs.begin(), Pairs.end()), Pairs.end());
+
+  std::vector<size_t> Sizes = sizesUpTo(std::max<size_t>(8, MaxBytes / 4 * 4));
+  void *Buffer = B.allocate(Sizes.back());
+  B.fillZero(Buffer, Sizes.back());
+  B.synchronize();
+  // Seconds of Run as its slowest rank took, the median of Repeats runs
+  // after one to warm up.
+  auto Time = [&](auto Run) {
+    std::vector<double> Runs;
+    for (int I = 0; I <= Repeats; ++I) {
+      C.barrier();
+      auto Start = std::chrono::steady_clock::now();
+      Run();
+      double Seconds = std::chrono::duration<double>(
+                           std::chrono::steady_clock::now() - Start)
+                           .count();
+      Seconds = C.maxOverRanks(Seconds);
+      if (I > 0)
+        Runs.push_back(Seconds);
+    }
+    return median(Runs);
+  };
+
+  std::string Out = "{\n  \"measured\": {\n    \"transfers\": [";
+  for (size_t I = 0; I < Pairs.size(); ++I) {
+    auto [From, To] = Pairs[I];
+    std::vector<double> Seconds;
+    for (size_t Size : Sizes)
+      // Half a round trip: there and back.
+      Seconds.push_back(Time([&] {
+                          const char *Label = "--profile-comm transfer";
+                          if (Rank == From) {
+                            C.send(To, Buffer, Size, Label);
+                            C.recv(To, Buffer, Size, Label);
+                          } else if (Rank == To) {
+                            C.recv(From, Buffer, Size, Label);
+                            C.send(From, Buffer, Size, Label);
+                          }
+                        }) /
+                        2);
+    Out += std::string(I ? "," : "") +
+           "\n      {\"from\": " + quoted(P.DeviceNames[From]) +
+           ", \"to\": " + quoted(P.DeviceNames[To]) + ", " +
+           table(Sizes, Seconds) + "}";
+  }
+  Out += std::string(Pairs.empty() ? "" : "\n    ") + "],\n";
+  Out += "    \"all_reduces\": [";
+  for (size_t G = 0; G < Groups.size(); ++G) {
+    bool Member =
+        std::find(Groups[G].begin(), Groups[G].end(), Rank) != Groups[G].end();
+    std::vector<double> Seconds;
+    for (size_t Size : Sizes)
+      Seconds.push_back(Time([&] {
+        if (Member)
+          C.allReduceSum(int(G), Buffer, int64_t(Size / 4), DType::Float32,
+                         "--profile-comm all-reduce");
+      }));
+    std::string Devices;
+    for (size_t I = 0; I < Groups[G].size(); ++I)
+      Devices += (I ? ", " : "") + quoted(P.DeviceNames[Groups[G][I]]);
+    Out += std::string(G ? "," : "") + "\n      {\"devices\": [" + Devices +
+           "], " + table(Sizes, Seconds) + "}";
+  }
+  Out += std::string(Groups.empty() ? "" : "\n    ") + "]\n  }\n}\n";
+  B.deallocate(Buffer);
+  return Out;
+}
+
+} // namespace onnx2soap::rt::program
