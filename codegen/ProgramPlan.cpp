@@ -27,6 +27,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <queue>
 #include <set>
@@ -362,6 +363,8 @@ private:
     return R.size() != G.tensor(Id).Type.rank() || ir::regionVolume(R) == 0;
   }
   int32_t group(llvm::ArrayRef<DeviceId> Devices);
+  /// The pairs and groups --profile-comm measures (Plan::ProfilePairs).
+  void makeProfileComm();
   /// The gradient cells of a parameter as the task graph cuts them (its
   /// readers' rule regions, weight-only readers aside), computed once.
   const std::vector<simulator::GradientCells> &cellsOf(ir::TensorId Param);
@@ -1373,7 +1376,59 @@ llvm::Error Builder::run(const simulator::Simulator &Sim) {
   makeCalls();
   if (llvm::Error E = makeSteps(TG))
     return E;
+  makeProfileComm();
   return makeWeights();
+}
+
+void Builder::makeProfileComm() {
+  // A route's kind: its links' figures in order (what a measured table
+  // matches, simulator/Machine.h).
+  using Shape = std::vector<std::pair<double, double>>;
+  auto ShapeOf = [&](DeviceId A, DeviceId B) {
+    Shape Figures;
+    for (simulator::LinkId L : M.route(A, B))
+      Figures.push_back({M.link(L).Bandwidth, M.link(L).Latency});
+    return Figures;
+  };
+  std::set<Shape> Routes;
+  for (DeviceId A = 0; A < M.numDevices(); ++A)
+    for (DeviceId B = 0; B < M.numDevices(); ++B)
+      if (A != B && Routes.insert(ShapeOf(A, B)).second) {
+        Out.ProfilePairs.push_back(int32_t(A));
+        Out.ProfilePairs.push_back(int32_t(B));
+      }
+  // Groups: the plan's, all devices, each node's, one device per node (by
+  // local index); one per ring shape (the sorted kinds of its ring's hops).
+  std::vector<std::vector<DeviceId>> Candidates;
+  for (const rt::program::GroupInfo &G : Out.Groups)
+    Candidates.emplace_back(Out.GroupRanks.begin() + G.First,
+                            Out.GroupRanks.begin() + G.First + G.Size);
+  std::vector<DeviceId> All(M.numDevices());
+  std::iota(All.begin(), All.end(), 0);
+  Candidates.push_back(All);
+  std::map<unsigned, std::vector<DeviceId>> ByNode, ByLocal;
+  for (DeviceId D = 0; D < M.numDevices(); ++D) {
+    ByNode[M.device(D).Node].push_back(D);
+    ByLocal[M.device(D).Local].push_back(D);
+  }
+  for (auto *Sets : {&ByNode, &ByLocal})
+    for (auto &[Key, Devices] : *Sets)
+      Candidates.push_back(Devices);
+  std::set<std::vector<Shape>> Rings;
+  for (const std::vector<DeviceId> &Group : Candidates) {
+    if (Group.size() < 2)
+      continue;
+    std::vector<Shape> Ring;
+    for (size_t I = 0; I < Group.size(); ++I)
+      Ring.push_back(ShapeOf(Group[I], Group[(I + 1) % Group.size()]));
+    std::sort(Ring.begin(), Ring.end());
+    if (!Rings.insert(Ring).second)
+      continue;
+    Out.ProfileGroups.push_back(
+        {int32_t(Out.ProfileGroupRanks.size()), int32_t(Group.size())});
+    Out.ProfileGroupRanks.insert(Out.ProfileGroupRanks.end(), Group.begin(),
+                                 Group.end());
+  }
 }
 
 } // namespace
@@ -1421,6 +1476,9 @@ rt::program::Plan ProgramPlan::view(const char *Generator,
   P.LossTensor = LossTensor;
   P.DataInputs = Of(DataInputs);
   P.DeviceNames = Of(DeviceNames);
+  P.ProfilePairs = Of(ProfilePairs);
+  P.ProfileGroups = Of(ProfileGroups);
+  P.ProfileGroupRanks = Of(ProfileGroupRanks);
   P.Labels = Labels;
   return P;
 }

@@ -41,6 +41,10 @@ struct ProgramPlan {
   std::vector<double> PredictedBytes;
   /// Per rank: the cluster's name of its device.
   std::vector<const char *> DeviceNames;
+  /// What --profile-comm measures (rt::program::Plan's tables).
+  std::vector<int32_t> ProfilePairs;
+  std::vector<rt::program::GroupInfo> ProfileGroups;
+  std::vector<int32_t> ProfileGroupRanks;
 
   std::vector<rt::program::TensorInfo> Tensors;
   std::vector<rt::program::OpInfo> Ops;

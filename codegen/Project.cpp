@@ -335,6 +335,18 @@ static std::string planSource(const ProgramPlan &P, const ProjectInputs &In,
         "double", "PredictedBytes", P.PredictedBytes,
         [](double V, size_t) { return number(V); }, "0.0");
     W2.write(
+        "int32_t", "ProfilePairs", P.ProfilePairs,
+        [](int32_t V, size_t) { return std::to_string(V); }, "0");
+    W2.write(
+        "GroupInfo", "ProfileGroups", P.ProfileGroups,
+        [](const GroupInfo &G, size_t) {
+          return llvm::formatv("{{{0}, {1}}", G.First, G.Size).str();
+        },
+        "{0, 0}");
+    W2.write(
+        "int32_t", "ProfileGroupRanks", P.ProfileGroupRanks,
+        [](int32_t V, size_t) { return std::to_string(V); }, "0");
+    W2.write(
         "const char *", "DeviceNames", P.DeviceNames,
         [](const char *Name, size_t Index) {
           return quoted(Name) + " // rank " + std::to_string(Index);
@@ -448,7 +460,9 @@ static std::string planSource(const ProgramPlan &P, const ProjectInputs &In,
   Out += "      " + std::to_string(P.LossTensor) + ", // loss\n";
   Out += "      " + W.table("DataInputs") + ",\n";
   Out += "      " + std::to_string(P.Labels) + ", // labels\n";
-  Out += "      " + W.table("DeviceNames") + ",\n";
+  for (const char *Name :
+       {"DeviceNames", "ProfilePairs", "ProfileGroups", "ProfileGroupRanks"})
+    Out += "      " + W.table(Name) + ",\n";
   Out += "  };\n  return P;\n}\n";
   return Out;
 }

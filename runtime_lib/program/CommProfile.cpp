@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <numeric>
 #include <utility>
 #include <vector>
 
@@ -81,27 +80,16 @@ std::string profileCommunication(const Plan &P, Backend &B, Comm &C,
     fail("train", "this program runs on " + std::to_string(P.NumRanks) +
                       " ranks, it was started on " + std::to_string(Ranks) +
                       " (mpirun -np " + std::to_string(P.NumRanks) + ")");
-  // The plan's groups, then all ranks (the group data parallelism uses).
+  // What the compiler chose (Plan::ProfilePairs, ProfileGroups): a pair
+  // per kind of route, a group per ring shape.
   std::vector<std::vector<int>> Groups;
-  for (const GroupInfo &Group : P.Groups)
-    Groups.emplace_back(P.GroupRanks.Data + Group.First,
-                        P.GroupRanks.Data + Group.First + Group.Size);
-  std::vector<int> All(Ranks);
-  std::iota(All.begin(), All.end(), 0);
-  if (Ranks >= 2 &&
-      std::find(Groups.begin(), Groups.end(), All) == Groups.end())
-    Groups.push_back(All);
+  for (const GroupInfo &Group : P.ProfileGroups)
+    Groups.emplace_back(P.ProfileGroupRanks.Data + Group.First,
+                        P.ProfileGroupRanks.Data + Group.First + Group.Size);
   C.setGroups(Groups);
-  // Every (sender, receiver) pair of the plan's messages.
   std::vector<std::pair<int, int>> Pairs;
-  for (int R = 0; R < Ranks; ++R) {
-    const Range &Steps = P.RankSteps[R];
-    for (int32_t S = Steps.First; S < Steps.First + Steps.Count; ++S)
-      if (P.Steps[S].Kind == StepKind::Send)
-        Pairs.push_back({R, P.Steps[S].Peer});
-  }
-  std::sort(Pairs.begin(), Pairs.end());
-  Pairs.erase(std::unique(Pairs.begin(), Pairs.end()), Pairs.end());
+  for (int32_t I = 0; I + 1 < P.ProfilePairs.Size; I += 2)
+    Pairs.push_back({P.ProfilePairs[I], P.ProfilePairs[I + 1]});
 
   std::vector<size_t> Sizes = sizesUpTo(std::max<size_t>(8, MaxBytes / 4 * 4));
   void *Buffer = B.allocate(Sizes.back());

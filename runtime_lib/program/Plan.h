@@ -263,6 +263,13 @@ struct Plan {
   /// Per rank: its device's name in the cluster ("node0/gpu1"), for
   /// --profile-comm's tables.
   Table<const char *> DeviceNames;
+  /// What --profile-comm measures: one (sender, receiver) pair of ranks per
+  /// kind of route in the cluster (flattened), and all-reduce groups (the
+  /// plan's, all ranks, a node's, one rank per node), one per ring shape:
+  /// the planner's tables time all communication of those kinds.
+  Table<int32_t> ProfilePairs;
+  Table<GroupInfo> ProfileGroups;
+  Table<int32_t> ProfileGroupRanks;
 };
 
 /// The smallest message buffer a runner allocates.

@@ -123,4 +123,33 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"seq2seq", 4, Builtin::DataParallel, 2}),
     caseName);
 
+// --profile-comm measures one pair per kind of route and one group per ring
+// shape. On 8 K80s (two nodes; GPUs 0,1 and 2,3 of a node on a PCIe switch
+// each): pairs 0->1 (one switch), 0->2 (the host bridge), 0->4 (the
+// network); data parallelism's group of all 8 (ring hops of all three
+// kinds), node 0's 4 (one switch twice, the bridge twice), and one GPU per
+// node by local index: {0, 4} (the network both ways) stands for {1, 5},
+// {2, 6} and {3, 7}.
+TEST(ProfileComm, OnePairPerRouteKindOneGroupPerRingShape) {
+  ir::TrainingGraph T = test::training("tests/fixtures/mlp/model.onnx", 8);
+  simulator::Machine M = test::machine("paper-k80", 8);
+  simulator::AnalyticCostModel Cost;
+  codegen::PlanOptions Options;
+  Options.Init = codegen::InitKind::Random;
+  auto Plan = codegen::buildProgramPlan(
+      T, soap_search::builtin(soap_search::Builtin::DataParallel, T.G, M, Cost),
+      M, Cost, Options);
+  ASSERT_TRUE(bool(Plan)) << llvm::toString(Plan.takeError());
+  EXPECT_EQ(Plan->ProfilePairs, (std::vector<int32_t>{0, 1, 0, 2, 0, 4}));
+  std::vector<std::vector<int32_t>> Groups;
+  for (const GroupInfo &G : Plan->ProfileGroups)
+    Groups.emplace_back(Plan->ProfileGroupRanks.begin() + G.First,
+                        Plan->ProfileGroupRanks.begin() + G.First + G.Size);
+  EXPECT_EQ(Groups, (std::vector<std::vector<int32_t>>{
+                        {0, 1, 2, 3, 4, 5, 6, 7}, {0, 1, 2, 3}, {0, 4}}));
+  rt::program::Plan View = Plan->view("", "", 0);
+  ASSERT_EQ(View.DeviceNames.Size, 8);
+  EXPECT_STREQ(View.DeviceNames[5], "node1/gpu1");
+}
+
 } // namespace
