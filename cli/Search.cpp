@@ -345,6 +345,7 @@ llvm::Error runSearch() {
         {"model_parallel_time", R.ModelParallel.Time},
         {"speedup_vs_data_parallel", speedup(R.DataParallel.Time, Report.Time)},
         {"bytes_transferred", Report.BytesTransferred},
+        {"communication", communicationJson(Report)},
         {"peak_memory", std::move(Peaks)},
         {"max_peak_memory", MaxPeak},
         {"memory_limit", Limit},
@@ -391,6 +392,9 @@ llvm::Error runSearch() {
                       formatSeconds(R.ModelParallel.Time));
   OS << llvm::formatv("transferred     {0}\n",
                       formatBytes(Report.BytesTransferred));
+  std::string Measured = communicationLine(P.M, Report);
+  if (!Measured.empty())
+    OS << "measured        " << Measured << "\n";
   OS << llvm::formatv("buckets         {0}\n",
                       formatGradientBucket(Answer->GradientBucketBytes));
   OS << llvm::formatv("peak memory     {0} (largest device; limit {1}): {2}\n",

@@ -186,6 +186,25 @@ std::string formatGradientBucket(double Bytes) {
   return formatBytes(Bytes);
 }
 
+llvm::json::Object communicationJson(const simulator::SimReport &Report) {
+  return llvm::json::Object{
+      {"transfers", int64_t(Report.Transfers)},
+      {"measured_transfers", int64_t(Report.MeasuredTransfers)},
+      {"all_reduces", int64_t(Report.AllReduces)},
+      {"measured_all_reduces", int64_t(Report.MeasuredAllReduces)}};
+}
+
+std::string communicationLine(const simulator::Machine &M,
+                              const simulator::SimReport &Report) {
+  if (M.measuredTransfers().empty() && M.measuredAllReduces().empty())
+    return "";
+  return llvm::formatv("{0} of {1} transfers, {2} of {3} all-reduces timed by "
+                       "the cluster's measured tables",
+                       Report.MeasuredTransfers, Report.Transfers,
+                       Report.MeasuredAllReduces, Report.AllReduces)
+      .str();
+}
+
 bool gpusGiven() { return Gpus.getNumOccurrences() > 0; }
 std::string planningOptimizerName() { return OptimizerFlag.getValue(); }
 bool traceGiven() { return !TraceFile.empty(); }
@@ -467,6 +486,7 @@ llvm::Error runSimulate() {
                            {"bytes_sent", std::move(Sent)},
                            {"fits", Report.Fits},
                            {"tasks", int64_t(Report.NumTasks)},
+                           {"communication", communicationJson(Report)},
                            {"devices", std::move(Devices)}};
     if (!StrategyOutput.empty())
       Out["strategy_file"] = StrategyOutput.getValue();
@@ -485,6 +505,9 @@ llvm::Error runSimulate() {
                       formatSeconds(Report.Time));
   OS << llvm::formatv("transferred  {0}\n",
                       formatBytes(Report.BytesTransferred));
+  std::string Measured = communicationLine(P.M, Report);
+  if (!Measured.empty())
+    OS << "measured     " << Measured << "\n";
   OS << llvm::formatv("fits         {0}\n\n", Report.Fits ? "yes" : "no");
   size_t NameWidth = 6;
   for (const simulator::Device &D : P.M.devices())

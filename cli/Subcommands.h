@@ -94,6 +94,12 @@ soap_search::StrategyPrediction
 strategyPrediction(const Planning &P, const simulator::SimReport &Report);
 /// "25 MiB", "0 (one all-reduce per tensor)": for tables.
 std::string formatGradientBucket(double Bytes);
+/// Report's communication tasks and how many the cluster's measured tables
+/// timed: the `communication` object of simulate/search --json, and the
+/// line their tables print when the cluster has tables ("" otherwise).
+llvm::json::Object communicationJson(const simulator::SimReport &Report);
+std::string communicationLine(const simulator::Machine &M,
+                              const simulator::SimReport &Report);
 /// Whether --gpus or --trace was given (search --sweep-gpus refuses them).
 bool gpusGiven();
 /// The --optimizer planning flag as given (sgd, momentum, adam, adamw).

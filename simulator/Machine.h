@@ -200,6 +200,10 @@ public:
       return Transfers[S.Measured].Table.time(Bytes);
     return S.Latency + Bytes / S.Bandwidth;
   }
+  /// Whether a measured table times transfers A -> B.
+  bool measuredRoute(DeviceId A, DeviceId B) const {
+    return Routes[static_cast<size_t>(A) * Devices.size() + B].Measured >= 0;
+  }
   /// The summed latency of the route's hops (0 when A == B).
   double routeLatency(DeviceId A, DeviceId B) const {
     return Routes[static_cast<size_t>(A) * Devices.size() + B].Latency;

@@ -320,9 +320,13 @@ SimReport Simulator::report() const {
     case TaskKind::Transfer:
     case TaskKind::GradTransfer:
       R.BytesSent[T.Device] += T.Bytes;
+      ++R.Transfers;
+      R.MeasuredTransfers += M.measuredRoute(T.Device, T.Peer);
       break;
     case TaskKind::StatsAllReduce:
     case TaskKind::GradAllReduce: {
+      ++R.AllReduces;
+      R.MeasuredAllReduces += M.allReduceTable(T.Group) != nullptr;
       // Each member's share as the program's ring sends it (chunks of whole
       // elements, so members may differ by a few bytes).
       size_t N = T.Group.size();

@@ -48,6 +48,11 @@ struct SimReport {
   /// Whether every device's peak fits its capacity.
   bool Fits = true;
   unsigned NumTasks = 0;
+  /// Communication tasks (transfers of activations and their gradients;
+  /// gradient and BatchNorm-statistics all-reduces), and how many of them
+  /// the cluster's measured tables timed rather than the link model.
+  unsigned Transfers = 0, MeasuredTransfers = 0;
+  unsigned AllReduces = 0, MeasuredAllReduces = 0;
 };
 
 class Simulator {

@@ -532,10 +532,34 @@ TEST_F(CliTest, MeasuredAllReducesTimeDataParallelism) {
   RunResult Measured = run(planArgs("simulate", Path, Flags));
   ASSERT_EQ(Model.ExitCode, 0) << Model.Err;
   ASSERT_EQ(Measured.ExitCode, 0) << Measured.Err;
-  double Before = jsonObject(Model).getNumber("time").getValueOr(0);
-  double After = jsonObject(Measured).getNumber("time").getValueOr(0);
+  llvm::json::Object ModelJson = jsonObject(Model);
+  llvm::json::Object MeasuredJson = jsonObject(Measured);
+  double Before = ModelJson.getNumber("time").getValueOr(0);
+  double After = MeasuredJson.getNumber("time").getValueOr(0);
   EXPECT_LT(Before, 0.1);
   EXPECT_GT(After, 1.0);
+  // Every all-reduce timed by the table, none on cpu:2 itself.
+  const llvm::json::Object *Counts = MeasuredJson.getObject("communication");
+  ASSERT_NE(Counts, nullptr) << Measured.Out;
+  int64_t AllReduces = Counts->getInteger("all_reduces").getValueOr(-1);
+  EXPECT_GT(AllReduces, 0);
+  EXPECT_EQ(Counts->getInteger("measured_all_reduces").getValueOr(-1),
+            AllReduces);
+  EXPECT_EQ(ModelJson.getObject("communication")
+                ->getInteger("measured_all_reduces")
+                .getValueOr(-1),
+            0);
+  RunResult Table =
+      run(planArgs("simulate", Path,
+                   {"--strategy", "data-parallel", "--gradient-bucket", "0"}));
+  ASSERT_EQ(Table.ExitCode, 0) << Table.Err;
+  EXPECT_NE(Table.Out.find("\nmeasured     "), std::string::npos) << Table.Out;
+  EXPECT_NE(Table.Out.find(std::to_string(AllReduces) + " of " +
+                           std::to_string(AllReduces) +
+                           " all-reduces timed by the cluster's measured "
+                           "tables\n"),
+            std::string::npos)
+      << Table.Out;
 }
 
 // `clusters --show C --measured FILE`: FILE's tables come first, the

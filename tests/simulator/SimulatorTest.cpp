@@ -213,6 +213,10 @@ TEST_P(SimulatorTest, AMeasuredAllReduceTakesItsMeasuredTime) {
   auto Timeline = tasks(Sim);
   ASSERT_EQ(Timeline.size(), 15u);
   EXPECT_EQ(Timeline[12], (T{K::GradAllReduce, 0, 4.5, 6.5}));
+  SimReport R = Sim.report();
+  EXPECT_EQ(R.AllReduces, 1u);
+  EXPECT_EQ(R.MeasuredAllReduces, 1u);
+  EXPECT_EQ(R.Transfers, 0u);
 }
 
 // A measured transfer times the activation and its gradient (the route back
@@ -237,6 +241,10 @@ TEST_P(SimulatorTest, AMeasuredTransferTakesItsMeasuredTime) {
                   T{K::Backward, 1, 4, 6}, T{K::Backward, 1, 6, 8},
                   T{K::GradTransfer, 1, 8, 9}, T{K::Backward, 0, 9, 11},
                   T{K::Update, 0, 11, 11.5}));
+  SimReport R = Sim.report();
+  EXPECT_EQ(R.Transfers, 2u);
+  EXPECT_EQ(R.MeasuredTransfers, 2u);
+  EXPECT_EQ(R.AllReduces, 0u);
 }
 
 TEST_P(SimulatorTest, ModelParallelSendsActivationsAndGradients) {
