@@ -168,6 +168,8 @@ void writeChromeTrace(const TaskGraph &Graph, llvm::raw_ostream &OS) {
     case TaskKind::GradTransfer:
       Args["peer"] = M.device(T.Peer).Name;
       Args["bytes"] = T.Bytes;
+      if (M.measuredRoute(T.Device, T.Peer))
+        Args["measured"] = true; // timed by the cluster's measured table
       break;
     case TaskKind::StatsAllReduce:
     case TaskKind::GradAllReduce: {
@@ -176,6 +178,8 @@ void writeChromeTrace(const TaskGraph &Graph, llvm::raw_ostream &OS) {
         Group.push_back(M.device(D).Name);
       Args["devices"] = std::move(Group);
       Args["bytes"] = T.Bytes;
+      if (M.allReduceTable(T.Group))
+        Args["measured"] = true;
       if (T.Kind == TaskKind::GradAllReduce) {
         llvm::json::Array Tensors;
         for (ir::TensorId Tensor : bucketTensors(Graph.bucketParts(E.Id)))

@@ -549,6 +549,23 @@ TEST_F(CliTest, MeasuredAllReducesTimeDataParallelism) {
                 ->getInteger("measured_all_reduces")
                 .getValueOr(-1),
             0);
+  // The trace marks what the tables timed.
+  std::string Trace = Dir.file("measured-trace.json");
+  RunResult Traced =
+      run(planArgs("simulate", Path,
+                   {"--strategy", "data-parallel", "--gradient-bucket", "0",
+                    "--trace", Trace}));
+  ASSERT_EQ(Traced.ExitCode, 0) << Traced.Err;
+  auto Events = llvm::json::parse(readFile(Trace));
+  ASSERT_TRUE(static_cast<bool>(Events));
+  int64_t Marked = 0;
+  for (const llvm::json::Value &E :
+       *Events->getAsObject()->getArray("traceEvents")) {
+    const llvm::json::Object *Args = E.getAsObject()->getObject("args");
+    if (Args && Args->getBoolean("measured").getValueOr(false))
+      ++Marked;
+  }
+  EXPECT_GT(Marked, 0);
   RunResult Table =
       run(planArgs("simulate", Path,
                    {"--strategy", "data-parallel", "--gradient-bucket", "0"}));
