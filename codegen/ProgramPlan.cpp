@@ -1381,24 +1381,18 @@ llvm::Error Builder::run(const simulator::Simulator &Sim) {
 }
 
 void Builder::makeProfileComm() {
-  // A route's kind: its links' figures in order (what a measured table
-  // matches, simulator/Machine.h).
-  using Shape = std::vector<std::pair<double, double>>;
-  auto ShapeOf = [&](DeviceId A, DeviceId B) {
-    Shape Figures;
-    for (simulator::LinkId L : M.route(A, B))
-      Figures.push_back({M.link(L).Bandwidth, M.link(L).Latency});
-    return Figures;
-  };
-  std::set<Shape> Routes;
+  // One pair per kind of route and one group per ring shape: what a
+  // measured table matches (simulator/Machine.h).
+  std::vector<uint32_t> Shapes = M.routeShapes();
+  std::set<uint32_t> Routes;
   for (DeviceId A = 0; A < M.numDevices(); ++A)
     for (DeviceId B = 0; B < M.numDevices(); ++B)
-      if (A != B && Routes.insert(ShapeOf(A, B)).second) {
+      if (A != B && Routes.insert(Shapes[A * M.numDevices() + B]).second) {
         Out.ProfilePairs.push_back(int32_t(A));
         Out.ProfilePairs.push_back(int32_t(B));
       }
   // Groups: the plan's, all devices, each node's, one device per node (by
-  // local index); one per ring shape (the sorted kinds of its ring's hops).
+  // local index).
   std::vector<std::vector<DeviceId>> Candidates;
   for (const rt::program::GroupInfo &G : Out.Groups)
     Candidates.emplace_back(Out.GroupRanks.begin() + G.First,
@@ -1414,15 +1408,9 @@ void Builder::makeProfileComm() {
   for (auto *Sets : {&ByNode, &ByLocal})
     for (auto &[Key, Devices] : *Sets)
       Candidates.push_back(Devices);
-  std::set<std::vector<Shape>> Rings;
+  std::set<std::vector<uint32_t>> Rings;
   for (const std::vector<DeviceId> &Group : Candidates) {
-    if (Group.size() < 2)
-      continue;
-    std::vector<Shape> Ring;
-    for (size_t I = 0; I < Group.size(); ++I)
-      Ring.push_back(ShapeOf(Group[I], Group[(I + 1) % Group.size()]));
-    std::sort(Ring.begin(), Ring.end());
-    if (!Rings.insert(Ring).second)
+    if (Group.size() < 2 || !Rings.insert(M.ringShape(Shapes, Group)).second)
       continue;
     Out.ProfileGroups.push_back(
         {int32_t(Out.ProfileGroupRanks.size()), int32_t(Group.size())});

@@ -288,41 +288,50 @@ double SizeTable::time(double Bytes) const {
   return Bytes / (Low + (High - Low) * Fraction);
 }
 
-void Machine::bindMeasured() {
-  AllReduceShapes.clear();
-  if (Transfers.empty() && AllReduces.empty())
-    return;
-  // Each route's shape: its links' figures in order, numbered as first met.
-  std::map<std::vector<std::pair<double, double>>, uint32_t> Shapes;
+std::vector<uint32_t> Machine::routeShapes() const {
+  std::map<std::vector<std::pair<double, double>>, uint32_t> Ids;
   std::vector<std::pair<double, double>> Figures;
-  for (RouteSlice &S : Routes) {
-    S.Measured = -1;
+  std::vector<uint32_t> Shapes;
+  Shapes.reserve(Routes.size());
+  for (const RouteSlice &S : Routes) {
     Figures.clear();
     for (uint32_t I = 0; I < S.Size; ++I) {
       const Link &L = Links[RouteLinks[S.Begin + I]];
       Figures.push_back({L.Bandwidth, L.Latency});
     }
-    S.Shape = Shapes.try_emplace(Figures, Shapes.size()).first->second;
+    Shapes.push_back(Ids.try_emplace(Figures, Ids.size()).first->second);
   }
+  return Shapes;
+}
+
+std::vector<uint32_t> Machine::ringShape(llvm::ArrayRef<uint32_t> Shapes,
+                                         llvm::ArrayRef<DeviceId> Group) const {
+  std::vector<uint32_t> Ring;
+  size_t N = Devices.size();
+  for (size_t I = 0; I < Group.size(); ++I)
+    Ring.push_back(Shapes[Group[I] * N + Group[(I + 1) % Group.size()]]);
+  llvm::sort(Ring);
+  return Ring;
+}
+
+void Machine::bindMeasured() {
+  RouteShapes.clear();
+  AllReduceShapes.clear();
+  for (RouteSlice &S : Routes)
+    S.Measured = -1;
+  if (Transfers.empty() && AllReduces.empty())
+    return;
+  RouteShapes = routeShapes();
   size_t N = Devices.size();
   // The first table of a route's shape times it.
   for (size_t T = Transfers.size(); T-- > 0;) {
-    uint32_t Shape = Routes[Transfers[T].From * N + Transfers[T].To].Shape;
-    for (RouteSlice &S : Routes)
-      if (S.Size != 0 && S.Shape == Shape)
-        S.Measured = int32_t(T);
+    uint32_t Shape = RouteShapes[Transfers[T].From * N + Transfers[T].To];
+    for (size_t R = 0; R < Routes.size(); ++R)
+      if (Routes[R].Size != 0 && RouteShapes[R] == Shape)
+        Routes[R].Measured = int32_t(T);
   }
   for (const MeasuredAllReduce &A : AllReduces)
-    AllReduceShapes.push_back(ringShape(A.Devices));
-}
-
-std::vector<uint32_t> Machine::ringShape(llvm::ArrayRef<DeviceId> Group) const {
-  std::vector<uint32_t> Shape;
-  size_t N = Devices.size();
-  for (size_t I = 0; I < Group.size(); ++I)
-    Shape.push_back(Routes[Group[I] * N + Group[(I + 1) % Group.size()]].Shape);
-  llvm::sort(Shape);
-  return Shape;
+    AllReduceShapes.push_back(ringShape(RouteShapes, A.Devices));
 }
 
 const SizeTable *Machine::allReduceTable(llvm::ArrayRef<DeviceId> Group) const {
@@ -333,7 +342,7 @@ const SizeTable *Machine::allReduceTable(llvm::ArrayRef<DeviceId> Group) const {
     if (AllReduces[T].Devices.size() != Group.size())
       continue;
     if (Shape.empty())
-      Shape = ringShape(Group);
+      Shape = ringShape(RouteShapes, Group);
     if (AllReduceShapes[T] == Shape)
       return &AllReduces[T].Table;
   }

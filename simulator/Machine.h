@@ -221,6 +221,17 @@ public:
   /// two or more), or null: the first whose group has the same ring shape.
   const SizeTable *allReduceTable(llvm::ArrayRef<DeviceId> Devices) const;
 
+  /// Per ordered device pair (index A * numDevices() + B): the kind of its
+  /// route, an id shared by the routes that cross links of the same
+  /// bandwidths and latencies in the same order, numbered as first met
+  /// (what a measured transfer table matches). Computed on each call.
+  std::vector<uint32_t> routeShapes() const;
+  /// The ring shape of Group (sorted devices; the last back to the first):
+  /// the kinds (Shapes, from routeShapes) of its hops, sorted. What a
+  /// measured all-reduce table matches.
+  std::vector<uint32_t> ringShape(llvm::ArrayRef<uint32_t> Shapes,
+                                  llvm::ArrayRef<DeviceId> Group) const;
+
   /// The canonical JSON form (the cluster file format, keys sorted, numbers
   /// rounded to 12 significant digits, regular nodes written once as a
   /// template): what strategy files and manifests record and hash.
@@ -244,16 +255,11 @@ private:
     double Bandwidth = std::numeric_limits<double>::infinity();
     /// The measured transfer that times it (index into Transfers), or -1.
     int32_t Measured = -1;
-    /// Routes crossing links of the same figures in the same order share
-    /// it (set only when the machine has measured tables).
-    uint32_t Shape = 0;
   };
   /// Fills Routes; an error names a device pair with no route. Then binds
   /// the measured tables to the routes and groups they time.
   llvm::Error computeRoutes();
   void bindMeasured();
-  /// The sorted route shapes of the ring over Devices (sorted).
-  std::vector<uint32_t> ringShape(llvm::ArrayRef<DeviceId> Devices) const;
 
   std::vector<DeviceType> Types;
   std::vector<Device> Devices;
@@ -264,7 +270,9 @@ private:
   std::vector<LinkId> RouteLinks;
   std::vector<MeasuredTransfer> Transfers;
   std::vector<MeasuredAllReduce> AllReduces;
-  /// Per measured all-reduce: ringShape of its devices.
+  /// routeShapes() when the machine has measured tables (else empty), and
+  /// per measured all-reduce the ringShape of its devices.
+  std::vector<uint32_t> RouteShapes;
   std::vector<std::vector<uint32_t>> AllReduceShapes;
 
   friend class MachineBuilder;

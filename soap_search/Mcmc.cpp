@@ -17,6 +17,7 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <numeric>
 #include <set>
 #include <thread>
 
@@ -836,8 +837,7 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
         Simulated[K] = candidate(*Held, Options.MemoryLimit, "optcnn");
       }
       std::vector<size_t> Order(Found.size());
-      for (size_t K = 0; K < Order.size(); ++K)
-        Order[K] = K;
+      std::iota(Order.begin(), Order.end(), 0);
       std::stable_sort(Order.begin(), Order.end(), [&](size_t A, size_t B) {
         return better(Options.Goal, Simulated[A], Simulated[B]);
       });

@@ -6,10 +6,10 @@
 //
 //===----------------------------------------------------------------------===//
 #include "CommProfile.h"
-#include "../Error.h"
+#include "ReportText.h"
+#include "Runner.h"
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <utility>
 #include <vector>
 
@@ -35,18 +35,6 @@ std::vector<size_t> sizesUpTo(size_t Max) {
   return Sizes;
 }
 
-double median(std::vector<double> Values) {
-  std::sort(Values.begin(), Values.end());
-  size_t N = Values.size();
-  return N % 2 ? Values[N / 2] : (Values[N / 2 - 1] + Values[N / 2]) / 2;
-}
-
-std::string number(double Value) {
-  char Text[32];
-  std::snprintf(Text, sizeof Text, "%.9g", Value);
-  return Text;
-}
-
 /// "sizes_bytes": [...], "times_us": [...]
 std::string table(const std::vector<size_t> &Sizes,
                   const std::vector<double> &Seconds) {
@@ -57,29 +45,16 @@ std::string table(const std::vector<size_t> &Sizes,
   for (size_t I = 0; I < Seconds.size(); ++I)
     // A table's times must be positive: a clock that did not tick counts
     // as a nanosecond.
-    Out += (I ? ", " : "") + number(std::max(Seconds[I], 1e-9) * 1e6);
+    Out += (I ? ", " : "") + jsonNumber(std::max(Seconds[I], 1e-9) * 1e6);
   return Out + "]";
-}
-
-std::string quoted(const char *Text) {
-  std::string Out = "\"";
-  for (const char *C = Text; *C; ++C) {
-    if (*C == '"' || *C == '\\')
-      Out += '\\';
-    Out += *C;
-  }
-  return Out + "\"";
 }
 
 } // namespace
 
 std::string profileCommunication(const Plan &P, Backend &B, Comm &C,
                                  size_t MaxBytes, int Repeats) {
-  int Rank = C.rank(), Ranks = C.size();
-  if (Ranks != P.NumRanks)
-    fail("train", "this program runs on " + std::to_string(P.NumRanks) +
-                      " ranks, it was started on " + std::to_string(Ranks) +
-                      " (mpirun -np " + std::to_string(P.NumRanks) + ")");
+  int Rank = C.rank();
+  checkRankCount(P, C);
   // What the compiler chose (Plan::ProfilePairs, ProfileGroups): a pair
   // per kind of route, a group per ring shape.
   std::vector<std::vector<int>> Groups;
@@ -131,8 +106,8 @@ std::string profileCommunication(const Plan &P, Backend &B, Comm &C,
                         }) /
                         2);
     Out += std::string(I ? "," : "") +
-           "\n      {\"from\": " + quoted(P.DeviceNames[From]) +
-           ", \"to\": " + quoted(P.DeviceNames[To]) + ", " +
+           "\n      {\"from\": " + jsonString(P.DeviceNames[From]) +
+           ", \"to\": " + jsonString(P.DeviceNames[To]) + ", " +
            table(Sizes, Seconds) + "}";
   }
   Out += std::string(Pairs.empty() ? "" : "\n    ") + "],\n";
@@ -149,7 +124,7 @@ std::string profileCommunication(const Plan &P, Backend &B, Comm &C,
       }));
     std::string Devices;
     for (size_t I = 0; I < Groups[G].size(); ++I)
-      Devices += (I ? ", " : "") + quoted(P.DeviceNames[Groups[G][I]]);
+      Devices += (I ? ", " : "") + jsonString(P.DeviceNames[Groups[G][I]]);
     Out += std::string(G ? "," : "") + "\n      {\"devices\": [" + Devices +
            "], " + table(Sizes, Seconds) + "}";
   }

@@ -15,6 +15,7 @@
 #include "../HostBox.h"
 #include "BufferLifetimes.h"
 #include "Dataset.h"
+#include "ReportText.h"
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -390,14 +391,18 @@ static void setAttributes(const Plan &P, int32_t First, int32_t Count,
   }
 }
 
-Runner::Runner(const Plan &P, Backend &B, Comm &C,
-               const std::string &WeightsDir)
-    : I(new Impl(P, B, C)) {
-  int Rank = C.rank();
+void checkRankCount(const Plan &P, const Comm &C) {
   if (C.size() != P.NumRanks)
     fail("train", "this program runs on " + std::to_string(P.NumRanks) +
                       " ranks, it was started on " + std::to_string(C.size()) +
                       " (mpirun -np " + std::to_string(P.NumRanks) + ")");
+}
+
+Runner::Runner(const Plan &P, Backend &B, Comm &C,
+               const std::string &WeightsDir)
+    : I(new Impl(P, B, C)) {
+  int Rank = C.rank();
+  checkRankCount(P, C);
   // The communicators first: NCCL allocates their buffers as it creates
   // them, and the memory check below should see what is left.
   std::vector<std::vector<int>> Groups;
@@ -626,22 +631,6 @@ void Runner::startProfiling() {
   I->BackwardSeconds.assign(I->P.Calls.Size, {});
 }
 
-static double median(std::vector<double> Values) {
-  std::sort(Values.begin(), Values.end());
-  size_t N = Values.size();
-  return N % 2 ? Values[N / 2] : (Values[N / 2 - 1] + Values[N / 2]) / 2;
-}
-
-static std::string jsonString(const std::string &Text) {
-  std::string Out = "\"";
-  for (char C : Text) {
-    if (C == '"' || C == '\\')
-      Out += '\\';
-    Out += C;
-  }
-  return Out + "\"";
-}
-
 std::string Runner::profileJson(int Threads) {
   const Plan &P = I->P;
   Comm &C = I->C;
@@ -678,16 +667,13 @@ std::string Runner::profileJson(int Threads) {
       ", \"threads\": " + std::to_string(Threads) +
       ", \"program\": " + jsonString(P.ModelName) + "},\n  \"entries\": [";
   bool First = true;
-  char Number[40];
   for (const auto &[Key, T] : ByKey) {
     Out += First ? "\n" : ",\n";
     First = false;
-    std::snprintf(Number, sizeof Number, "%.9g", median(T.Forward));
-    Out += "    {\"key\": " + jsonString(Key) + ", \"forward_s\": " + Number;
-    if (!T.Backward.empty()) {
-      std::snprintf(Number, sizeof Number, "%.9g", median(T.Backward));
-      Out += std::string(", \"backward_s\": ") + Number;
-    }
+    Out += "    {\"key\": " + jsonString(Key) +
+           ", \"forward_s\": " + jsonNumber(median(T.Forward));
+    if (!T.Backward.empty())
+      Out += ", \"backward_s\": " + jsonNumber(median(T.Backward));
     Out += ", \"samples\": " + std::to_string(T.Samples) + "}";
   }
   return Out + "\n  ]\n}\n";

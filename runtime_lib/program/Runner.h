@@ -27,6 +27,9 @@ class Dataset;
 /// out-of-memory error halfway through them.
 void checkDeviceMemory(const Plan &P, int32_t Rank, size_t Free);
 
+/// Fails, naming both counts, unless C has as many ranks as P.
+void checkRankCount(const Plan &P, const Comm &C);
+
 class Runner {
 public:
   /// Allocates this rank's buffers and loads their initial values from the
