@@ -11,9 +11,12 @@ before/after comparison in the same run) and reads the project's
 manifest.json: per rank, `allocated_bytes` (what the program allocates: its
 buffers' arena and its message buffer), `kernel_scratch_bytes` and
 `library_bytes` (the kernel scratch and the cuBLAS workspace the planner
-counts on top, where the manifest has them) and
-`predicted_peak_memory` (the planner's peak). Prints a markdown table for
-the rank that allocates most.
+counts on top, where the manifest has them), `runtime_bytes` (the CUDA
+context's and NCCL's memory the planner counts outside the program's
+buffers, since 2026-11-25) and `predicted_peak_memory` (the planner's peak).
+Prints a markdown table for the rank that allocates most; the ratios are
+against the peak less the runtime's part, what the program's own
+allocations are to fit in.
 Compiling needs no GPU; nothing is run.
 """
 import argparse
@@ -32,8 +35,8 @@ STRATEGIES = ["data-parallel", "expert"]
 
 
 def compile_memory(build, model, batch, strategy, cluster, gpus, work):
-    """(allocated, planner peak, kernel scratch and library memory) of the
-    rank that allocates most, or None when compile refuses the strategy (its
+    """(allocated, planner peak, kernel scratch and library memory, runtime
+    memory) of the rank that allocates most, or None when compile refuses the strategy (its
     message)."""
     out = os.path.join(work, "project")
     shutil.rmtree(out, ignore_errors=True)
@@ -50,8 +53,10 @@ def compile_memory(build, model, batch, strategy, cluster, gpus, work):
     peak = manifest["predicted_peak_memory"]
     scratch = manifest.get("kernel_scratch_bytes", [0] * len(allocated))
     library = manifest.get("library_bytes", [0] * len(allocated))
+    runtime = manifest.get("runtime_bytes", [0] * len(allocated))
     rank = max(range(len(allocated)), key=lambda r: allocated[r])
-    return (allocated[rank], peak[rank], scratch[rank] + library[rank]), None
+    return (allocated[rank], peak[rank], scratch[rank] + library[rank],
+            runtime[rank]), None
 
 
 def mib(n):
@@ -78,8 +83,8 @@ def main():
                     row["error"] = error
                     rows.append(row)
                     continue
-                (row["allocated"], row["planner_peak"],
-                 row["kernel_scratch"]) = now
+                (row["allocated"], row["planner_peak"], row["kernel_scratch"],
+                 row["runtime"]) = now
                 if args.peer:
                     before, _ = compile_memory(args.peer, model, batch,
                                                strategy, args.cluster,
@@ -92,21 +97,24 @@ def main():
 
     peer = " | peer allocates MiB | now / peer" if args.peer else ""
     print("| model | strategy | batch | allocates MiB "
-          "| kernel scratch + cuBLAS MiB | planner's peak MiB "
-          "| allocates / peak | (allocates + scratch + cuBLAS) / peak%s |"
+          "| kernel scratch + cuBLAS MiB | CUDA context + NCCL MiB "
+          "| planner's peak MiB | allocates / (peak - context - NCCL) "
+          "| (allocates + scratch + cuBLAS) / (peak - context - NCCL)%s |"
           % peer)
-    print("|---|---|---:|---:|---:|---:|---:|---:%s|" % (
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:%s|" % (
         "|---:|---:" if args.peer else ""))
     for row in rows:
         if "error" in row:
             print("| %s | %s | %d | refused: %s |" %
                   (row["model"], row["strategy"], row["batch"], row["error"]))
             continue
-        line = "| %s | %s | %d | %s | %s | %s | %.3f | %.3f" % (
+        buffers = row["planner_peak"] - row["runtime"]
+        line = "| %s | %s | %d | %s | %s | %s | %s | %.3f | %.3f" % (
             row["model"], row["strategy"], row["batch"],
             mib(row["allocated"]), mib(row["kernel_scratch"]),
-            mib(row["planner_peak"]), row["allocated"] / row["planner_peak"],
-            (row["allocated"] + row["kernel_scratch"]) / row["planner_peak"])
+            mib(row["runtime"]), mib(row["planner_peak"]),
+            row["allocated"] / buffers,
+            (row["allocated"] + row["kernel_scratch"]) / buffers)
         if args.peer:
             if "peer_allocated" in row:
                 line += " | %s | %.2f" % (mib(row["peer_allocated"]),

@@ -12,6 +12,9 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
+#include <optional>
+#include <set>
+#include <string>
 
 namespace onnx2soap::cli {
 
@@ -39,7 +42,8 @@ static cl::opt<std::string> Measured(
     cl::value_desc("FILE"), cl::sub(clustersCommand()));
 
 /// Machine M with the tables of the "measured" section of File first (a
-/// transfer or all-reduce takes the first table that fits it), then its own.
+/// transfer or all-reduce takes the first table that fits it), then its own,
+/// and with File's "device_memory" figures in the device types it measured.
 static llvm::Expected<Machine> withMeasured(const Machine &M,
                                             llvm::StringRef File) {
   auto Fail = [&](const llvm::Twine &Message) {
@@ -77,6 +81,50 @@ static llvm::Expected<Machine> withMeasured(const Machine &M,
     if (Entry.first != "transfers" && Entry.first != "all_reduces")
       return Fail("measured: unknown key '" + Entry.first.str() + "'");
   Into["measured"] = std::move(Merged);
+
+  // The device memory the program measured (GPUs only): its figures go to
+  // the device type of every device it names.
+  if (const llvm::json::Value *Memory = Root->get("device_memory")) {
+    const llvm::json::Object *O = Memory->getAsObject();
+    if (!O)
+      return Fail("device_memory: expected an object");
+    const llvm::json::Array *Devices = O->getArray("devices");
+    if (!Devices)
+      return Fail("device_memory.devices: expected an array of device names");
+    llvm::json::Object Figures;
+    for (const auto &Entry : *O) {
+      llvm::StringRef Key = Entry.first;
+      if (Key == "devices")
+        continue;
+      if (Key != "runtime_MiB" && Key != "communicator_MiB" &&
+          Key != "peer_MiB")
+        return Fail("device_memory: unknown key '" + Key.str() + "'");
+      llvm::Optional<double> MiB = Entry.second.getAsNumber();
+      if (!MiB || !(*MiB >= 0))
+        return Fail("device_memory." + Key + ": expected a number >= 0");
+      Figures[Key] = *MiB;
+    }
+    std::set<std::string> Types;
+    for (size_t I = 0; I < Devices->size(); ++I) {
+      llvm::Optional<llvm::StringRef> Name = (*Devices)[I].getAsString();
+      std::optional<simulator::DeviceId> Id;
+      for (simulator::DeviceId D = 0; Name && D < M.numDevices(); ++D)
+        if (M.device(D).Name == *Name)
+          Id = D;
+      if (!Id)
+        return Fail("device_memory.devices[" + std::to_string(I) + "]: " +
+                    (Name ? "no device '" + Name->str() + "' in cluster '" +
+                                M.Name + "'"
+                          : std::string("expected a device name")));
+      Types.insert(M.deviceType(*Id).Name);
+    }
+    for (llvm::json::Value &Type : *Into.getArray("device_types")) {
+      llvm::json::Object &T = *Type.getAsObject();
+      if (Types.count(T.getString("name")->str()))
+        for (const auto &Figure : Figures)
+          T[Figure.first] = Figure.second;
+    }
+  }
   return Machine::fromJsonValue(Cluster, File);
 }
 

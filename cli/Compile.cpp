@@ -250,15 +250,18 @@ llvm::Error runCompile() {
       formatBytes(double(Plan->ScratchBytes[Fullest])));
   for (size_t Rank = 0; Rank < Allocated.size(); ++Rank) {
     double Capacity = double(P.M.deviceType(Rank).MemoryCapacity);
-    // On top of its buffers: kernel scratch and the libraries' workspace.
+    // On top of its buffers: kernel scratch, the libraries' workspace, and
+    // the runtime's and NCCL's memory.
     double OnTop = double(Plan->ScratchBytes[Rank]) +
-                   double(P.M.deviceType(Rank).libraryMemory());
+                   double(P.M.deviceType(Rank).libraryMemory()) +
+                   Plan->Prediction.RuntimeMemory[Rank];
     if (Allocated[Rank] + OnTop > Capacity) {
       llvm::errs() << llvm::formatv(
-          "warning: rank {0} allocates {1} and takes {2} of kernel scratch "
-          "and library workspace, more than its device's {3}: the program "
-          "will fail to start there (search with a lower --memory-limit and "
-          "compile its strategy file, or use more devices)\n",
+          "warning: rank {0} allocates {1} and takes {2} of kernel scratch, "
+          "library workspace, CUDA context and NCCL buffers, more than its "
+          "device's {3}: the program will fail to start there (search with a "
+          "lower --memory-limit and compile its strategy file, or use more "
+          "devices)\n",
           Rank, formatBytes(Allocated[Rank]), formatBytes(OnTop),
           formatBytes(Capacity));
       break;

@@ -466,12 +466,15 @@ llvm::Error runSimulate() {
       Peaks.push_back(Report.PeakMemory[D]);
       Compute.push_back(Report.ComputeTime[D]);
       Sent.push_back(Report.BytesSent[D]);
-      Devices.push_back(
-          llvm::json::Object{{"name", P.M.device(D).Name},
-                             {"compute_time", Report.ComputeTime[D]},
-                             {"bytes_sent", Report.BytesSent[D]},
-                             {"peak_memory", Report.PeakMemory[D]},
-                             {"capacity", P.M.deviceType(D).MemoryCapacity}});
+      Devices.push_back(llvm::json::Object{
+          {"name", P.M.device(D).Name},
+          {"compute_time", Report.ComputeTime[D]},
+          {"bytes_sent", Report.BytesSent[D]},
+          {"peak_memory", Report.PeakMemory[D]},
+          {"runtime_memory", Report.RuntimeMemory[D]},
+          {"communicators", int64_t(Report.Communicators[D])},
+          {"peers", int64_t(Report.Peers[D])},
+          {"capacity", P.M.deviceType(D).MemoryCapacity}});
     }
     llvm::json::Object Out{{"model", P.Target.ModelFile},
                            {"cluster", P.M.Name},
@@ -515,15 +518,24 @@ llvm::Error runSimulate() {
   auto Padded = [&](llvm::StringRef Name) {
     return Name.str() + std::string(NameWidth - Name.size(), ' ');
   };
-  OS << llvm::formatv("{0} {1,12} {2,12} {3,12} {4,12}\n", Padded("device"),
-                      "compute", "sent", "peak memory", "capacity");
+  // On GPUs, the part of the peak that is the runtime's and NCCL's.
+  bool Runtime = llvm::any_of(Report.RuntimeMemory,
+                              [](double Bytes) { return Bytes > 0; });
+  OS << llvm::formatv("{0} {1,12} {2,12} {3,12} {4}{5,12}\n", Padded("device"),
+                      "compute", "sent", "peak memory",
+                      Runtime ? llvm::formatv("{0,12} ", "runtime").str()
+                              : std::string(),
+                      "capacity");
   for (simulator::DeviceId D = 0; D < NumDevices; ++D) {
     double Capacity = double(P.M.deviceType(D).MemoryCapacity);
     OS << llvm::formatv(
-        "{0} {1,12} {2,12} {3,12} {4,12}{5}\n", Padded(P.M.device(D).Name),
+        "{0} {1,12} {2,12} {3,12} {4}{5,12}{6}\n", Padded(P.M.device(D).Name),
         formatSeconds(Report.ComputeTime[D]), formatBytes(Report.BytesSent[D]),
-        formatBytes(Report.PeakMemory[D]), formatBytes(Capacity),
-        Report.PeakMemory[D] > Capacity ? "  over" : "");
+        formatBytes(Report.PeakMemory[D]),
+        Runtime ? llvm::formatv("{0,12} ", formatBytes(Report.RuntimeMemory[D]))
+                      .str()
+                : std::string(),
+        formatBytes(Capacity), Report.PeakMemory[D] > Capacity ? "  over" : "");
   }
   if (!StrategyOutput.empty())
     OS << llvm::formatv("\nwrote        {0}\n", StrategyOutput.getValue());

@@ -606,6 +606,11 @@ llvm::Expected<ProjectFiles> projectFiles(const ProjectInputs &In) {
   llvm::json::Array Library;
   for (simulator::DeviceId D = 0; D < In.M.numDevices(); ++D)
     Library.push_back(In.M.deviceType(D).libraryMemory());
+  // The runtime's and NCCL's memory the planner counts outside the
+  // program's buffers (MemoryModel.h).
+  llvm::json::Array Runtime;
+  for (double Bytes : P.Prediction.RuntimeMemory)
+    Runtime.push_back(int64_t(Bytes));
   for (double Bytes : P.allocatedBytes())
     Allocated.push_back(int64_t(Bytes));
   llvm::json::Object Manifest{
@@ -628,6 +633,7 @@ llvm::Expected<ProjectFiles> projectFiles(const ProjectInputs &In) {
       {"allocated_bytes", std::move(Allocated)},
       {"kernel_scratch_bytes", std::move(Scratch)},
       {"library_bytes", std::move(Library)},
+      {"runtime_bytes", std::move(Runtime)},
       {"conv_workspace_bytes", P.ConvWorkspaceBytes},
       {"files", std::move(FileHashes)},
   };

@@ -68,6 +68,11 @@ public:
   /// Bytes of device memory free for allocate(), where the device says
   /// (a GPU); nullopt where it does not (host memory).
   virtual std::optional<size_t> freeMemory() const { return std::nullopt; }
+  /// Bytes of device memory in use by anyone (the device's total less what
+  /// is free), and the part of it this backend holds for its libraries
+  /// (cuBLAS's workspace), where the device says; nullopt on host memory.
+  virtual std::optional<size_t> memoryInUse() const { return std::nullopt; }
+  virtual size_t libraryBytes() const { return 0; }
   virtual void deallocate(void *Pointer) = 0;
   virtual void copyFromHost(void *Device, const void *Host, size_t Bytes) = 0;
   virtual void copyToHost(void *Host, const void *Device, size_t Bytes) = 0;

@@ -17,6 +17,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <optional>
+#include <tuple>
+#include <utility>
 
 using namespace onnx2soap::simulator;
 namespace json = llvm::json;
@@ -230,7 +232,8 @@ ClusterReader::readDeviceType(const json::Value &V,
           checkKeys(*O, Path,
                     {"name", "peak_TFLOPS_f32", "peak_TFLOPS_f16",
                      "memory_bandwidth_GBps", "memory_GiB",
-                     "launch_overhead_us", "cuda_arch", "conv_workspace_MiB"}))
+                     "launch_overhead_us", "cuda_arch", "conv_workspace_MiB",
+                     "runtime_MiB", "communicator_MiB", "peer_MiB"}))
     return E;
   DeviceType T;
   TRY(Name, string(*O, Path, "name", true));
@@ -242,11 +245,24 @@ ClusterReader::readDeviceType(const json::Value &V,
   TRY(Arch, string(*O, Path, "cuda_arch", false, StringRef()));
   TRY(Workspace, number(*O, Path, "conv_workspace_MiB", Sign::NonNegative,
                         Arch.empty() ? 0 : DefaultConvWorkspaceMiB));
+  bool Gpu = !Arch.empty();
+  TRY(Runtime, number(*O, Path, "runtime_MiB", Sign::NonNegative,
+                      Gpu ? DefaultRuntimeMiB : 0));
+  TRY(PerCommunicator, number(*O, Path, "communicator_MiB", Sign::NonNegative,
+                              Gpu ? DefaultCommunicatorMiB : 0));
+  TRY(PerPeer, number(*O, Path, "peer_MiB", Sign::NonNegative,
+                      Gpu ? DefaultPeerMiB : 0));
   if (GiB > 1e9)
     return error(key(Path, "memory_GiB"), "is too large");
   if (Workspace > GiB * 1024)
     return error(key(Path, "conv_workspace_MiB"),
                  "is more than the device's memory_GiB");
+  for (auto [Name, MiB] :
+       {std::pair<const char *, double>{"runtime_MiB", Runtime},
+        {"communicator_MiB", PerCommunicator},
+        {"peer_MiB", PerPeer}})
+    if (MiB > GiB * 1024)
+      return error(key(Path, Name), "is more than the device's memory_GiB");
   bool ArchOk =
       Arch.empty() ||
       ((Arch.size() == 2 || Arch.size() == 3) && llvm::isDigit(Arch[0]) &&
@@ -264,6 +280,10 @@ ClusterReader::readDeviceType(const json::Value &V,
   T.LaunchOverhead = Launch * 1e-6;
   T.CudaArch = Arch;
   T.ConvWorkspace = static_cast<int64_t>(std::llround(Workspace * (1 << 20)));
+  T.RuntimeMemory = static_cast<int64_t>(std::llround(Runtime * (1 << 20)));
+  T.CommunicatorMemory =
+      static_cast<int64_t>(std::llround(PerCommunicator * (1 << 20)));
+  T.PeerMemory = static_cast<int64_t>(std::llround(PerPeer * (1 << 20)));
   return T;
 }
 
@@ -733,6 +753,18 @@ json::Value Machine::toJson() const {
                     round12(static_cast<double>(T.ConvWorkspace) / (1 << 20))}};
     if (!T.CudaArch.empty())
       O["cuda_arch"] = T.CudaArch;
+    // The runtime's figures only where they differ from the defaults, so
+    // that the canonical form (and the cluster hash strategy files carry)
+    // of a cluster without them stays what it was before they existed.
+    bool Gpu = !T.CudaArch.empty();
+    for (auto [Name, Bytes, Default] :
+         {std::tuple<const char *, int64_t, double>{
+              "runtime_MiB", T.RuntimeMemory, Gpu ? DefaultRuntimeMiB : 0},
+          {"communicator_MiB", T.CommunicatorMemory,
+           Gpu ? DefaultCommunicatorMiB : 0},
+          {"peer_MiB", T.PeerMemory, Gpu ? DefaultPeerMiB : 0}})
+      if (Bytes != static_cast<int64_t>(std::llround(Default * (1 << 20))))
+        O[Name] = round12(static_cast<double>(Bytes) / (1 << 20));
     TypeList.push_back(std::move(O));
   }
 

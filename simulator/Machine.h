@@ -38,6 +38,24 @@ using EndpointId = uint32_t;
 /// none (conv_workspace_MiB): enough for the algorithms cuDNN's heuristics
 /// rank first on common layers; CPU devices default to none.
 constexpr double DefaultConvWorkspaceMiB = 64;
+/// A GPU device type's runtime memory when its cluster file gives none
+/// (runtime_MiB): the CUDA context with the kernels a training step loads
+/// (lazy module loading, the default from CUDA 12.2 on Linux) and the
+/// cuDNN and cuBLAS handles. PyTorch measured 287 MB for its context so
+/// loaded (pytorch/pytorch#86509); ours links the same libraries.
+constexpr double DefaultRuntimeMiB = 320;
+/// A GPU device type's memory per NCCL communicator it joins when its
+/// cluster file gives none (communicator_MiB): NCCL allocates receive
+/// buffers per channel and ring connection (4 MiB for its Simple protocol,
+/// NCCL_BUFFSIZE, plus the LL and LL128 protocols' buffers), and uses 16 or
+/// more channels on NVLink GPUs; one report measured 544-688 MB per group
+/// on A100s (NVIDIA/nccl#964), more with NVLink SHARP.
+constexpr double DefaultCommunicatorMiB = 256;
+/// A GPU device type's memory per device it exchanges point-to-point
+/// messages with when its cluster file gives none (peer_MiB): NCCL opens
+/// two channels per peer (NCCL_NCHANNELS_PER_NET_PEER) with a 4 MiB buffer
+/// each, in each direction.
+constexpr double DefaultPeerMiB = 16;
 
 /// What one kind of compute device can do. Rates are per second, sizes in
 /// bytes, times in seconds.
@@ -55,6 +73,14 @@ struct DeviceType {
   /// CUDA compute capability as nvcc spells it ("60", "90"), empty for CPU
   /// devices.
   std::string CudaArch;
+  /// Bytes outside a generated program's buffers (MemoryModel.h): the
+  /// runtime's own (CUDA context, loaded kernels, library handles), and
+  /// NCCL's per communicator the device joins and per device it exchanges
+  /// messages with. Estimates by default (DefaultRuntimeMiB, ...; none on
+  /// CPUs), for a cluster file to replace with measured figures.
+  int64_t RuntimeMemory = 0;
+  int64_t CommunicatorMemory = 0;
+  int64_t PeerMemory = 0;
 
   /// Bytes a generated program's backend holds for its libraries on a
   /// device of this type for the whole run: the cuBLAS workspace on GPUs

@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "simulator/MemoryModel.h"
+#include "llvm/ADT/STLExtras.h"
 
 namespace onnx2soap::simulator {
 
@@ -32,6 +33,36 @@ void MemoryBreakdown::add(const Task &T, double Sign) {
     Count(Messages[T.Device], T.MessageBytes);
     Count(Messages[T.Peer], T.MessageBytes);
   }
+  // The communicator of the collective's group, or the pair's connection:
+  // open from the first such task to the last.
+  auto Use = [&](uint32_t &Uses, auto Each) {
+    if (Sign > 0 && Uses++ == 0)
+      Each(1);
+    else if (Sign < 0 && --Uses == 0)
+      Each(-1);
+  };
+  if (!T.Group.empty()) {
+    llvm::SmallVector<DeviceId, 2> Key(T.Group.begin(), T.Group.end());
+    llvm::sort(Key);
+    auto It = GroupUses.try_emplace(Key, 0).first;
+    Use(It->second, [&](int Step) {
+      for (DeviceId D : Key)
+        Communicators[D] += Step;
+    });
+    if (It->second == 0)
+      GroupUses.erase(It);
+  } else if (T.Device != T.Peer) {
+    DeviceId Low = std::min(T.Device, T.Peer);
+    DeviceId High = std::max(T.Device, T.Peer);
+    uint64_t Key = (uint64_t(Low) << 32) | High;
+    uint32_t &Uses = PairUses[Key];
+    Use(Uses, [&](int Step) {
+      Peers[Low] += Step;
+      Peers[High] += Step;
+    });
+    if (Uses == 0)
+      PairUses.erase(Key);
+  }
 }
 
 std::vector<double> MemoryBreakdown::total() const {
@@ -44,8 +75,13 @@ std::vector<double> MemoryBreakdown::total() const {
 MemoryBreakdown memoryBreakdown(const TaskGraph &Graph) {
   const Machine &M = Graph.machine();
   MemoryBreakdown B(M.numDevices());
-  for (DeviceId D = 0; D < M.numDevices(); ++D)
-    B.Library[D] = double(M.deviceType(D).libraryMemory());
+  for (DeviceId D = 0; D < M.numDevices(); ++D) {
+    const DeviceType &Type = M.deviceType(D);
+    B.Library[D] = double(Type.libraryMemory());
+    B.Runtime[D] = double(Type.RuntimeMemory);
+    B.PerCommunicator[D] = double(Type.CommunicatorMemory);
+    B.PerPeer[D] = double(Type.PeerMemory);
+  }
   for (TaskId Id = 0; Id < Graph.size(); ++Id)
     if (Graph.task(Id).Alive)
       B.add(Graph.task(Id), 1);

@@ -17,9 +17,13 @@
 // bounds the peak; each buffer is rounded up to the 256 bytes a generated
 // program aligns it to. On every fixture and sample plan measured the
 // generated program's buffers take at most this much less the scratch
-// (tests/codegen/BufferLayoutTest.cpp, docs/benchmarks.md). Not counted:
-// NCCL's buffers, the CUDA context and the libraries' code, and sharing
-// of one constant by several ops on a device (each op's read is counted).
+// (tests/codegen/BufferLayoutTest.cpp, docs/benchmarks.md). Outside the
+// program's buffers it counts the runtime's memory: the CUDA context with
+// its loaded kernels, and NCCL's buffers, per communicator the device
+// joins (one per group of devices it all-reduces with) and per device it
+// exchanges messages with (the device type's RuntimeMemory,
+// CommunicatorMemory and PeerMemory). Not counted: sharing of one constant
+// by several ops on a device (each op's read is counted).
 //
 // Every task carries its share (TaskGraph sets it when it builds the task),
 // so the sums are kept up to date as delta simulation adds and removes
@@ -30,6 +34,8 @@
 #define ONNX2SOAP_SIMULATOR_MEMORYMODEL_H
 
 #include "simulator/TaskGraph.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SmallVector.h"
 #include <algorithm>
 #include <map>
 #include <vector>
@@ -52,13 +58,26 @@ struct MemoryBreakdown {
   /// Per device: how many compute tasks take kernel scratch of each size.
   std::vector<std::map<double, uint32_t>> Scratch;
   /// Per device: what the backend holds for its libraries (the device
-  /// type's libraryMemory()).
+  /// type's libraryMemory()) and the runtime's own memory (its
+  /// RuntimeMemory).
   std::vector<double> Library;
+  std::vector<double> Runtime;
+  /// Per device: its type's bytes per communicator and per peer, and how
+  /// many communicators it joins and how many peers it has.
+  std::vector<double> PerCommunicator, PerPeer;
+  std::vector<uint32_t> Communicators, Peers;
+  /// How many live collectives each group of devices (sorted) runs, and
+  /// how many live transfers each pair of devices (smaller id in the high
+  /// half) makes: a device joins a group's communicator, or has a peer,
+  /// while the count is above zero.
+  std::map<llvm::SmallVector<DeviceId, 2>, uint32_t> GroupUses;
+  llvm::DenseMap<uint64_t, uint32_t> PairUses;
 
   explicit MemoryBreakdown(unsigned NumDevices = 0)
       : Parameters(NumDevices), Fixed(NumDevices), Activations(NumDevices),
         Messages(NumDevices), Gradients(NumDevices), Scratch(NumDevices),
-        Library(NumDevices) {}
+        Library(NumDevices), Runtime(NumDevices), PerCommunicator(NumDevices),
+        PerPeer(NumDevices), Communicators(NumDevices), Peers(NumDevices) {}
   /// Adds (Sign 1) or removes (Sign -1) a task's share.
   void add(const Task &T, double Sign);
   std::vector<double> total() const;
@@ -77,10 +96,15 @@ struct MemoryBreakdown {
   double scratch(DeviceId D) const {
     return Scratch[D].empty() ? 0 : Scratch[D].rbegin()->first;
   }
+  /// Device D's runtime memory: the runtime's own and NCCL's.
+  double runtime(DeviceId D) const {
+    return Runtime[D] + Communicators[D] * PerCommunicator[D] +
+           Peers[D] * PerPeer[D];
+  }
   /// Device D's total.
   double total(DeviceId D) const {
     return Parameters[D] + Fixed[D] + Activations[D] + message(D) +
-           gradients(D) + scratch(D) + Library[D];
+           gradients(D) + scratch(D) + Library[D] + runtime(D);
   }
 };
 

@@ -346,8 +346,12 @@ SimReport Simulator::report() const {
     R.BytesTransferred += Bytes;
   MemoryBreakdown Breakdown = memoryBreakdown(Graph);
   R.PeakMemory = Breakdown.total();
-  for (DeviceId D = 0; D < M.numDevices(); ++D)
+  for (DeviceId D = 0; D < M.numDevices(); ++D) {
     R.KernelScratch.push_back(Breakdown.scratch(D));
+    R.RuntimeMemory.push_back(Breakdown.runtime(D));
+    R.Communicators.push_back(Breakdown.Communicators[D]);
+    R.Peers.push_back(Breakdown.Peers[D]);
+  }
   for (DeviceId D = 0; D < M.numDevices(); ++D)
     if (R.PeakMemory[D] > double(M.deviceType(D).MemoryCapacity))
       R.Fits = false;

@@ -45,6 +45,11 @@ struct SimReport {
   /// Per device: the part of PeakMemory that is kernel scratch (taken and
   /// freed by each call; KernelScratch.h).
   std::vector<double> KernelScratch;
+  /// Per device: the part of PeakMemory outside a generated program's
+  /// buffers (the runtime's own and NCCL's), and how many communicators
+  /// it joins and devices it exchanges messages with (MemoryModel.h).
+  std::vector<double> RuntimeMemory;
+  std::vector<unsigned> Communicators, Peers;
   /// Whether every device's peak fits its capacity.
   bool Fits = true;
   unsigned NumTasks = 0;
@@ -82,6 +87,9 @@ public:
   const TaskGraph &graph() const;
   /// The largest device's memory (kept up to date by delta simulation).
   double peakMemory() const;
+  /// Each device's memory, kept up to date by delta simulation (report()
+  /// sums the tasks again).
+  const MemoryBreakdown &memory() const { return Memory; }
   /// How many bytes the fullest device is over its capacity (or over
   /// Limit, when Limit > 0); 0 or less when everything fits.
   double memoryOverflow(double Limit) const;

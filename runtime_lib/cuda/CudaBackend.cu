@@ -79,7 +79,7 @@ public:
     check(cudaDeviceGetAttribute(&Major, cudaDevAttrComputeCapabilityMajor,
                                  Device),
           "cudaDeviceGetAttribute");
-    size_t BlasBytes = blasWorkspaceBytes(Major);
+    BlasBytes = blasWorkspaceBytes(Major);
     check(cudaMalloc(&BlasWorkspace, BlasBytes),
           "cudaMalloc (cuBLAS workspace)");
     if (cublasSetWorkspace(Ctx.Blas, BlasWorkspace, BlasBytes) !=
@@ -114,6 +114,13 @@ public:
       return std::nullopt;
     return Free;
   }
+  std::optional<size_t> memoryInUse() const override {
+    size_t Free = 0, Total = 0;
+    if (cudaMemGetInfo(&Free, &Total) != cudaSuccess)
+      return std::nullopt;
+    return Total - Free;
+  }
+  size_t libraryBytes() const override { return BlasBytes; }
   void deallocate(void *Pointer) override {
     cudaStreamSynchronize(Ctx.Stream);
     cudaFree(Pointer);
@@ -219,6 +226,7 @@ public:
 private:
   Context Ctx;
   void *BlasWorkspace = nullptr;
+  size_t BlasBytes = 0;
 };
 } // namespace
 } // namespace cuda

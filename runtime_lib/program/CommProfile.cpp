@@ -10,6 +10,7 @@
 #include "Runner.h"
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -55,6 +56,19 @@ std::string profileCommunication(const Plan &P, Backend &B, Comm &C,
                                  size_t MaxBytes, int Repeats) {
   int Rank = C.rank();
   checkRankCount(P, C);
+  // Device memory (GPUs): what is in use before the groups' communicators
+  // exist is the runtime's (less the backend's library workspace, which
+  // the planner counts apart); what their creation and each group's first
+  // all-reduce add is that communicator's; what a pair's first exchange
+  // adds on its two ranks is a peer connection's (NCCL connects lazily).
+  std::optional<size_t> InUse = B.memoryInUse();
+  auto Grown = [&](std::optional<size_t> Before) {
+    std::optional<size_t> Now = B.memoryInUse();
+    return Before && Now && *Now > *Before ? double(*Now - *Before) : 0.0;
+  };
+  double Runtime =
+      InUse ? double(*InUse) - double(std::min(*InUse, B.libraryBytes())) : 0;
+  double PerCommunicator = 0, PerPeer = 0;
   // What the compiler chose (Plan::ProfilePairs, ProfileGroups): a pair
   // per kind of route, a group per ring shape.
   std::vector<std::vector<int>> Groups;
@@ -62,6 +76,10 @@ std::string profileCommunication(const Plan &P, Backend &B, Comm &C,
     Groups.emplace_back(P.ProfileGroupRanks.Data + Group.First,
                         P.ProfileGroupRanks.Data + Group.First + Group.Size);
   C.setGroups(Groups);
+  size_t Joined = 0;
+  for (const std::vector<int> &Group : Groups)
+    Joined += std::find(Group.begin(), Group.end(), Rank) != Group.end();
+  double CreatedEach = Joined ? Grown(InUse) / double(Joined) : 0;
   std::vector<std::pair<int, int>> Pairs;
   for (int32_t I = 0; I + 1 < P.ProfilePairs.Size; I += 2)
     Pairs.push_back({P.ProfilePairs[I], P.ProfilePairs[I + 1]});
@@ -91,6 +109,7 @@ std::string profileCommunication(const Plan &P, Backend &B, Comm &C,
   std::string Out = "{\n  \"measured\": {\n    \"transfers\": [";
   for (size_t I = 0; I < Pairs.size(); ++I) {
     auto [From, To] = Pairs[I];
+    std::optional<size_t> Before = B.memoryInUse();
     std::vector<double> Seconds;
     for (size_t Size : Sizes)
       // Half a round trip: there and back.
@@ -105,6 +124,8 @@ std::string profileCommunication(const Plan &P, Backend &B, Comm &C,
                           }
                         }) /
                         2);
+    if (Rank == From || Rank == To)
+      PerPeer = std::max(PerPeer, Grown(Before));
     Out += std::string(I ? "," : "") +
            "\n      {\"from\": " + jsonString(P.DeviceNames[From]) +
            ", \"to\": " + jsonString(P.DeviceNames[To]) + ", " +
@@ -115,6 +136,7 @@ std::string profileCommunication(const Plan &P, Backend &B, Comm &C,
   for (size_t G = 0; G < Groups.size(); ++G) {
     bool Member =
         std::find(Groups[G].begin(), Groups[G].end(), Rank) != Groups[G].end();
+    std::optional<size_t> Before = B.memoryInUse();
     std::vector<double> Seconds;
     for (size_t Size : Sizes)
       Seconds.push_back(Time([&] {
@@ -122,13 +144,34 @@ std::string profileCommunication(const Plan &P, Backend &B, Comm &C,
           C.allReduceSum(int(G), Buffer, int64_t(Size / 4), DType::Float32,
                          "--profile-comm all-reduce");
       }));
+    if (Member)
+      PerCommunicator = std::max(PerCommunicator, CreatedEach + Grown(Before));
     std::string Devices;
     for (size_t I = 0; I < Groups[G].size(); ++I)
       Devices += (I ? ", " : "") + jsonString(P.DeviceNames[Groups[G][I]]);
     Out += std::string(G ? "," : "") + "\n      {\"devices\": [" + Devices +
            "], " + table(Sizes, Seconds) + "}";
   }
-  Out += std::string(Groups.empty() ? "" : "\n    ") + "]\n  }\n}\n";
+  Out += std::string(Groups.empty() ? "" : "\n    ") + "]\n  }";
+  // The largest of each figure over the ranks, in MiB, for every rank's
+  // device type (clusters --show --measured puts them there).
+  Runtime = C.maxOverRanks(Runtime);
+  PerCommunicator = C.maxOverRanks(PerCommunicator);
+  PerPeer = C.maxOverRanks(PerPeer);
+  if (InUse) {
+    constexpr double MiB = 1 << 20;
+    std::string Devices;
+    for (int R = 0; R < C.size(); ++R)
+      Devices += (R ? ", " : "") + jsonString(P.DeviceNames[R]);
+    Out += ",\n  \"device_memory\": {\"devices\": [" + Devices +
+           "], \"runtime_MiB\": " + jsonNumber(Runtime / MiB);
+    if (!Groups.empty())
+      Out += ", \"communicator_MiB\": " + jsonNumber(PerCommunicator / MiB);
+    if (!Pairs.empty())
+      Out += ", \"peer_MiB\": " + jsonNumber(PerPeer / MiB);
+    Out += "}";
+  }
+  Out += "\n}\n";
   B.deallocate(Buffer);
   return Out;
 }

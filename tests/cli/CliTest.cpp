@@ -632,6 +632,59 @@ TEST_F(CliTest, ClustersShowAddsMeasuredTables) {
       "no.json: cannot read it");
 }
 
+TEST_F(CliTest, ClustersShowAddsMeasuredDeviceMemory) {
+  // What --profile-comm writes on GPUs: the runtime's and NCCL's memory,
+  // which go to the type of the devices measured, and the planner counts.
+  std::string File = Dir.file("memory.json");
+  ASSERT_TRUE(
+      writeBytes(File, R"json({"measured": {"transfers": [], "all_reduces": []},
+  "device_memory": {"devices": ["node0/gpu0", "node0/gpu1"],
+    "runtime_MiB": 401.5, "communicator_MiB": 180, "peer_MiB": 9}})json"));
+  RunResult R = run({"clusters", "--show", "paper-k80", "--measured", File});
+  ASSERT_EQ(R.ExitCode, 0) << R.Err;
+  auto Merged = llvm::json::parse(R.Out);
+  ASSERT_TRUE(static_cast<bool>(Merged)) << R.Out;
+  const llvm::json::Object &Type =
+      *(*Merged->getAsObject()->getArray("device_types"))[0].getAsObject();
+  EXPECT_EQ(Type.getNumber("runtime_MiB"), llvm::Optional<double>(401.5));
+  EXPECT_EQ(Type.getNumber("communicator_MiB"), llvm::Optional<double>(180));
+  EXPECT_EQ(Type.getNumber("peer_MiB"), llvm::Optional<double>(9));
+  std::string Cluster = Dir.file("k80-measured.json");
+  ASSERT_TRUE(writeBytes(Cluster, R.Out));
+  // Data parallelism on 4 of them: the runtime and one communicator each.
+  RunResult Sim =
+      run(planArgs("simulate", Cluster,
+                   {"--gpus", "4", "--strategy", "data-parallel", "--json"}));
+  ASSERT_EQ(Sim.ExitCode, 0) << Sim.Err;
+  llvm::json::Object Out = jsonObject(Sim);
+  const llvm::json::Object &Device =
+      *(*Out.getArray("devices"))[0].getAsObject();
+  EXPECT_EQ(Device.getNumber("runtime_memory"),
+            llvm::Optional<double>((401.5 + 180) * (1 << 20)));
+  EXPECT_EQ(Device.getInteger("communicators"), llvm::Optional<int64_t>(1));
+  EXPECT_EQ(Device.getInteger("peers"), llvm::Optional<int64_t>(0));
+
+  auto Write = [&](const char *Memory) {
+    std::string Bad = Dir.file("bad-memory.json");
+    EXPECT_TRUE(writeBytes(
+        Bad, std::string(R"json({"measured": {}, "device_memory": )json") +
+                 Memory + "}"));
+    return Bad;
+  };
+  std::string Bad = Write(R"json({"devices": ["node0/gpu9"]})json");
+  expectUserError(run({"clusters", "--show", "paper-k80", "--measured", Bad}),
+                  Bad + ": device_memory.devices[0]: no device 'node0/gpu9'");
+  Bad = Write(R"json({"devices": [], "runtime_MiB": -1})json");
+  expectUserError(run({"clusters", "--show", "paper-k80", "--measured", Bad}),
+                  Bad + ": device_memory.runtime_MiB: expected a number >= 0");
+  Bad = Write(R"json({"devices": [], "context_MiB": 1})json");
+  expectUserError(run({"clusters", "--show", "paper-k80", "--measured", Bad}),
+                  Bad + ": device_memory: unknown key 'context_MiB'");
+  Bad = Write(R"json([1])json");
+  expectUserError(run({"clusters", "--show", "paper-k80", "--measured", Bad}),
+                  Bad + ": device_memory: expected an object");
+}
+
 TEST_F(CliTest, SimulateWritesTheStrategyItSimulated) {
   for (const char *Strategy :
        {"data-parallel", "model-parallel", "expert", "optcnn"}) {
@@ -1290,6 +1343,10 @@ TEST_F(CliTest, CompileReportsTheMemoryTheProgramAllocates) {
       Manifest->getAsObject()->getArray("library_bytes");
   ASSERT_TRUE(Library);
   EXPECT_EQ(*Library, llvm::json::Array({0, 0})); // no cuBLAS on a CPU
+  const llvm::json::Array *Runtime =
+      Manifest->getAsObject()->getArray("runtime_bytes");
+  ASSERT_TRUE(Runtime);
+  EXPECT_EQ(*Runtime, llvm::json::Array({0, 0})); // no CUDA or NCCL either
   for (size_t Rank = 0; Rank < 2; ++Rank) {
     EXPECT_GT(*(*Allocated)[Rank].getAsInteger(), 0);
     EXPECT_GT(*(*Scratch)[Rank].getAsInteger(), 0);

@@ -114,6 +114,17 @@ TEST_P(DeltaSimulation, EqualsFullSimulationOnRandomProposals) {
     }
     ASSERT_NEAR(Delta.peakMemory(), Full.peakMemory(),
                 1e-9 * Full.peakMemory());
+    // Every device's memory, the communicators and peers it keeps count of
+    // included.
+    for (DeviceId D = 0; D < M.numDevices(); ++D) {
+      ASSERT_NEAR(Delta.memory().total(D), Full.memory().total(D),
+                  1e-9 * Full.memory().total(D))
+          << "device " << D << ", proposal " << I;
+      ASSERT_EQ(Delta.memory().Communicators[D], Full.memory().Communicators[D])
+          << "device " << D << ", proposal " << I;
+      ASSERT_EQ(Delta.memory().Peers[D], Full.memory().Peers[D])
+          << "device " << D << ", proposal " << I;
+    }
   }
 }
 
