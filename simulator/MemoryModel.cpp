@@ -54,7 +54,9 @@ void MemoryBreakdown::add(const Task &T, double Sign) {
   } else if (T.Device != T.Peer) {
     DeviceId Low = std::min(T.Device, T.Peer);
     DeviceId High = std::max(T.Device, T.Peer);
-    uint64_t Key = (uint64_t(Low) << 32) | High;
+    // Dense keys: DenseMap's hash of an integer (times 37) would let the
+    // high half of a 64-bit key fall out of the bucket index.
+    uint64_t Key = uint64_t(Low) * Parameters.size() + High;
     uint32_t &Uses = PairUses[Key];
     Use(Uses, [&](int Step) {
       Peers[Low] += Step;

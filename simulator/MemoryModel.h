@@ -67,9 +67,9 @@ struct MemoryBreakdown {
   std::vector<double> PerCommunicator, PerPeer;
   std::vector<uint32_t> Communicators, Peers;
   /// How many live collectives each group of devices (sorted) runs, and
-  /// how many live transfers each pair of devices (smaller id in the high
-  /// half) makes: a device joins a group's communicator, or has a peer,
-  /// while the count is above zero.
+  /// how many live transfers each pair of devices (Low * devices + High)
+  /// makes: a device joins a group's communicator, or has a peer, while the
+  /// count is above zero.
   std::map<llvm::SmallVector<DeviceId, 2>, uint32_t> GroupUses;
   llvm::DenseMap<uint64_t, uint32_t> PairUses;
 
