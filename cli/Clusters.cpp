@@ -107,10 +107,8 @@ static llvm::Expected<Machine> withMeasured(const Machine &M,
     std::set<std::string> Types;
     for (size_t I = 0; I < Devices->size(); ++I) {
       llvm::Optional<llvm::StringRef> Name = (*Devices)[I].getAsString();
-      std::optional<simulator::DeviceId> Id;
-      for (simulator::DeviceId D = 0; Name && D < M.numDevices(); ++D)
-        if (M.device(D).Name == *Name)
-          Id = D;
+      std::optional<simulator::DeviceId> Id =
+          Name ? M.deviceNamed(*Name) : std::nullopt;
       if (!Id)
         return Fail("device_memory.devices[" + std::to_string(I) + "]: " +
                     (Name ? "no device '" + Name->str() + "' in cluster '" +

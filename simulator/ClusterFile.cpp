@@ -17,8 +17,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <optional>
-#include <tuple>
-#include <utility>
 
 using namespace onnx2soap::simulator;
 namespace json = llvm::json;
@@ -222,6 +220,19 @@ Expected<const json::Array *> ClusterReader::array(const json::Object &O,
     return Var##OrErr.takeError();                                             \
   auto Var = std::move(*Var##OrErr)
 
+/// The device type's memory outside a program's buffers (MemoryModel.h):
+/// its key, its field, and its default on GPUs (none on CPUs).
+struct RuntimeFigure {
+  const char *Key;
+  int64_t DeviceType::*Field;
+  double GpuDefaultMiB;
+};
+static constexpr RuntimeFigure RuntimeFigures[] = {
+    {"runtime_MiB", &DeviceType::RuntimeMemory, DefaultRuntimeMiB},
+    {"communicator_MiB", &DeviceType::CommunicatorMemory,
+     DefaultCommunicatorMiB},
+    {"peer_MiB", &DeviceType::PeerMemory, DefaultPeerMiB}};
+
 //===-- Reading -----------------------------------------------------------===//
 
 Expected<DeviceType>
@@ -245,24 +256,18 @@ ClusterReader::readDeviceType(const json::Value &V,
   TRY(Arch, string(*O, Path, "cuda_arch", false, StringRef()));
   TRY(Workspace, number(*O, Path, "conv_workspace_MiB", Sign::NonNegative,
                         Arch.empty() ? 0 : DefaultConvWorkspaceMiB));
-  bool Gpu = !Arch.empty();
-  TRY(Runtime, number(*O, Path, "runtime_MiB", Sign::NonNegative,
-                      Gpu ? DefaultRuntimeMiB : 0));
-  TRY(PerCommunicator, number(*O, Path, "communicator_MiB", Sign::NonNegative,
-                              Gpu ? DefaultCommunicatorMiB : 0));
-  TRY(PerPeer, number(*O, Path, "peer_MiB", Sign::NonNegative,
-                      Gpu ? DefaultPeerMiB : 0));
   if (GiB > 1e9)
     return error(key(Path, "memory_GiB"), "is too large");
   if (Workspace > GiB * 1024)
     return error(key(Path, "conv_workspace_MiB"),
                  "is more than the device's memory_GiB");
-  for (auto [Name, MiB] :
-       {std::pair<const char *, double>{"runtime_MiB", Runtime},
-        {"communicator_MiB", PerCommunicator},
-        {"peer_MiB", PerPeer}})
+  for (const RuntimeFigure &F : RuntimeFigures) {
+    TRY(MiB, number(*O, Path, F.Key, Sign::NonNegative,
+                    Arch.empty() ? 0 : F.GpuDefaultMiB));
     if (MiB > GiB * 1024)
-      return error(key(Path, Name), "is more than the device's memory_GiB");
+      return error(key(Path, F.Key), "is more than the device's memory_GiB");
+    T.*F.Field = static_cast<int64_t>(std::llround(MiB * (1 << 20)));
+  }
   bool ArchOk =
       Arch.empty() ||
       ((Arch.size() == 2 || Arch.size() == 3) && llvm::isDigit(Arch[0]) &&
@@ -280,10 +285,6 @@ ClusterReader::readDeviceType(const json::Value &V,
   T.LaunchOverhead = Launch * 1e-6;
   T.CudaArch = Arch;
   T.ConvWorkspace = static_cast<int64_t>(std::llround(Workspace * (1 << 20)));
-  T.RuntimeMemory = static_cast<int64_t>(std::llround(Runtime * (1 << 20)));
-  T.CommunicatorMemory =
-      static_cast<int64_t>(std::llround(PerCommunicator * (1 << 20)));
-  T.PeerMemory = static_cast<int64_t>(std::llround(PerPeer * (1 << 20)));
   return T;
 }
 
@@ -756,15 +757,12 @@ json::Value Machine::toJson() const {
     // The runtime's figures only where they differ from the defaults, so
     // that the canonical form (and the cluster hash strategy files carry)
     // of a cluster without them stays what it was before they existed.
-    bool Gpu = !T.CudaArch.empty();
-    for (auto [Name, Bytes, Default] :
-         {std::tuple<const char *, int64_t, double>{
-              "runtime_MiB", T.RuntimeMemory, Gpu ? DefaultRuntimeMiB : 0},
-          {"communicator_MiB", T.CommunicatorMemory,
-           Gpu ? DefaultCommunicatorMiB : 0},
-          {"peer_MiB", T.PeerMemory, Gpu ? DefaultPeerMiB : 0}})
+    for (const RuntimeFigure &F : RuntimeFigures) {
+      double Default = T.CudaArch.empty() ? 0 : F.GpuDefaultMiB;
+      int64_t Bytes = T.*F.Field;
       if (Bytes != static_cast<int64_t>(std::llround(Default * (1 << 20))))
-        O[Name] = round12(static_cast<double>(Bytes) / (1 << 20));
+        O[F.Key] = round12(static_cast<double>(Bytes) / (1 << 20));
+    }
     TypeList.push_back(std::move(O));
   }
 

@@ -87,12 +87,16 @@ void MachineBuilder::addDuplex(EndpointId A, EndpointId B, double Bandwidth,
   addLink(B, A, Bandwidth, Latency, Kind);
 }
 
-std::optional<DeviceId>
-MachineBuilder::deviceNamed(llvm::StringRef Name) const {
-  for (DeviceId D = 0; D < M.Devices.size(); ++D)
-    if (M.Devices[D].Name == Name)
+std::optional<DeviceId> Machine::deviceNamed(llvm::StringRef Name) const {
+  for (DeviceId D = 0; D < Devices.size(); ++D)
+    if (Devices[D].Name == Name)
       return D;
   return std::nullopt;
+}
+
+std::optional<DeviceId>
+MachineBuilder::deviceNamed(llvm::StringRef Name) const {
+  return M.deviceNamed(Name);
 }
 
 void MachineBuilder::addMeasuredTransfer(MeasuredTransfer T) {

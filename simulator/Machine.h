@@ -195,6 +195,8 @@ public:
   unsigned numEndpoints() const { return Endpoints.size(); }
 
   const Device &device(DeviceId Id) const { return Devices[Id]; }
+  /// The device of that full name ("node0/gpu1"), if any.
+  std::optional<DeviceId> deviceNamed(llvm::StringRef Name) const;
   const DeviceType &deviceType(DeviceId Id) const {
     return Types[Devices[Id].Type];
   }

@@ -4,7 +4,6 @@
 //
 //===----------------------------------------------------------------------===//
 #include "simulator/MemoryModel.h"
-#include "llvm/ADT/STLExtras.h"
 
 namespace onnx2soap::simulator {
 
@@ -42,11 +41,10 @@ void MemoryBreakdown::add(const Task &T, double Sign) {
       Each(-1);
   };
   if (!T.Group.empty()) {
-    llvm::SmallVector<DeviceId, 2> Key(T.Group.begin(), T.Group.end());
-    llvm::sort(Key);
-    auto It = GroupUses.try_emplace(Key, 0).first;
+    // The group is sorted, so one group has one key.
+    auto It = GroupUses.try_emplace(T.Group, 0).first;
     Use(It->second, [&](int Step) {
-      for (DeviceId D : Key)
+      for (DeviceId D : T.Group)
         Communicators[D] += Step;
     });
     if (It->second == 0)

@@ -132,7 +132,7 @@ struct Task {
   /// receiver.
   DeviceId Device = 0;
   DeviceId Peer = 0;
-  /// Devices taking part in a collective.
+  /// Devices taking part in a collective, sorted (addAllReduce).
   llvm::SmallVector<DeviceId, 2> Group;
   /// Bytes this task keeps resident on its memory device (Peer for a
   /// transfer, Device otherwise) for the iteration: parameter shards with

@@ -71,10 +71,8 @@ std::string profileCommunication(const Plan &P, Backend &B, Comm &C,
   double PerCommunicator = 0, PerPeer = 0;
   // What the compiler chose (Plan::ProfilePairs, ProfileGroups): a pair
   // per kind of route, a group per ring shape.
-  std::vector<std::vector<int>> Groups;
-  for (const GroupInfo &Group : P.ProfileGroups)
-    Groups.emplace_back(P.ProfileGroupRanks.Data + Group.First,
-                        P.ProfileGroupRanks.Data + Group.First + Group.Size);
+  std::vector<std::vector<int>> Groups =
+      rankGroups(P.ProfileGroups, P.ProfileGroupRanks);
   C.setGroups(Groups);
   size_t Joined = 0;
   for (const std::vector<int> &Group : Groups)

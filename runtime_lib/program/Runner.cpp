@@ -398,6 +398,15 @@ void checkRankCount(const Plan &P, const Comm &C) {
                       " (mpirun -np " + std::to_string(P.NumRanks) + ")");
 }
 
+std::vector<std::vector<int>> rankGroups(Table<GroupInfo> Groups,
+                                         Table<int32_t> Ranks) {
+  std::vector<std::vector<int>> Out;
+  for (const GroupInfo &Group : Groups)
+    Out.emplace_back(Ranks.Data + Group.First,
+                     Ranks.Data + Group.First + Group.Size);
+  return Out;
+}
+
 Runner::Runner(const Plan &P, Backend &B, Comm &C,
                const std::string &WeightsDir)
     : I(new Impl(P, B, C)) {
@@ -405,11 +414,7 @@ Runner::Runner(const Plan &P, Backend &B, Comm &C,
   checkRankCount(P, C);
   // The communicators first: NCCL allocates their buffers as it creates
   // them, and the memory check below should see what is left.
-  std::vector<std::vector<int>> Groups;
-  for (const GroupInfo &Group : P.Groups)
-    Groups.emplace_back(P.GroupRanks.Data + Group.First,
-                        P.GroupRanks.Data + Group.First + Group.Size);
-  C.setGroups(Groups);
+  C.setGroups(rankGroups(P.Groups, P.GroupRanks));
   if (std::optional<size_t> Free = B.freeMemory())
     checkDeviceMemory(P, Rank, *Free);
   // Attributes, once: each op's, then each call's that replaces some.

@@ -30,6 +30,12 @@ void checkDeviceMemory(const Plan &P, int32_t Rank, size_t Free);
 /// Fails, naming both counts, unless C has as many ranks as P.
 void checkRankCount(const Plan &P, const Comm &C);
 
+/// The ranks of each group of a plan's group table (Plan::Groups over
+/// GroupRanks, or ProfileGroups over ProfileGroupRanks): what
+/// Comm::setGroups takes.
+std::vector<std::vector<int>> rankGroups(Table<GroupInfo> Groups,
+                                         Table<int32_t> Ranks);
+
 class Runner {
 public:
   /// Allocates this rank's buffers and loads their initial values from the
