@@ -547,6 +547,30 @@ TEST(Search, SameSeedSameStrategyWhateverTheThreads) {
   EXPECT_EQ(C.Iterations, A.Iterations);
 }
 
+// Delta simulation and full simulation of every step make the same search:
+// the same answer, found by the same steps (the planner benchmark's Table 5
+// compares their speed on that premise).
+TEST(Search, DeltaAndFullSimulationSearchAlike) {
+  ir::TrainingGraph T = test::sample("alexnet", 64);
+  Machine M = test::machine("paper-k80", 8);
+  AnalyticCostModel Cost;
+  SearchOptions Delta = fixedWork(3);
+  Delta.Iterations = 60;
+  Delta.Chains = 2;
+  Delta.Threads = 1;
+  SearchOptions Full = Delta;
+  Full.FullSimulation = true;
+  SearchResult A = search(T, M, Cost, {}, Delta);
+  SearchResult B = search(T, M, Cost, {}, Full);
+  EXPECT_TRUE(A.Best.S == B.Best.S);
+  EXPECT_EQ(A.Best.Time, B.Best.Time);
+  EXPECT_EQ(A.Best.Source, B.Best.Source);
+  EXPECT_EQ(A.Iterations, B.Iterations);
+  ASSERT_EQ(A.Progression.size(), B.Progression.size());
+  for (size_t I = 0; I < A.Progression.size(); ++I)
+    EXPECT_EQ(A.Progression[I].Time, B.Progression[I].Time) << I;
+}
+
 TEST(Search, FindsAStrategyThatFitsWhenDataParallelismDoesNot) {
   // AlexNet's fully-connected layers hold most of its 61 M parameters:
   // replicated on every device with gradients and momentum they need
