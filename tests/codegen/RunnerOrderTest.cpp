@@ -385,8 +385,9 @@ TEST_P(RunnerOrder, CommunicationStartsAfterTheKernelsItReads) {
   // them (not in a model-parallel chain, where a rank that has sent its
   // activations has nothing to compute until the gradients come back).
   EXPECT_GT(Started, 0);
-  if (C.Strategy != soap_search::Builtin::ModelParallel)
+  if (C.Strategy != soap_search::Builtin::ModelParallel) {
     EXPECT_GT(Beside, 0);
+  }
 }
 
 // cnn_bn data parallel: BatchNorm statistics and gradients all-reduced;

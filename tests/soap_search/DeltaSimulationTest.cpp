@@ -80,8 +80,9 @@ TEST_P(DeltaSimulation, EqualsFullSimulationOnRandomProposals) {
   ASSERT_GT(T.G.numOps(), 0u);
   Machine M = C.Measured ? measuredMachine(C.Preset, C.Devices)
                          : test::machine(C.Preset, C.Devices);
-  if (C.Measured)
+  if (C.Measured) {
     ASSERT_EQ(M.measuredAllReduces().size(), 2u);
+  }
   AnalyticCostModel Cost;
   ConfigSpace Space(T.G, M.numDevices());
   Rng R = chainRng(7, 0);
@@ -93,10 +94,11 @@ TEST_P(DeltaSimulation, EqualsFullSimulationOnRandomProposals) {
   Options.GradientBucketBytes = C.Bucket;
   Simulator Delta(T, M, Cost, Options), Full(T, M, Cost, Options);
   Delta.simulate(Start);
-  if (C.Measured) // the tables time something
+  if (C.Measured) { // the tables time something
     EXPECT_NE(Delta.time(),
               Simulator(T, test::machine(C.Preset, C.Devices), Cost, Options)
                   .simulate(Start));
+  }
   unsigned Differences = 0;
   for (unsigned I = 0; I < C.Proposals; ++I) {
     ir::OpId Op = uniformIndex(R, T.G.numOps());

@@ -232,8 +232,9 @@ TEST(Elimination, MatrixOpsKeepAFeatureSplitLayout) {
   for (ir::OpId Op : Cost.ops()) {
     const ir::Op &O = T.G.op(Op);
     size_t Rank = T.G.tensor(O.Outputs[0]).Type.Dims.size();
-    if (Rank == 4)
+    if (Rank == 4) {
       EXPECT_FALSE(OffersAttributeSplit(Op)) << O.Name;
+    }
     // A training Dropout has two outputs (its mask too), both matrices.
     if (Rank == 2 &&
         (O.Kind == ir::OpKind::Relu || O.Kind == ir::OpKind::Dropout)) {
@@ -322,8 +323,9 @@ TEST(Elimination, ChangesBySumAreRankedByWhatTheyAdd) {
     const AdditiveCost::Change &C = Changes[I];
     EXPECT_NE(C.Config, (*S)[C.Op]);
     EXPECT_TRUE(llvm::is_contained(Cost.configs(C.Op), C.Config));
-    if (I > 0)
+    if (I > 0) {
       EXPECT_LE(Changes[I - 1].Added, C.Added);
+    }
     Strategy Changed = *S;
     Changed[C.Op] = C.Config;
     EXPECT_NEAR(C.Added, Cost.of(Changed) - Sum, 1e-9 * Sum)
