@@ -7,7 +7,8 @@
 // prefer to the analytic cost model. Each partition runs alone: a one-op
 // graph whose inputs have the shapes of the regions the partition reads,
 // filled with random data, run by the reference executor's kernels; the
-// time recorded is the median of the repeats after one warm-up.
+// time recorded is the median of the repeats after one warm-up, each repeat
+// by default after the caches are filled with other data (--cache).
 //
 //===----------------------------------------------------------------------===//
 #include "cli/Subcommands.h"
@@ -74,6 +75,15 @@ static cl::opt<unsigned>
                      "cluster's devices)"),
             cl::value_desc("T"), cl::init(0), cl::sub(calibrateCommand()));
 
+static cl::opt<std::string>
+    CacheFlag("cache",
+              cl::desc("cold (default): each timed run starts with the CPU "
+                       "caches holding other data, as a kernel in a training "
+                       "step finds them; warm: with the operands the run "
+                       "before left there"),
+              cl::value_desc("cold|warm"), cl::init("cold"),
+              cl::sub(calibrateCommand()));
+
 static cl::opt<double>
     Budget("budget",
            cl::desc("Stop measuring new shapes after SEC seconds and write "
@@ -108,13 +118,30 @@ double median(std::vector<double> Times) {
   return N % 2 ? Times[N / 2] : (Times[N / 2 - 1] + Times[N / 2]) / 2;
 }
 
+/// Bytes written between timed runs for --cache cold: twice the largest
+/// last-level cache of the CPUs this was measured on (32 MiB, shared by all
+/// cores), so that the run finds none of its operands cached.
+static constexpr size_t EvictionBytes = 64u << 20;
+
+/// Leaves the CPU caches holding other data than the kernels' (writes a
+/// buffer larger than the last-level cache, one store per cache line).
+void evictCaches() {
+  static std::vector<unsigned char> Other(EvictionBytes);
+  for (size_t I = 0; I < Other.size(); I += 64)
+    ++Other[I];
+}
+
 /// Runs Body once to warm up, then up to Repeats times (fewer once
-/// TimeCapSeconds have passed); the seconds of each timed run.
-template <typename Fn> std::vector<double> timeRuns(unsigned Repeats, Fn Body) {
+/// TimeCapSeconds have passed), each after the caches are evicted when
+/// Cold; the seconds of each timed run.
+template <typename Fn>
+std::vector<double> timeRuns(unsigned Repeats, bool Cold, Fn Body) {
   Body();
   std::vector<double> Times;
   double Spent = 0;
   for (unsigned I = 0; I < Repeats && (I == 0 || Spent < TimeCapSeconds); ++I) {
+    if (Cold)
+      evictCaches();
     auto Start = Clock::now();
     Body();
     double Seconds =
@@ -176,7 +203,7 @@ ir::TensorType regionType(ir::DType Type, llvm::ArrayRef<ir::Interval> R) {
 
 /// Measures partition P of op P.Op of T on backend B.
 Measured measure(const ir::TrainingGraph &T, const Partition &P, rt::Backend &B,
-                 unsigned Repeats, soap_search::Rng &R) {
+                 unsigned Repeats, bool Cold, soap_search::Rng &R) {
   const ir::Graph &G = T.G;
   const ir::Op &O = G.op(P.Op);
   const ir::OpKindInfo &Info = ir::opKindInfo(O.Kind);
@@ -239,7 +266,7 @@ Measured measure(const ir::TrainingGraph &T, const Partition &P, rt::Backend &B,
   simulator::ProfileEntry Entry;
   Entry.Key = P.Key;
   try {
-    std::vector<double> Times = timeRuns(Repeats, [&] {
+    std::vector<double> Times = timeRuns(Repeats, Cold, [&] {
       B.forward(Call);
       B.synchronize();
     });
@@ -275,7 +302,7 @@ Measured measure(const ir::TrainingGraph &T, const Partition &P, rt::Backend &B,
                             ? GradView(Inputs[I], false)
                             : rt::TensorView::absent());
     try {
-      std::vector<double> Times = timeRuns(Repeats, [&] {
+      std::vector<double> Times = timeRuns(Repeats, Cold, [&] {
         B.backward(Call, OutGrads, InGrads);
         B.synchronize();
       });
@@ -318,6 +345,9 @@ llvm::Error runCalibrate() {
     return usageError("--repeat must be at least 1");
   if (!(Budget > 0) || !std::isfinite(Budget))
     return usageError("--budget must be a positive number of seconds");
+  if (CacheFlag != "cold" && CacheFlag != "warm")
+    return usageError("--cache " + CacheFlag + ": expected cold or warm");
+  bool Cold = CacheFlag == "cold";
   auto Loaded = loadPlanning(Model);
   if (!Loaded)
     return Loaded.takeError();
@@ -377,14 +407,17 @@ llvm::Error runCalibrate() {
 
   llvm::raw_ostream &OS = llvm::outs();
   OS << llvm::formatv("calibrating {0} partition shapes of {1} on the CPU "
-                      "({2} thread{3}, median of {4} after a warm-up)\n",
+                      "({2} thread{3}, median of {4} after a warm-up, {5} "
+                      "caches)\n",
                       Todo.size(), P.Target.ModelFile, ThreadCount,
-                      ThreadCount == 1 ? "" : "s", Repeat.getValue());
+                      ThreadCount == 1 ? "" : "s", Repeat.getValue(),
+                      CacheFlag.getValue());
   simulator::Profile Profile;
   Profile.DeviceType = Device.Name;
   Profile.MeasuredWith = llvm::json::Object{{"backend", "cpu"},
                                             {"threads", int64_t(ThreadCount)},
-                                            {"repeat", int64_t(Repeat)}};
+                                            {"repeat", int64_t(Repeat)},
+                                            {"cache", CacheFlag.getValue()}};
   unsigned Skipped = 0, NoBackward = 0;
   auto Start = Clock::now();
   for (size_t I = 0; I < Todo.size(); ++I) {
@@ -399,7 +432,7 @@ llvm::Error runCalibrate() {
     }
     const Partition &Part = Todo[I];
     const ir::Op &O = G.op(Part.Op);
-    Measured M = measure(P.Training, Part, *Backend, Repeat, Random);
+    Measured M = measure(P.Training, Part, *Backend, Repeat, Cold, Random);
     std::string Times = "          -            -";
     if (M.Entry) {
       Times = llvm::formatv(

@@ -1015,6 +1015,11 @@ TEST_F(CliTest, CalibrateThenSimulateWithTheProfile) {
   EXPECT_EQ(File->getString("format").getValueOr(""), "onnx2soap-profile");
   EXPECT_EQ(File->getInteger("version").getValueOr(0), 1);
   EXPECT_EQ(File->getString("device_type").getValueOr(""), "cpu");
+  // Timed with the caches holding other data unless told --cache warm.
+  const llvm::json::Object *With = File->getObject("measured_with");
+  ASSERT_NE(With, nullptr);
+  EXPECT_EQ(With->getString("cache").getValueOr(""), "cold");
+  EXPECT_THAT(C.Out, ::testing::HasSubstr("cold caches"));
   const llvm::json::Array *Entries = File->getArray("entries");
   ASSERT_NE(Entries, nullptr);
   ASSERT_FALSE(Entries->empty());
@@ -1033,6 +1038,13 @@ TEST_F(CliTest, CalibrateThenSimulateWithTheProfile) {
     EXPECT_EQ(R.ExitCode, 0) << R.Err;
     return jsonObject(R).getNumber("time").getValueOr(0);
   };
+  std::string Warm = Dir.file("W.json");
+  RunResult W = run(mlpArgs("calibrate", "cpu:1",
+                            {"-o", Warm, "--repeat", "1", "--cache", "warm"}));
+  ASSERT_EQ(W.ExitCode, 0) << W.Err << W.Out;
+  EXPECT_THAT(W.Out, ::testing::HasSubstr("warm caches"));
+  EXPECT_THAT(readFile(Warm), ::testing::HasSubstr(R"("cache": "warm")"));
+
   double Analytic = TimeOf({});
   double Measured = TimeOf({"--profile", Profile});
   EXPECT_GT(Analytic, 0);
@@ -1081,6 +1093,9 @@ TEST_F(CliTest, ProfileAndCalibrateRefuseBadInput) {
   expectUserError(run(mlpArgs("calibrate", "cpu:1",
                               {"-o", Dir.file("p.json"), "--budget", "0"})),
                   "--budget must be a positive number of seconds");
+  expectUserError(run(mlpArgs("calibrate", "cpu:1",
+                              {"-o", Dir.file("p.json"), "--cache", "hot"})),
+                  "--cache hot: expected cold or warm");
   EXPECT_FALSE(llvm::sys::fs::exists(Dir.file("p.json")));
 }
 
