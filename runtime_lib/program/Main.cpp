@@ -254,6 +254,23 @@ int run(const Plan &P, const Platform &Platform, int Argc, char **Argv) {
     std::fflush(stdout);
 
     if (!O.ProfileOps.empty()) {
+      // Where each rank's steps went, per step (kernels timed one by one,
+      // so slower than an unprofiled step).
+      StepBreakdown Mine = R.breakdown();
+      for (int Other = 0; Other < C->size(); ++Other) {
+        auto Of = [&](double Value) {
+          return C->sumOverRanks(Other == Rank ? Value : 0);
+        };
+        double Steps = Of(double(Mine.Steps));
+        double Kernels = Of(Mine.Kernels), Copies = Of(Mine.Copies);
+        double Communication = Of(Mine.Communication), Total = Of(Mine.Total);
+        if (Rank == 0 && !O.Quiet && Steps > 0)
+          std::printf("rank %d per profiled step: %.6f s = kernels %.6f s, "
+                      "copies %.6f s, communication %.6f s, other %.6f s\n",
+                      Other, Total / Steps, Kernels / Steps, Copies / Steps,
+                      Communication / Steps,
+                      (Total - Kernels - Copies - Communication) / Steps);
+      }
       std::string Json = R.profileJson(O.Threads);
       if (Rank == 0) {
         writeFileAtomically(O.ProfileOps, Json.data(), Json.size());

@@ -68,6 +68,25 @@ struct Runner::Impl {
   /// by call, one sample per step.
   bool Profiling = false;
   std::vector<std::vector<double>> ForwardSeconds, BackwardSeconds;
+  /// --profile-ops: where this rank's steps went (Runner::breakdown).
+  StepBreakdown Spent;
+
+  /// Runs Body, adding its seconds to Bucket when profiling (after the
+  /// backend's queued work, so that a copy or a wait is not charged for
+  /// kernels queued before it).
+  template <typename Fn> void account(double &Bucket, Fn Body) {
+    if (!Profiling) {
+      Body();
+      return;
+    }
+    B.synchronize();
+    auto Start = std::chrono::steady_clock::now();
+    Body();
+    B.synchronize();
+    Bucket +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - Start)
+            .count();
+  }
 
   /// Runs Kernel, timing it when profiling.
   template <typename Fn>
@@ -81,9 +100,11 @@ struct Runner::Impl {
     auto Start = std::chrono::steady_clock::now();
     Kernel();
     B.synchronize();
-    Samples[Call].push_back(
+    double Seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - Start)
-            .count());
+            .count();
+    Samples[Call].push_back(Seconds);
+    Spent.Kernels += Seconds;
   }
 
   Impl(const Plan &P, Backend &B, Comm &C) : P(P), B(B), C(C), Rank(C.rank()) {}
@@ -121,13 +142,17 @@ struct Runner::Impl {
   }
 
   void runCopies(int32_t First, int32_t Count) {
-    for (int32_t I = First; I < First + Count; ++I) {
-      const CopyInfo &Copy = P.Copies[I];
-      DType Type =
-          Copy.From >= 0 ? P.Buffers[Copy.From].Type : P.Buffers[Copy.To].Type;
-      B.copyBox(boxView(Copy.To, Copy.ToOrigin, Copy, Type),
-                boxView(Copy.From, Copy.FromOrigin, Copy, Type), Copy.Add);
-    }
+    if (Count == 0)
+      return;
+    account(Spent.Copies, [&] {
+      for (int32_t I = First; I < First + Count; ++I) {
+        const CopyInfo &Copy = P.Copies[I];
+        DType Type = Copy.From >= 0 ? P.Buffers[Copy.From].Type
+                                    : P.Buffers[Copy.To].Type;
+        B.copyBox(boxView(Copy.To, Copy.ToOrigin, Copy, Type),
+                  boxView(Copy.From, Copy.FromOrigin, Copy, Type), Copy.Add);
+      }
+    });
   }
 
   OpCall call(const CallInfo &Info, int64_t Step) const {
@@ -195,8 +220,10 @@ struct Runner::Impl {
     // The partial sums are written on the backend's stream, which does not
     // order the communication library's.
     B.synchronize();
-    C.allReduceSum(S.Group, Stats.Data, Stats.numElements(), Stats.Type,
-                   S.Label);
+    account(Spent.Communication, [&] {
+      C.allReduceSum(S.Group, Stats.Data, Stats.numElements(), Stats.Type,
+                     S.Label);
+    });
     B.batchNormForwardWithStats(call(Info, Step), Stats, Info.StatisticsCount);
   }
 
@@ -226,7 +253,10 @@ struct Runner::Impl {
     const CallInfo &Info = P.Calls[S.Call];
     TensorView Sums = view(Info.GradientSums);
     B.synchronize();
-    C.allReduceSum(S.Group, Sums.Data, Sums.numElements(), Sums.Type, S.Label);
+    account(Spent.Communication, [&] {
+      C.allReduceSum(S.Group, Sums.Data, Sums.numElements(), Sums.Type,
+                     S.Label);
+    });
     std::vector<TensorView> OutGrads, InGrads;
     gradients(Info, OutGrads, InGrads);
     B.batchNormBackwardWithSums(call(Info, Step), OutGrads, InGrads,
@@ -246,7 +276,7 @@ struct Runner::Impl {
   void finishRunning() {
     if (!Running)
       return;
-    C.finishStarted();
+    account(Spent.Communication, [&] { C.finishStarted(); });
     if (Running->Kind == StepKind::AllReduce) {
       runCopies(Running->FirstPostCopy, Running->NumPostCopies);
       // The next message reuses the buffer the copies read.
@@ -312,11 +342,13 @@ struct Runner::Impl {
       runCopies(S.FirstCopy, S.NumCopies);
       B.synchronize();
       // Sent while the next compute steps run (finishRunning).
-      C.startSend(S.Peer, Message.data(), Bytes, S.Label);
+      account(Spent.Communication,
+              [&] { C.startSend(S.Peer, Message.data(), Bytes, S.Label); });
       Running = &S;
       return;
     case StepKind::Recv:
-      C.recv(S.Peer, Message.data(), Bytes, S.Label);
+      account(Spent.Communication,
+              [&] { C.recv(S.Peer, Message.data(), Bytes, S.Label); });
       runCopies(S.FirstCopy, S.NumCopies);
       // The next message reuses the buffer the copies read.
       B.synchronize();
@@ -325,7 +357,10 @@ struct Runner::Impl {
       runCopies(S.FirstCopy, S.NumCopies);
       B.synchronize();
       // Runs while the next compute steps do (finishRunning).
-      C.startAllReduceSum(S.Group, Message.data(), S.Elements, S.Type, S.Label);
+      account(Spent.Communication, [&] {
+        C.startAllReduceSum(S.Group, Message.data(), S.Elements, S.Type,
+                            S.Label);
+      });
       Running = &S;
       for (int32_t I = S.FirstPostCopy; I < S.FirstPostCopy + S.NumPostCopies;
            ++I) {
@@ -545,6 +580,7 @@ double Runner::step() {
   Backend &B = I->B;
   int Rank = I->Rank;
   ++Step;
+  auto Start = std::chrono::steady_clock::now();
   // Inputs are this rank's regions of the batch; accumulators start at
   // zero, each right before its first step (until then its memory may hold
   // another buffer).
@@ -581,6 +617,12 @@ double Runner::step() {
   const Range &State = P.RankStateCopies[Rank];
   I->runCopies(State.First, State.Count);
   B.synchronize();
+  if (I->Profiling) {
+    I->Spent.Total +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - Start)
+            .count();
+    ++I->Spent.Steps;
+  }
 
   // The loss: the sum of this rank's parts, summed over ranks.
   double Loss = 0;
@@ -630,8 +672,11 @@ void Runner::restore(int64_t StepsDone, const std::vector<NamedBlob> &State) {
   Step = StepsDone;
 }
 
+StepBreakdown Runner::breakdown() const { return I->Spent; }
+
 void Runner::startProfiling() {
   I->Profiling = true;
+  I->Spent = {};
   I->ForwardSeconds.assign(I->P.Calls.Size, {});
   I->BackwardSeconds.assign(I->P.Calls.Size, {});
 }

@@ -36,6 +36,18 @@ void checkRankCount(const Plan &P, const Comm &C);
 std::vector<std::vector<int>> rankGroups(Table<GroupInfo> Groups,
                                          Table<int32_t> Ranks);
 
+/// Where one rank's profiled steps went (--profile-ops), in seconds summed
+/// over Steps steps: forward and backward kernels (as timed for the
+/// profile), the box copies that gather inputs, pack and unpack messages
+/// and add gradients back, and the communication calls (receives, the
+/// waits for started sends and all-reduces, BatchNorm statistics); Total is
+/// the steps' wall time on this rank, of which the rest is zeroing
+/// accumulators, loading the batch, updates and bookkeeping.
+struct StepBreakdown {
+  double Kernels = 0, Copies = 0, Communication = 0, Total = 0;
+  int64_t Steps = 0;
+};
+
 class Runner {
 public:
   /// Allocates this rank's buffers and loads their initial values from the
@@ -72,6 +84,8 @@ public:
   /// and ranks. Every rank must call it; rank 0 gets the text, the others an
   /// empty string.
   std::string profileJson(int Threads);
+  /// This rank's steps since startProfiling(), by where they went.
+  StepBreakdown breakdown() const;
 
   /// The whole value of every parameter and state tensor, gathered to rank
   /// 0 (other ranks get an empty list). Every rank must call it.

@@ -809,16 +809,37 @@ def case_compile_error(env, case):
 def case_profile_ops(env, case):
     """--profile-ops writes the planner's profile format: `simulate --profile`
     takes the file for the same model and strategy, and it holds an entry
-    (with forward and backward times) for every op the program computes."""
+    (with forward and backward times) for every op the program computes.
+    Every rank's profiled step is split into kernels, copies, communication
+    and the rest, which add up to it."""
     fixture, ranks, opt = case["fixture"], case["ranks"], case["optimizer"]
     project = env.path("project")
     compile_project(env, fixture, ranks, case["strategy"], opt, project)
     program = build_project(env, project)
     profile = env.path("profile.json")
-    train(env, program, fixture, ranks, extra=["--profile-ops", profile])
+    _, _, out = train(env, program, fixture, ranks,
+                      extra=["--profile-ops", profile])
     with open(profile) as f:
         data = json.load(f)
     errors = []
+    parts = {}
+    for line in out.splitlines():
+        m = re.match(r"rank (\d+) per profiled step: (\S+) s = kernels (\S+) "
+                     r"s, copies (\S+) s, communication (\S+) s, other "
+                     r"(\S+) s$", line)
+        if m:
+            parts[int(m.group(1))] = [float(x) for x in m.groups()[1:]]
+    for r in range(ranks):
+        if r not in parts:
+            errors.append("rank %d: no per-step breakdown printed" % r)
+            continue
+        total, kernels, copies, comm, other = parts[r]
+        if not (kernels > 0 and copies >= 0 and comm > 0 and
+                other >= -1e-6 and
+                abs(kernels + copies + comm + other - total) <= 1e-5):
+            errors.append("rank %d: breakdown %r does not add up (kernels "
+                          "and communication > 0 on a split plan)" %
+                          (r, parts[r]))
     if data.get("format") != "onnx2soap-profile" or \
             data.get("device_type") != "cpu":
         errors.append("not a cpu profile: %r" % data.get("format"))
