@@ -71,21 +71,24 @@ struct Runner::Impl {
   /// --profile-ops: where this rank's steps went (Runner::breakdown).
   StepBreakdown Spent;
 
-  /// Runs Body, adding its seconds to Bucket when profiling (after the
-  /// backend's queued work, so that a copy or a wait is not charged for
-  /// kernels queued before it).
-  template <typename Fn> void account(double &Bucket, Fn Body) {
-    if (!Profiling) {
-      Body();
-      return;
-    }
+  /// Seconds Body takes, between synchronizations of the backend (so that
+  /// neither work queued before it nor what it queues escapes the count).
+  template <typename Fn> double synchronizedSeconds(Fn Body) {
     B.synchronize();
     auto Start = std::chrono::steady_clock::now();
     Body();
     B.synchronize();
-    Bucket +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - Start)
-            .count();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                         Start)
+        .count();
+  }
+
+  /// Runs Body, adding its seconds to Bucket when profiling.
+  template <typename Fn> void account(double &Bucket, Fn Body) {
+    if (Profiling)
+      Bucket += synchronizedSeconds(Body);
+    else
+      Body();
   }
 
   /// Runs Kernel, timing it when profiling.
@@ -96,13 +99,7 @@ struct Runner::Impl {
       Kernel();
       return;
     }
-    B.synchronize();
-    auto Start = std::chrono::steady_clock::now();
-    Kernel();
-    B.synchronize();
-    double Seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - Start)
-            .count();
+    double Seconds = synchronizedSeconds(Kernel);
     Samples[Call].push_back(Seconds);
     Spent.Kernels += Seconds;
   }
