@@ -29,15 +29,19 @@ parallel, model parallel, expert, OptCNN's and a searched one):
    time is what it prints (the slowest rank's wall time of one step), the
    median of the timed steps of R rounds, the strategies interleaved.
 
-Prints a markdown table: predicted and measured time per strategy, their
+Prints markdown tables: predicted and measured time per strategy, their
 ratios, and how many of the pairs of strategies whose measured times differ
-by more than 10 % the predictions order the same way. Raw outputs go to OUT (default BUILD_DIR/simulator-accuracy).
+by more than 10 % the predictions order the same way; then where the
+slowest rank's step goes (`train --profile-ops`: kernels, copies,
+communication, the rest) beside the planner's compute time of its busiest
+device. Raw outputs go to OUT (default BUILD_DIR/simulator-accuracy).
 Standard library only.
 """
 import argparse
 import json
 import os
 import random
+import re
 import statistics
 import struct
 import subprocess
@@ -125,6 +129,25 @@ def build_project(build, project):
          "-DONNX2SOAP_RUNTIME_EXPORT=" + export])
     run(["cmake", "--build", os.path.join(project, "build"), "--", "-j2"])
     return os.path.join(project, "build", "train")
+
+
+def breakdown(train, devices, data):
+    """Where the slowest rank's profiled step goes (`--profile-ops`, one step
+    after a warm-up): seconds of kernels, copies, communication, other."""
+    profile = os.path.join(os.path.dirname(train), "ops.json")
+    out = run(["mpirun", "--oversubscribe", "--bind-to", "none", "-np",
+               str(devices), train, "--steps", "2", "--threads", "1",
+               "--profile-ops", profile] + data, env=mpi_env(), timeout=1800)
+    ranks = []
+    for line in out.splitlines():
+        m = re.match(r"rank \d+ per profiled step: (\S+) s = kernels (\S+) "
+                     r"s, copies (\S+) s, communication (\S+) s, other "
+                     r"(\S+) s$", line)
+        if m:  # total, kernels, copies, communication, other
+            ranks.append([float(x) for x in m.groups()])
+    if len(ranks) != devices:
+        sys.exit("no breakdown from %s:\n%s" % (train, out))
+    return max(ranks, key=lambda r: r[0])
 
 
 def step_times(train, devices, data, steps):
@@ -264,10 +287,21 @@ def main():
                 samples[s] += step_times(trains[s], args.devices, data,
                                          args.steps)
         measured_time = {s: statistics.median(samples[s]) for s in STRATEGIES}
+        # Where the program's time goes, against the planner's busiest
+        # device's compute.
+        parts = {s: breakdown(trains[s], args.devices, data)
+                 for s in STRATEGIES}
+        compute = {s: max(json.loads(run(
+            [binary, "simulate"] + common + sgd + flags_of(s) +
+            ["--cluster", measured, "--strategy", files[s], "--profile",
+             profile["cold"], "--json"]))["compute_time"])
+            for s in STRATEGIES}
         with open(os.path.join(work, "results.json"), "w") as f:
-            json.dump({"predicted": predicted, "measured_steps": samples}, f,
+            json.dump({"predicted": predicted, "measured_steps": samples,
+                       "predicted_compute": compute, "breakdown": parts}, f,
                       indent=1, sort_keys=True)
-        rows.append((stem, batch, predicted, measured_time, samples))
+        rows.append((stem, batch, predicted, measured_time, samples, compute,
+                     parts))
         print("done %s at %s" % (stem, time.strftime("%H:%M:%S")),
               file=sys.stderr, flush=True)
 
@@ -280,7 +314,7 @@ def main():
           "measured comm, warm | measured comm, cold | measured ms "
           "(min–max) | measured / predicted: preset cold, warm, cold |")
     print("|---|---:|---|---:|---:|---:|---:|---|")
-    for stem, batch, pred, meas, samples in rows:
+    for stem, batch, pred, meas, samples, _, _ in rows:
         for s in STRATEGIES:
             print("| %s | %s | %s | %s | %s | %s | %.1f (%.1f–%.1f) | "
                   "%s, %s, %s |" % (
@@ -298,7 +332,7 @@ def main():
           "comm, warm) | pairs alike | predicted (measured comm, cold) | "
           "pairs alike |")
     print("|---|---|---|---:|---|---:|")
-    for stem, batch, pred, meas, samples in rows:
+    for stem, batch, pred, meas, samples, _, _ in rows:
         def order(t):
             return " < ".join(sorted(t, key=lambda s: t[s]))
 
@@ -312,6 +346,19 @@ def main():
         print("| %s | %s | %s | %s | %s | %s |" % (
             stem, order(meas), order(pred["warm"]), alike(pred["warm"]),
             order(pred["cold"]), alike(pred["cold"])))
+    print()
+    # The slowest rank of a profiled step (kernels synchronized one by
+    # one), against the planner's busiest device's compute (cold profile).
+    print("| model | strategy | planner compute ms | profiled step ms | "
+          "kernels | copies | communication | other |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    for stem, batch, pred, meas, samples, compute, parts in rows:
+        for s in STRATEGIES:
+            total, kernels, copies, comm, other = parts[s]
+            print("| %s | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f |" % (
+                stem, s, compute[s] * 1e3, total * 1e3, kernels * 1e3,
+                copies * 1e3, comm * 1e3, other * 1e3))
+
 
 if __name__ == "__main__":
     main()
