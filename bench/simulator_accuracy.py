@@ -17,8 +17,8 @@ parallel, model parallel, expert, OptCNN's and a searched one):
    of each partition the strategy runs, on this machine's CPU backend with
    one thread per rank (the profiles of all strategies merged into one),
    with cold caches (calibrate's default) and with warm ones (`--cache
-   warm`); the search, 10 s on the measured cluster, uses the built-ins'
-   cold profile;
+   warm`); the search (200 steps per chain, seed 1) on the measured
+   cluster uses the built-ins' cold profile;
 3. `onnx2soap simulate --profile` predicts the step time on the measured
    cluster file with either profile, and on the `cpu:N` preset (its
    communication figures from the analytic model) with the cold one (not
@@ -226,7 +226,8 @@ def main():
             f.write(run([binary, "clusters", "--show", cluster, "--measured",
                          comm]))
 
-        # Op times of the built-ins' partitions, the search with them (10 s),
+        # Op times of the built-ins' partitions, the search with them (200
+        # steps per chain, seed 1: the same strategy every run),
         # then the searched strategy's partitions: one profile, measured
         # with cold caches (calibrate's default) and with warm ones.
         def calibrate(strategy, name, cache):
@@ -245,8 +246,8 @@ def main():
         files["searched"] = os.path.join(work, "searched.json")
         sgd = ["--optimizer", "sgd"]  # what the programs run
         run([binary, "search"] + common + sgd +
-            ["--cluster", measured, "--profile", profile["cold"], "--budget",
-             "10", "--seed", "1", "-o", files["searched"]])
+            ["--cluster", measured, "--profile", profile["cold"],
+             "--iterations", "200", "--seed", "1", "-o", files["searched"]])
         for c in CACHES:
             parts[c].append(calibrate(files["searched"], "searched", c))
             merge_profiles(parts[c], profile[c])
