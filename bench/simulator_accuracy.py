@@ -122,6 +122,13 @@ def mpi_env():
     return env
 
 
+def mpirun(train, devices, args):
+    """Runs the program on `devices` ranks of this machine; its stdout."""
+    return run(["mpirun", "--oversubscribe", "--bind-to", "none", "-np",
+                str(devices), train, "--threads", "1"] + args,
+               env=mpi_env(), timeout=1800)
+
+
 def build_project(build, project):
     export = os.path.join(build, "onnx2soap-runtime-targets.cmake")
     run(["cmake", "-S", project, "-B", os.path.join(project, "build"), "-G",
@@ -135,9 +142,8 @@ def breakdown(train, devices, data):
     """Where the slowest rank's profiled step goes (`--profile-ops`, one step
     after a warm-up): seconds of kernels, copies, communication, other."""
     profile = os.path.join(os.path.dirname(train), "ops.json")
-    out = run(["mpirun", "--oversubscribe", "--bind-to", "none", "-np",
-               str(devices), train, "--steps", "2", "--threads", "1",
-               "--profile-ops", profile] + data, env=mpi_env(), timeout=1800)
+    out = mpirun(train, devices, ["--steps", "2", "--profile-ops", profile] +
+                 data)
     ranks = []
     for line in out.splitlines():
         m = re.match(r"rank \d+ per profiled step: (\S+) s = kernels (\S+) "
@@ -151,9 +157,8 @@ def breakdown(train, devices, data):
 
 
 def step_times(train, devices, data, steps):
-    out = run(["mpirun", "--oversubscribe", "--bind-to", "none", "-np",
-               str(devices), train, "--steps", str(steps + 1), "--threads",
-               "1", "--quiet"] + data, env=mpi_env(), timeout=1800)
+    out = mpirun(train, devices, ["--steps", str(steps + 1), "--quiet"] +
+                 data)
     times = [float(line.split()[-2]) for line in out.splitlines()
              if line.startswith("step ")]
     if len(times) != steps + 1:
@@ -217,10 +222,8 @@ def main():
             ["--cluster", cluster, "--strategy", "data-parallel", "--init",
              "random", "-o", probe])
         comm = os.path.join(work, "comm.json")
-        run(["mpirun", "--oversubscribe", "--bind-to", "none", "-np",
-             str(args.devices), build_project(build, probe),
-             "--profile-comm", comm, "--threads", "1", "--quiet"],
-            env=mpi_env(), timeout=1800)
+        mpirun(build_project(build, probe), args.devices,
+               ["--profile-comm", comm, "--quiet"])
         measured = os.path.join(work, "cluster-measured.json")
         with open(measured, "w") as f:
             f.write(run([binary, "clusters", "--show", cluster, "--measured",
@@ -258,17 +261,23 @@ def main():
         # Predictions: on the measured cluster with either profile; on the
         # preset (analytic communication) with the cold one, for the
         # built-ins (a strategy file names the cluster it was searched for).
+        # The cold column's busiest device's compute goes beside the
+        # program's breakdown below.
         predicted = {"preset": {}, "warm": {}, "cold": {}}
+        compute = {}
         for s in STRATEGIES:
             for column, where, cache in (("preset", cluster, "cold"),
                                          ("warm", measured, "warm"),
                                          ("cold", measured, "cold")):
                 if s == "searched" and where == cluster:
                     continue
-                predicted[column][s] = json.loads(run(
+                report = json.loads(run(
                     [binary, "simulate"] + common + sgd + flags_of(s) +
                     ["--cluster", where, "--strategy", files[s], "--profile",
-                     profile[cache], "--json"]))["time"]
+                     profile[cache], "--json"]))
+                predicted[column][s] = report["time"]
+                if column == "cold":
+                    compute[s] = max(report["compute_time"])
 
         # The programs.
         trains = {}
@@ -288,15 +297,9 @@ def main():
                 samples[s] += step_times(trains[s], args.devices, data,
                                          args.steps)
         measured_time = {s: statistics.median(samples[s]) for s in STRATEGIES}
-        # Where the program's time goes, against the planner's busiest
-        # device's compute.
+        # Where the program's time goes.
         parts = {s: breakdown(trains[s], args.devices, data)
                  for s in STRATEGIES}
-        compute = {s: max(json.loads(run(
-            [binary, "simulate"] + common + sgd + flags_of(s) +
-            ["--cluster", measured, "--strategy", files[s], "--profile",
-             profile["cold"], "--json"]))["compute_time"])
-            for s in STRATEGIES}
         with open(os.path.join(work, "results.json"), "w") as f:
             json.dump({"predicted": predicted, "measured_steps": samples,
                        "predicted_compute": compute, "breakdown": parts}, f,

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "cli/Subcommands.h"
 #include "simulator/Machine.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
@@ -96,8 +97,9 @@ static llvm::Expected<Machine> withMeasured(const Machine &M,
       llvm::StringRef Key = Entry.first;
       if (Key == "devices")
         continue;
-      if (Key != "runtime_MiB" && Key != "communicator_MiB" &&
-          Key != "peer_MiB")
+      if (llvm::none_of(
+              simulator::RuntimeFigures,
+              [&](const simulator::RuntimeFigure &F) { return Key == F.Key; }))
         return Fail("device_memory: unknown key '" + Key.str() + "'");
       llvm::Optional<double> MiB = Entry.second.getAsNumber();
       if (!MiB || !(*MiB >= 0))

@@ -220,19 +220,6 @@ Expected<const json::Array *> ClusterReader::array(const json::Object &O,
     return Var##OrErr.takeError();                                             \
   auto Var = std::move(*Var##OrErr)
 
-/// The device type's memory outside a program's buffers (MemoryModel.h):
-/// its key, its field, and its default on GPUs (none on CPUs).
-struct RuntimeFigure {
-  const char *Key;
-  int64_t DeviceType::*Field;
-  double GpuDefaultMiB;
-};
-static constexpr RuntimeFigure RuntimeFigures[] = {
-    {"runtime_MiB", &DeviceType::RuntimeMemory, DefaultRuntimeMiB},
-    {"communicator_MiB", &DeviceType::CommunicatorMemory,
-     DefaultCommunicatorMiB},
-    {"peer_MiB", &DeviceType::PeerMemory, DefaultPeerMiB}};
-
 //===-- Reading -----------------------------------------------------------===//
 
 Expected<DeviceType>

@@ -89,6 +89,20 @@ struct DeviceType {
   int64_t libraryMemory() const;
 };
 
+/// The device type's memory outside a program's buffers (MemoryModel.h),
+/// as a cluster file (and `--profile-comm`'s device_memory) spells it: its
+/// key, its field, and its default on GPUs (none on CPUs).
+struct RuntimeFigure {
+  const char *Key;
+  int64_t DeviceType::*Field;
+  double GpuDefaultMiB;
+};
+inline constexpr RuntimeFigure RuntimeFigures[] = {
+    {"runtime_MiB", &DeviceType::RuntimeMemory, DefaultRuntimeMiB},
+    {"communicator_MiB", &DeviceType::CommunicatorMemory,
+     DefaultCommunicatorMiB},
+    {"peer_MiB", &DeviceType::PeerMemory, DefaultPeerMiB}};
+
 struct Device {
   std::string Name; ///< "node0/gpu3"
   unsigned Node = 0;
