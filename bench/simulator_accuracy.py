@@ -33,8 +33,8 @@ Prints markdown tables: predicted and measured time per strategy, their
 ratios, and how many of the pairs of strategies whose measured times differ
 by more than 10 % the predictions order the same way; then where the
 slowest rank's step goes (`train --profile-ops`: kernels, copies,
-communication, the rest) beside the planner's compute time of its busiest
-device. Raw outputs go to OUT (default BUILD_DIR/simulator-accuracy).
+communication, the rest) beside the planner's compute and copy times of its
+busiest device. Raw outputs go to OUT (default BUILD_DIR/simulator-accuracy).
 Standard library only.
 """
 import argparse
@@ -264,7 +264,7 @@ def main():
         # The cold column's busiest device's compute goes beside the
         # program's breakdown below.
         predicted = {"preset": {}, "warm": {}, "cold": {}}
-        compute = {}
+        compute, copies = {}, {}
         for s in STRATEGIES:
             for column, where, cache in (("preset", cluster, "cold"),
                                          ("warm", measured, "warm"),
@@ -277,7 +277,12 @@ def main():
                      profile[cache], "--json"]))
                 predicted[column][s] = report["time"]
                 if column == "cold":
-                    compute[s] = max(report["compute_time"])
+                    # The busiest device's, and its copies.
+                    busiest = max(range(len(report["compute_time"])),
+                                  key=lambda d: report["compute_time"][d] +
+                                  report["copy_time"][d])
+                    compute[s] = report["compute_time"][busiest]
+                    copies[s] = report["copy_time"][busiest]
 
         # The programs.
         trains = {}
@@ -302,10 +307,11 @@ def main():
                  for s in STRATEGIES}
         with open(os.path.join(work, "results.json"), "w") as f:
             json.dump({"predicted": predicted, "measured_steps": samples,
-                       "predicted_compute": compute, "breakdown": parts}, f,
+                       "predicted_compute": compute,
+                       "predicted_copies": copies, "breakdown": parts}, f,
                       indent=1, sort_keys=True)
-        rows.append((stem, batch, predicted, measured_time, samples, compute,
-                     parts))
+        rows.append((stem, batch, predicted, measured_time, samples,
+                     (compute, copies), parts))
         print("done %s at %s" % (stem, time.strftime("%H:%M:%S")),
               file=sys.stderr, flush=True)
 
@@ -353,15 +359,17 @@ def main():
     print()
     # The slowest rank of a profiled step (kernels synchronized one by
     # one), against the planner's busiest device's compute (cold profile).
-    print("| model | strategy | planner compute ms | profiled step ms | "
-          "kernels | copies | communication | other |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|")
-    for stem, batch, pred, meas, samples, compute, parts in rows:
+    print("| model | strategy | planner compute ms | planner copies ms | "
+          "profiled step ms | kernels | copies | communication | other |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for stem, batch, pred, meas, samples, planned, parts in rows:
+        compute, copied = planned
         for s in STRATEGIES:
             total, kernels, copies, comm, other = parts[s]
-            print("| %s | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f |" % (
-                stem, s, compute[s] * 1e3, total * 1e3, kernels * 1e3,
-                copies * 1e3, comm * 1e3, other * 1e3))
+            print("| %s | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f "
+                  "|" % (stem, s, compute[s] * 1e3, copied[s] * 1e3,
+                         total * 1e3, kernels * 1e3, copies * 1e3, comm * 1e3,
+                         other * 1e3))
 
 
 if __name__ == "__main__":

@@ -311,7 +311,7 @@ loadPlanning(const std::string &ModelPath) {
     return usageError(llvm::formatv("--comm-model {0}: expected program or "
                                     "flexflow",
                                     CommModelFlag.getValue()));
-  Result->Sim.SerialCommunication = CommModelFlag == "program";
+  Result->Sim.setProgramModel(CommModelFlag == "program");
   Result->TuneGradientBucket = TuneBucket;
   Result->GradientBucketGiven = GradientBucketFlag.getNumOccurrences() > 0;
   Result->OptimizerName =
@@ -461,14 +461,16 @@ llvm::Error runSimulate() {
 
   unsigned NumDevices = P.M.numDevices();
   if (Json) {
-    llvm::json::Array Devices, Peaks, Compute, Sent;
+    llvm::json::Array Devices, Peaks, Compute, Copies, Sent;
     for (simulator::DeviceId D = 0; D < NumDevices; ++D) {
       Peaks.push_back(Report.PeakMemory[D]);
       Compute.push_back(Report.ComputeTime[D]);
+      Copies.push_back(Report.CopyTime[D]);
       Sent.push_back(Report.BytesSent[D]);
       Devices.push_back(llvm::json::Object{
           {"name", P.M.device(D).Name},
           {"compute_time", Report.ComputeTime[D]},
+          {"copy_time", Report.CopyTime[D]},
           {"bytes_sent", Report.BytesSent[D]},
           {"peak_memory", Report.PeakMemory[D]},
           {"runtime_memory", Report.RuntimeMemory[D]},
@@ -486,6 +488,7 @@ llvm::Error runSimulate() {
                            {"bytes_transferred", Report.BytesTransferred},
                            {"peak_memory", std::move(Peaks)},
                            {"compute_time", std::move(Compute)},
+                           {"copy_time", std::move(Copies)},
                            {"bytes_sent", std::move(Sent)},
                            {"fits", Report.Fits},
                            {"tasks", int64_t(Report.NumTasks)},
@@ -521,16 +524,17 @@ llvm::Error runSimulate() {
   // On GPUs, the part of the peak that is the runtime's and NCCL's.
   bool Runtime = llvm::any_of(Report.RuntimeMemory,
                               [](double Bytes) { return Bytes > 0; });
-  OS << llvm::formatv("{0} {1,12} {2,12} {3,12} {4}{5,12}\n", Padded("device"),
-                      "compute", "sent", "peak memory",
-                      Runtime ? llvm::formatv("{0,12} ", "runtime").str()
-                              : std::string(),
-                      "capacity");
+  OS << llvm::formatv(
+      "{0} {1,12} {2,12} {3,12} {4,12} {5}{6,12}\n", Padded("device"),
+      "compute", "copies", "sent", "peak memory",
+      Runtime ? llvm::formatv("{0,12} ", "runtime").str() : std::string(),
+      "capacity");
   for (simulator::DeviceId D = 0; D < NumDevices; ++D) {
     double Capacity = double(P.M.deviceType(D).MemoryCapacity);
     OS << llvm::formatv(
-        "{0} {1,12} {2,12} {3,12} {4}{5,12}{6}\n", Padded(P.M.device(D).Name),
-        formatSeconds(Report.ComputeTime[D]), formatBytes(Report.BytesSent[D]),
+        "{0} {1,12} {2,12} {3,12} {4,12} {5}{6,12}{7}\n",
+        Padded(P.M.device(D).Name), formatSeconds(Report.ComputeTime[D]),
+        formatSeconds(Report.CopyTime[D]), formatBytes(Report.BytesSent[D]),
         formatBytes(Report.PeakMemory[D]),
         Runtime ? llvm::formatv("{0,12} ", formatBytes(Report.RuntimeMemory[D]))
                       .str()

@@ -32,6 +32,7 @@
 #include <queue>
 #include <set>
 #include <thread>
+#include <tuple>
 #include <unordered_map>
 
 namespace onnx2soap::codegen {
@@ -392,6 +393,32 @@ private:
   std::vector<std::vector<int32_t>> CallOf;
   /// [call]: copies before a forward / after a backward (local edges).
   std::vector<std::vector<CopyInfo>> Prologue, Epilogue;
+  /// A part of a rank's box of a parameter, state or constant tensor that
+  /// partitions read as a buffer of its own (the box holds more): one per
+  /// rank, tensor and region, copied from the box once a step, before its
+  /// first reader's forward, and its gradient, which the readers' backward
+  /// calls add up, added back into the box's once, after the last one's.
+  /// (One copy per reading call, as until 2026-11-25, copied an unrolled
+  /// layer's weights at every step of the sequence and held a copy per
+  /// step: RNNTC's cells split over hidden units on two CPU ranks copied
+  /// 2.7 GB a training step and allocated 3 GB a rank.)
+  struct Slice {
+    int32_t Buffer = -1, Gradient = -1;
+    CopyInfo Fill{}, AddBack{};
+    bool Filled = false;
+    /// Readers whose backward adds to Gradient, not yet emitted.
+    unsigned GradientReaders = 0;
+  };
+  std::map<std::tuple<ir::TensorId, DeviceId, std::vector<int64_t>>, Slice>
+      Slices;
+  /// [call]: the slices it reads, and those its backward adds to.
+  std::vector<llvm::SmallVector<Slice *, 2>> SlicesRead, SlicesAdded;
+  /// The copies of a call's forward step: the fills of the slices it reads
+  /// that no earlier step filled, then its prologue.
+  std::vector<CopyInfo> forwardCopies(int32_t Call);
+  /// The copies after a call's backward: its epilogue, then the add-backs
+  /// of the slices it was the last to add to.
+  std::vector<CopyInfo> backwardCopies(int32_t Call);
   std::vector<std::vector<CopyInfo>> StateCopies; // by rank
   std::vector<std::vector<StepInfo>> PerRank;
   std::map<std::vector<DeviceId>, int32_t> GroupIndex;
@@ -648,6 +675,8 @@ llvm::Error Builder::bindInputs() {
       CallOf[O.Id].push_back(Prologue.size());
       Prologue.emplace_back();
       Epilogue.emplace_back();
+      SlicesRead.emplace_back();
+      SlicesAdded.emplace_back();
     }
   }
   for (const ir::Op &O : G.ops()) {
@@ -678,15 +707,29 @@ llvm::Error Builder::bindInputs() {
             B.Buffer = Held.Buffer;
             B.Gradient = WantGrad ? Held.Gradient : -1;
           } else {
-            B.Buffer =
-                addBuffer(Rank, BufferKind::Gathered, In, B.Needed, Type);
-            Prologue[Call].push_back(copy(Held.Buffer, Held.Region, B.Buffer,
-                                          B.Needed, B.Needed, false));
+            std::vector<int64_t> Corners;
+            for (const ir::Interval &I : B.Needed)
+              Corners.insert(Corners.end(), {I.Begin, I.End});
+            auto [It, New] = Slices.try_emplace({In, Rank, Corners});
+            Slice &Part = It->second;
+            if (New) {
+              Part.Buffer =
+                  addBuffer(Rank, BufferKind::Gathered, In, B.Needed, Type);
+              Part.Fill = copy(Held.Buffer, Held.Region, Part.Buffer, B.Needed,
+                               B.Needed, false);
+            }
+            B.Buffer = Part.Buffer;
+            SlicesRead[Call].push_back(&Part);
             if (WantGrad && Held.Gradient >= 0) {
-              B.Gradient =
-                  addBuffer(Rank, BufferKind::Gradient, In, B.Needed, Type);
-              Epilogue[Call].push_back(copy(B.Gradient, B.Needed, Held.Gradient,
-                                            Held.Region, B.Needed, true));
+              if (Part.Gradient < 0) {
+                Part.Gradient =
+                    addBuffer(Rank, BufferKind::Gradient, In, B.Needed, Type);
+                Part.AddBack = copy(Part.Gradient, B.Needed, Held.Gradient,
+                                    Held.Region, B.Needed, true);
+              }
+              B.Gradient = Part.Gradient;
+              ++Part.GradientReaders;
+              SlicesAdded[Call].push_back(&Part);
             }
           }
           Inputs[O.Id][P].push_back(B);
@@ -875,6 +918,25 @@ void Builder::makeCalls() {
   }
 }
 
+std::vector<CopyInfo> Builder::forwardCopies(int32_t Call) {
+  std::vector<CopyInfo> Copies;
+  for (Slice *Part : SlicesRead[Call])
+    if (!Part->Filled) {
+      Part->Filled = true;
+      Copies.push_back(Part->Fill);
+    }
+  Copies.insert(Copies.end(), Prologue[Call].begin(), Prologue[Call].end());
+  return Copies;
+}
+
+std::vector<CopyInfo> Builder::backwardCopies(int32_t Call) {
+  std::vector<CopyInfo> Copies = Epilogue[Call];
+  for (Slice *Part : SlicesAdded[Call])
+    if (--Part->GradientReaders == 0)
+      Copies.push_back(Part->AddBack);
+  return Copies;
+}
+
 llvm::Error Builder::makeSteps(const simulator::TaskGraph &TG) {
   // The global order: a topological order of the task graph that follows
   // the simulated start times (ties: the structural key).
@@ -917,8 +979,11 @@ llvm::Error Builder::makeSteps(const simulator::TaskGraph &TG) {
                                                  : StepKind::Backward;
       Step.Call = Call;
       Step.Label = Out.intern(G.op(Node.Op).Name);
-      const auto &Copies =
-          Node.Kind == TaskKind::Forward ? Prologue[Call] : Epilogue[Call];
+      std::vector<CopyInfo> Copies;
+      if (Node.Kind == TaskKind::Forward)
+        Copies = forwardCopies(Call);
+      else if (!Global)
+        Copies = backwardCopies(Call);
       if (!(Global && Node.Kind == TaskKind::Backward)) {
         Step.FirstCopy = addCopies(Copies);
         Step.NumCopies = Copies.size();
@@ -943,7 +1008,7 @@ llvm::Error Builder::makeSteps(const simulator::TaskGraph &TG) {
         StepInfo Member = Step;
         Member.Call = CallOf[O.Id][P];
         if (!Forward) {
-          const auto &Copies = Epilogue[Member.Call];
+          std::vector<CopyInfo> Copies = backwardCopies(Member.Call);
           Member.FirstCopy = addCopies(Copies);
           Member.NumCopies = Copies.size();
         }
@@ -1044,6 +1109,10 @@ llvm::Error Builder::makeSteps(const simulator::TaskGraph &TG) {
       }
       break;
     }
+    case TaskKind::Copy:
+      // The copies are the steps': a call's gathering and adding back, a
+      // message's packing and unpacking (bindInputs, the transfers above).
+      break;
     case TaskKind::Update: {
       // A weight-only result's update is its weights' update, after the
       // weight-only backward (below).

@@ -116,4 +116,12 @@ double AnalyticCostModel::updateTime(OptimizerKind Kind, double Elements,
   return Device.LaunchOverhead + Bytes / Device.MemoryBandwidth;
 }
 
+double CostModel::copyTime(double Bytes, unsigned Copies, bool Add,
+                           const DeviceType &Device) const {
+  // Reads the source (and, adding, the destination), writes the
+  // destination.
+  return double(Copies) * Device.LaunchOverhead +
+         (Add ? 3 : 2) * Bytes / Device.MemoryBandwidth;
+}
+
 } // namespace onnx2soap::simulator

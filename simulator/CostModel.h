@@ -7,7 +7,8 @@
 // kernel launch); measured profiles override it per (op kind, partition
 // shapes, device type). Tests use a fake with round numbers so that
 // timelines can be written by hand. Communication is not here: the simulator
-// times transfers and collectives from the machine's links.
+// times transfers and collectives from the machine's links; the box copies
+// around them are (copyTime).
 //
 //===----------------------------------------------------------------------===//
 #ifndef ONNX2SOAP_SIMULATOR_COSTMODEL_H
@@ -51,6 +52,13 @@ public:
   /// state).
   virtual double updateTime(OptimizerKind Kind, double Elements, ir::DType Type,
                             const DeviceType &Device) const = 0;
+  /// Copies box copies of Bytes in all, as a generated program makes them
+  /// on its device (gathering a partition's input, packing and unpacking
+  /// messages, adding gradients back; Add: summed into the destination,
+  /// which is read too). By default a kernel launch per copy plus the bytes
+  /// read and written over the device's memory bandwidth.
+  virtual double copyTime(double Bytes, unsigned Copies, bool Add,
+                          const DeviceType &Device) const;
 };
 
 /// FLOPs and bytes of one partition: the op's whole-op counts scaled by the

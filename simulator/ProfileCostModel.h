@@ -94,6 +94,11 @@ public:
   /// Updates are not profiled: the fallback's time.
   double updateTime(OptimizerKind Kind, double Elements, ir::DType Type,
                     const DeviceType &Device) const override;
+  /// Copies are not profiled either.
+  double copyTime(double Bytes, unsigned Copies, bool Add,
+                  const DeviceType &Device) const override {
+    return Fallback.copyTime(Bytes, Copies, Add, Device);
+  }
 
   /// The entry for P on the device type named Name, or null.
   const ProfileEntry *lookup(const PartitionShape &P,

@@ -305,6 +305,7 @@ SimReport Simulator::report() const {
   SimReport R;
   R.Time = time();
   R.ComputeTime.assign(M.numDevices(), 0);
+  R.CopyTime.assign(M.numDevices(), 0);
   R.BytesSent.assign(M.numDevices(), 0);
   for (TaskId Id = 0; Id < Graph.size(); ++Id) {
     const Task &T = Graph.task(Id);
@@ -315,7 +316,9 @@ SimReport Simulator::report() const {
     case TaskKind::Forward:
     case TaskKind::Backward:
     case TaskKind::Update:
-      R.ComputeTime[T.Device] += T.Duration;
+    case TaskKind::Copy:
+      R.ComputeTime[T.Device] += T.Duration - T.CopySeconds;
+      R.CopyTime[T.Device] += T.CopySeconds;
       break;
     case TaskKind::Transfer:
     case TaskKind::GradTransfer:

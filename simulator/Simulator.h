@@ -37,8 +37,11 @@ struct SimReport {
   double Time = 0;
   /// Bytes all devices put on the wire (transfers and collectives).
   double BytesTransferred = 0;
-  /// Per device: busy computing, and bytes it sends.
+  /// Per device: busy computing (kernels and updates), busy with box
+  /// copies (SimOptions::CopyTasks: around edges, and packing and
+  /// unpacking all-reduced gradients), and bytes it sends.
   std::vector<double> ComputeTime;
+  std::vector<double> CopyTime;
   std::vector<double> BytesSent;
   /// Per device: peak bytes of memory (see MemoryModel.h).
   std::vector<double> PeakMemory;

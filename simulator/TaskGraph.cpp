@@ -34,6 +34,8 @@ llvm::StringRef taskKindName(TaskKind Kind) {
     return "grad-allreduce";
   case TaskKind::Update:
     return "update";
+  case TaskKind::Copy:
+    return "copy";
   }
   llvm_unreachable("unknown TaskKind");
 }
@@ -90,6 +92,33 @@ TaskGraph::TaskGraph(const ir::TrainingGraph &T, const Machine &M,
     if (Synced[Value.Id])
       SyncedTensors.push_back(Value.Id);
   segmentTensors();
+  SourceBytes.assign(G.numTensors(), 0);
+  double Slots = optimizerStateCount(Options.Optimizer);
+  for (ir::TensorId Id : SyncedTensors) {
+    const ir::Tensor &Value = G.tensor(Id);
+    if (Value.Role != ir::TensorRole::Activation)
+      continue;
+    std::vector<bool> Seen(G.numTensors(), false);
+    std::vector<ir::TensorId> Stack{Id};
+    while (!Stack.empty()) {
+      const ir::Op &O = G.op(G.tensor(Stack.back()).Producer);
+      Stack.pop_back();
+      for (ir::TensorId In : O.Inputs) {
+        if (In == ir::NoTensor || Seen[In])
+          continue;
+        Seen[In] = true;
+        const ir::Tensor &Read = G.tensor(In);
+        if (Read.Role == ir::TensorRole::Activation) {
+          Stack.push_back(In);
+          continue;
+        }
+        bool Trained =
+            Read.Role == ir::TensorRole::Parameter && T.NeedsGrad[In];
+        SourceBytes[Id] += alignedBufferBytes(Read.Type.byteSize()) *
+                           (Trained ? 2 + Slots : 1);
+      }
+    }
+  }
 }
 
 llvm::SmallVector<std::pair<ir::OpId, unsigned>, 2>
@@ -371,6 +400,9 @@ void TaskGraph::connect(TaskId From, DeviceId FromDevice, TaskId To,
     Transfer.Resources.push_back(commEngine(FromDevice));
     Transfer.Resources.push_back(commEngine(ToDevice));
   }
+  // The receiving rank waits in the call; the sender goes on.
+  if (Options.BlockingCalls)
+    Transfer.Resources.push_back(ToDevice);
   if (Kind == TaskKind::Transfer)
     Transfer.ActivationMemory = alignedBufferBytes(Bytes);
   TaskId Id = addTask(std::move(Transfer));
@@ -406,32 +438,152 @@ void TaskGraph::buildInputEdges(ir::OpId ConsumerId, unsigned Slot) {
                    T.NeedsGrad[Tensor];
   double ElementSize = ir::dtypeSize(Value.Type.Type);
   const ir::OpKindInfo &Info = ir::opKindInfo(Consumer.Kind);
+  // Partial sums (the producer split over its contraction) are added into
+  // the consumer's buffer.
+  bool Summed = PC.Reduction > 1;
 
   llvm::SmallVector<ir::Region, 8> Written;
   for (unsigned P = 0; P < PC.numPartitions(); ++P)
     Written.push_back(ir::outputRegionOf(G, Producer, Output,
                                          outputRegion(G, Producer, PC, P),
                                          reductionSlice(G, Producer, PC, P)));
+  // Per producer partition, with CopyTasks: packing its messages to this
+  // input's partitions, and adding the gradients they send back.
+  struct PerProducer {
+    TaskId Pack = NoTask, Unpack = NoTask;
+    double Bytes = 0;
+    unsigned Messages = 0;
+  };
+  std::vector<PerProducer> Producers(Options.CopyTasks ? PC.numPartitions()
+                                                       : 0);
+  llvm::SmallVector<std::pair<unsigned, double>, 8> Overlaps;
   for (unsigned C = 0; C < CC.numPartitions(); ++C) {
     ir::Region Needed =
         Info.InputRegion(G, Consumer, Slot, outputRegion(G, Consumer, CC, C),
                          reductionSlice(G, Consumer, CC, C));
+    Overlaps.clear();
     for (unsigned P = 0; P < PC.numPartitions(); ++P) {
       int64_t Volume = ir::regionVolume(ir::intersect(Needed, Written[P]));
-      if (Volume == 0)
+      if (Volume != 0)
+        Overlaps.push_back({P, double(Volume) * ElementSize});
+    }
+    DeviceId Here = CC.device(C);
+    // A generated program's call reads the producer's buffer as it is when
+    // one partition on the same device wrote exactly the region it needs
+    // (codegen's bindInputs); otherwise it gathers the input into a buffer
+    // of its own.
+    bool Aliased = Overlaps.size() == 1 && !Summed &&
+                   PC.device(Overlaps[0].first) == Here &&
+                   Written[Overlaps[0].first] == Needed;
+    if (!Options.CopyTasks || Aliased) {
+      for (auto [P, Bytes] : Overlaps) {
+        connect(From.ForwardDone[P], PC.device(P), To.Forward[C], Here,
+                TaskKind::Transfer, Bytes,
+                {forwardLevel(Producer.Id) + 2, ConsumerId, Slot, C, P},
+                ConsumerId, Owned);
+        if (GradFlows)
+          connect(To.BackwardDone[C], Here, From.Backward[P], PC.device(P),
+                  TaskKind::GradTransfer, Bytes,
+                  {backwardLevel(ConsumerId) + 2, 0, Slot, C, P}, ConsumerId,
+                  Owned);
+      }
+      continue;
+    }
+    if (Overlaps.empty())
+      continue;
+    // Gathered: local parts copied in, messages unpacked, before the
+    // forward; after the backward, the gradient's local parts added back
+    // and the rest packed to be sent.
+    TaskId Gather =
+        addCopy(Here, {forwardLevel(ConsumerId) - 1, ConsumerId, Slot, C, ~0u},
+                ConsumerId, Tensor, C, Owned);
+    TaskId Scatter =
+        GradFlows
+            ? addCopy(Here, {backwardLevel(ConsumerId) + 1, 3, Slot, C, 0},
+                      ConsumerId, Tensor, C, Owned)
+            : NoTask;
+    double Bytes = 0, LocalBytes = 0;
+    unsigned Local = 0;
+    for (auto [P, PartBytes] : Overlaps) {
+      DeviceId There = PC.device(P);
+      Bytes += PartBytes;
+      if (There == Here) {
+        LocalBytes += PartBytes;
+        ++Local;
+        addEdge(From.ForwardDone[P], Gather, /*Fresh=*/true);
+        if (GradFlows)
+          addEdge(Scatter, From.Backward[P], /*Fresh=*/true);
         continue;
-      double Bytes = double(Volume) * ElementSize;
-      connect(From.ForwardDone[P], PC.device(P), To.Forward[C], CC.device(C),
-              TaskKind::Transfer, Bytes,
+      }
+      PerProducer &Sender = Producers[P];
+      if (Sender.Pack == NoTask) {
+        Sender.Pack = addCopy(
+            There, {forwardLevel(Producer.Id) + 1, 1 + ConsumerId, Slot, P, 0},
+            ConsumerId, Tensor, P, Owned);
+        addEdge(From.ForwardDone[P], Sender.Pack, /*Fresh=*/true);
+        if (GradFlows) {
+          Sender.Unpack = addCopy(
+              There,
+              {backwardLevel(Producer.Id) - 1, 1 + ConsumerId, Slot, P, 0},
+              ConsumerId, Tensor, P, Owned);
+          addEdge(Sender.Unpack, From.Backward[P], /*Fresh=*/true);
+        }
+      }
+      Sender.Bytes += PartBytes;
+      ++Sender.Messages;
+      connect(Sender.Pack, There, Gather, Here, TaskKind::Transfer, PartBytes,
               {forwardLevel(Producer.Id) + 2, ConsumerId, Slot, C, P},
               ConsumerId, Owned);
       if (GradFlows)
-        connect(To.BackwardDone[C], CC.device(C), From.Backward[P],
-                PC.device(P), TaskKind::GradTransfer, Bytes,
-                {backwardLevel(ConsumerId) + 2, 0, Slot, C, P}, ConsumerId,
-                Owned);
+        connect(Scatter, Here, Sender.Unpack, There, TaskKind::GradTransfer,
+                PartBytes, {backwardLevel(ConsumerId) + 2, 0, Slot, C, P},
+                ConsumerId, Owned);
+    }
+    addEdge(Gather, To.Forward[C], /*Fresh=*/true);
+    setCopyTime(Gather, Summed ? 0 : Bytes, Summed ? 0 : Overlaps.size(),
+                Summed ? Bytes : 0, Summed ? Overlaps.size() : 0);
+    if (GradFlows) {
+      addEdge(To.BackwardDone[C], Scatter, /*Fresh=*/true);
+      setCopyTime(Scatter, Bytes - LocalBytes, Overlaps.size() - Local,
+                  LocalBytes, Local);
     }
   }
+  for (const PerProducer &Sender : Producers) {
+    if (Sender.Pack == NoTask)
+      continue;
+    setCopyTime(Sender.Pack, Sender.Bytes, Sender.Messages, 0, 0);
+    if (Sender.Unpack != NoTask)
+      setCopyTime(Sender.Unpack, 0, 0, Sender.Bytes, Sender.Messages);
+  }
+}
+
+TaskId TaskGraph::addCopy(DeviceId Device, TaskKey Key, ir::OpId Op,
+                          ir::TensorId Tensor, uint32_t Partition,
+                          std::vector<TaskId> &Owned) {
+  Task Copy;
+  Copy.Kind = TaskKind::Copy;
+  Copy.Key = Key;
+  Copy.Op = Op;
+  Copy.Tensor = Tensor;
+  Copy.Partition = Partition;
+  Copy.Device = Device;
+  Copy.Resources = {Device};
+  TaskId Id = addTask(std::move(Copy));
+  Owned.push_back(Id);
+  return Id;
+}
+
+void TaskGraph::setCopyTime(TaskId Id, double CopiedBytes, unsigned Copies,
+                            double AddedBytes, unsigned Adds) {
+  Task &Copy = Tasks[Id];
+  const DeviceType &Type = M.deviceType(Copy.Device);
+  Copy.Bytes = CopiedBytes + AddedBytes;
+  Copy.Duration = 0;
+  if (Copies)
+    Copy.Duration += Cost.copyTime(CopiedBytes, Copies, false, Type);
+  if (Adds)
+    Copy.Duration += Cost.copyTime(AddedBytes, Adds, true, Type);
+  Copy.CopySeconds = Copy.Duration;
 }
 
 //===-- Parameters ------------------------------------------------------------
@@ -462,27 +614,91 @@ void TaskGraph::buildTensorSync(ir::TensorId Tensor) {
   // backward tasks there that write its gradient (and the all-reduces of
   // its cells: buildBuckets).
   std::map<DeviceId, int64_t> Held;
+  // Per device, the elements and boxes of the cells it all-reduces.
+  std::map<DeviceId, std::pair<int64_t, unsigned>> Synced;
   for (const GradientCells &Cells : Sync.Cells)
-    for (DeviceId D : Cells.Holders)
+    for (DeviceId D : Cells.Holders) {
       Held[D] += Cells.Elements;
+      if (Cells.Holders.size() > 1) {
+        Synced[D].first += Cells.Elements;
+        Synced[D].second += Cells.Boxes.size();
+      }
+    }
   double ElementSize = ir::dtypeSize(Value.Type.Type);
+  // A device holds one box of the tensor: the bounding box of what its
+  // partitions read (a weight-only op's result: all of it). A region its
+  // partitions read that is not the box is a slice of its own, filled from
+  // the box once a step, and its gradient added back once (codegen's
+  // Slice): its bytes and boxes per device.
+  bool Reshaped = Value.Role == ir::TensorRole::Activation;
+  std::map<DeviceId, std::vector<ir::Region>> Read;
+  for (const TensorUse &U : Sync.Uses)
+    Read[U.Device].push_back(U.Region);
+  struct SliceBytes {
+    double Bytes = 0, Buffers = 0; ///< Buffers: each rounded as allocated
+    unsigned Count = 0;
+  };
+  std::map<DeviceId, SliceBytes> Slices;
+  for (auto &[Device, Regions] : Read) {
+    ir::Region Box = Reshaped ? ir::fullRegion(Value.Type.Dims) : Regions[0];
+    for (const ir::Region &R : Regions)
+      for (unsigned D = 0; D < R.size(); ++D) {
+        Box[D].Begin = std::min(Box[D].Begin, R[D].Begin);
+        Box[D].End = std::max(Box[D].End, R[D].End);
+      }
+    llvm::sort(Regions, [](const ir::Region &A, const ir::Region &B) {
+      return std::lexicographical_compare(
+          A.begin(), A.end(), B.begin(), B.end(),
+          [](const ir::Interval &X, const ir::Interval &Y) {
+            return std::tie(X.Begin, X.End) < std::tie(Y.Begin, Y.End);
+          });
+    });
+    Regions.erase(std::unique(Regions.begin(), Regions.end()), Regions.end());
+    for (const ir::Region &R : Regions)
+      if (R != Box) {
+        double Bytes = double(ir::regionVolume(R)) * ElementSize;
+        Slices[Device].Bytes += Bytes;
+        Slices[Device].Buffers += alignedBufferBytes(Bytes);
+        ++Slices[Device].Count;
+      }
+  }
   for (auto &[Device, Elements] : Held) {
     Task Update;
     Update.Kind = TaskKind::Update;
     Update.Key = {SegmentLevel[SegmentOf[Tensor]], 2, Tensor, Device, 0};
     Update.Duration = Cost.updateTime(Options.Optimizer, double(Elements),
                                       Value.Type.Type, M.deviceType(Device));
+    // The all-reduced cells are packed into the message buffer and
+    // unpacked after: charged here, where the device holds them.
+    const DeviceType &Type = M.deviceType(Device);
+    if (Options.CopyTasks) {
+      if (auto It = Synced.find(Device); It != Synced.end())
+        Update.CopySeconds +=
+            2 * Cost.copyTime(double(It->second.first) * ElementSize,
+                              It->second.second, false, Type);
+      // Its slices filled and their gradients added back, charged here too
+      // (the program fills them before the first reader's forward).
+      if (auto It = Slices.find(Device); It != Slices.end())
+        Update.CopySeconds +=
+            Cost.copyTime(It->second.Bytes, It->second.Count, false, Type) +
+            Cost.copyTime(It->second.Bytes, It->second.Count, true, Type);
+      Update.Duration += Update.CopySeconds;
+    }
     Update.Tensor = Tensor;
     Update.Device = Device;
     Update.Resources = {Device};
     Update.Bytes = double(Elements) * ElementSize;
-    // The box, its gradient and optimizer slots. A weight-only op's output
-    // (a weight the exporter reshaped) is held twice, as the parameter and
-    // as the reshaped tensor, as generated programs hold it.
-    bool Reshaped = Value.Role == ir::TensorRole::Activation;
-    Update.ParamMemory =
-        alignedBufferBytes(Update.Bytes) *
-        ((Reshaped ? 3 : 2) + optimizerStateCount(Options.Optimizer));
+    // The box, its gradient and optimizer slots; a weight-only op's result
+    // (a weight the exporter reshaped) and its gradient whole, and what it
+    // is computed from (SourceBytes), as generated programs hold them.
+    Update.ParamMemory = Reshaped
+                             ? 2 * alignedBufferBytes(Value.Type.byteSize()) +
+                                   SourceBytes[Tensor]
+                             : alignedBufferBytes(Update.Bytes) *
+                                   (2 + optimizerStateCount(Options.Optimizer));
+    // And each slice with its gradient.
+    if (auto It = Slices.find(Device); It != Slices.end())
+      Update.ParamMemory += 2 * It->second.Buffers;
     TaskId Id = addTask(std::move(Update));
     for (const TensorUse &U : Sync.Uses)
       if (U.Device == Device)
@@ -612,6 +828,15 @@ TaskId TaskGraph::addAllReduce(TaskKind Kind, llvm::ArrayRef<DeviceId> Devices,
   if (Options.SerialCommunication)
     for (DeviceId D : Collective.Group)
       Collective.Resources.push_back(commEngine(D));
+  // Members wait in the call: always for BatchNorm's sums, which the next
+  // phase reads; for gradients on CPU ranks, whose MPI all-reduce sums
+  // inside the call (NCCL's runs beside the backward pass).
+  if (Options.BlockingCalls && (Kind == TaskKind::StatsAllReduce ||
+                                llvm::all_of(Collective.Group, [&](DeviceId D) {
+                                  return M.deviceType(D).CudaArch.empty();
+                                })))
+    for (DeviceId D : Collective.Group)
+      Collective.Resources.push_back(D);
   return addTask(std::move(Collective));
 }
 

@@ -85,6 +85,13 @@ enum class TaskKind : uint8_t {
   GradAllReduce,
   /// Optimizer update of one parameter's shards on one device.
   Update,
+  /// Box copies a generated program makes on one device around an edge
+  /// (SimOptions::CopyTasks): a consumer partition gathering its input
+  /// (from local producers, and unpacking what it received), a producer
+  /// partition packing its messages, a consumer partition adding input
+  /// gradients back to local producers and packing the rest, a producer
+  /// partition adding received gradients.
+  Copy,
 };
 llvm::StringRef taskKindName(TaskKind Kind);
 
@@ -120,11 +127,12 @@ struct Task {
   llvm::SmallVector<TaskId, 4> Succs;
 
   /// Bytes each sending device puts on the wire (transfers and collectives);
-  /// for an update, the bytes of parameter it updates.
+  /// for an update, the bytes of parameter it updates; for copies, the
+  /// bytes copied.
   double Bytes = 0;
-  /// The op (forward, backward, transfers: the consumer; stats: the
+  /// The op (forward, backward, transfers, copies: the consumer; stats: the
   /// BatchNorm) or NoOp; for GradAllReduce and Update, the parameter
-  /// tensor in Tensor.
+  /// tensor in Tensor; for copies, the activation.
   ir::OpId Op = ir::NoOp;
   ir::TensorId Tensor = ir::NoTensor;
   uint32_t Partition = 0;
@@ -155,6 +163,10 @@ struct Task {
   /// (a convolution's workspace, copies a kernel makes; KernelScratch.h). A
   /// device's largest is its scratch.
   double ScratchMemory = 0;
+  /// The part of Duration spent in box copies (SimOptions::CopyTasks): all
+  /// of a copy task's; an update's packing and unpacking of its
+  /// all-reduced gradient cells.
+  double CopySeconds = 0;
 };
 
 /// Options of the training step being simulated.
@@ -175,6 +187,27 @@ struct SimOptions {
   /// FlexFlow's model, where a device sends and receives over all its links
   /// at once.
   bool SerialCommunication = true;
+  /// The box copies generated programs make around edges are tasks on
+  /// their device (TaskKind::Copy): wherever a partition does not read
+  /// its producer's output buffer as it is (a part of one, or parts of
+  /// several; always after a message), the copies that gather the input,
+  /// pack and unpack messages and add gradients back. Off under FlexFlow's
+  /// model, which charges none.
+  bool CopyTasks = true;
+  /// A communication call holds the compute device of a rank that waits in
+  /// it, as generated programs run them: a transfer its receiver (the rank
+  /// waits in the receive until the message is in), a BatchNorm statistics
+  /// all-reduce its members (the next phase needs the sums), and on CPU
+  /// devices a gradient all-reduce its members (MPI sums inside the call;
+  /// NCCL's run beside the backward pass). Off under FlexFlow's model,
+  /// where a device computes while it communicates.
+  bool BlockingCalls = true;
+
+  /// `--comm-model`: the program's model (the three above on) or
+  /// FlexFlow's (all off).
+  void setProgramModel(bool On) {
+    SerialCommunication = CopyTasks = BlockingCalls = On;
+  }
 };
 
 /// One tensor's gradient cells in a gradient all-reduce: the cells of
@@ -304,6 +337,14 @@ private:
   TaskId addAllReduce(TaskKind Kind, llvm::ArrayRef<DeviceId> Devices,
                       double Bytes, TaskKey Key, ir::OpId Op,
                       ir::TensorId Tensor);
+  /// A copy task on Device (added to Owned); setCopyTime gives its
+  /// duration once its bytes are known.
+  TaskId addCopy(DeviceId Device, TaskKey Key, ir::OpId Op, ir::TensorId Tensor,
+                 uint32_t Partition, std::vector<TaskId> &Owned);
+  /// Copy task Id copies CopiedBytes in Copies boxes and adds AddedBytes in
+  /// Adds boxes.
+  void setCopyTime(TaskId Id, double CopiedBytes, unsigned Copies,
+                   double AddedBytes, unsigned Adds);
 
   uint32_t forwardLevel(ir::OpId Op) const { return 3 * Op; }
   uint32_t backwardLevel(ir::OpId Op) const {
@@ -361,6 +402,13 @@ private:
   /// Tensors whose gradients are all-reduced and updated: parameters read
   /// by ordinary ops, and outputs of weight-only ops that need gradients.
   std::vector<ir::TensorId> SyncedTensors;
+  /// Per synced output of a weight-only op (a reshaped weight): the bytes
+  /// of the tensors it is computed from that a device reading it holds
+  /// whole for the whole step, as generated programs do: trained
+  /// parameters with their gradients and optimizer slots, other weights
+  /// alone (the weight-only ops' intermediate results live only while
+  /// those ops run, in buffers others reuse).
+  std::vector<double> SourceBytes;
   std::vector<TaskId> Removed;
   /// Tasks added, and tasks that gained a predecessor, since the last
   /// build or change.

@@ -62,6 +62,8 @@ std::string traceEventName(const TaskGraph &Graph, TaskId Id) {
   }
   case TaskKind::Update:
     return llvm::formatv("update {0}", TensorName()).str();
+  case TaskKind::Copy:
+    return llvm::formatv("copy {0} [{1}]", TensorName(), OpName()).str();
   }
   llvm_unreachable("unknown TaskKind");
 }
@@ -189,6 +191,7 @@ void writeChromeTrace(const TaskGraph &Graph, llvm::raw_ostream &OS) {
       break;
     }
     case TaskKind::Update:
+    case TaskKind::Copy:
       Args["bytes"] = T.Bytes;
       break;
     }

@@ -73,12 +73,20 @@ AdditiveCost::NodeParts AdditiveCost::nodeParts(const ir::Op &O,
     double ElementSize = ir::dtypeSize(Value.Type.Type);
     std::map<std::vector<DeviceId>, int64_t> Groups;
     std::map<DeviceId, int64_t> Held;
+    // Per device, the elements and boxes it all-reduces: packed and
+    // unpacked around the all-reduce (SimOptions::CopyTasks).
+    std::map<DeviceId, std::pair<int64_t, unsigned>> Packed;
     for (const simulator::GradientCells &Cells :
          simulator::gradientCells(Value.Type.Dims, Uses)) {
       if (Cells.Holders.size() > 1)
         Groups[Cells.Holders] += Cells.Elements;
-      for (DeviceId D : Cells.Holders)
+      for (DeviceId D : Cells.Holders) {
         Held[D] += Cells.Elements;
+        if (Cells.Holders.size() > 1) {
+          Packed[D].first += Cells.Elements;
+          Packed[D].second += Cells.Boxes.size();
+        }
+      }
     }
     // Groups of other devices all-reduce at once.
     double Reduce = 0;
@@ -92,10 +100,16 @@ AdditiveCost::NodeParts AdditiveCost::nodeParts(const ir::Op &O,
       Reduce = std::max(Reduce, At->second);
     }
     double Update = 0;
-    for (auto &[Device, Elements] : Held)
-      Update = std::max(Update,
-                        Cost.updateTime(Options.Optimizer, double(Elements),
-                                        Value.Type.Type, M.deviceType(Device)));
+    for (auto &[Device, Elements] : Held) {
+      const simulator::DeviceType &Type = M.deviceType(Device);
+      double Time = Cost.updateTime(Options.Optimizer, double(Elements),
+                                    Value.Type.Type, Type);
+      if (auto It = Packed.find(Device);
+          Options.CopyTasks && It != Packed.end())
+        Time += 2 * Cost.copyTime(double(It->second.first) * ElementSize,
+                                  It->second.second, false, Type);
+      Update = std::max(Update, Time);
+    }
     // A weight read by several ops (an unrolled layer's cells) is
     // synchronized once: each reader pays its share, which adds up to one
     // all-reduce when they take the same config.
@@ -167,13 +181,18 @@ void AdditiveCost::addNodes() {
   }
 }
 
-std::vector<AdditiveCost::Overlap>
+AdditiveCost::EdgeOverlaps
 AdditiveCost::overlaps(llvm::ArrayRef<ir::Region> Written,
-                       llvm::ArrayRef<ir::Region> Needed, double ElementSize) {
+                       llvm::ArrayRef<ir::Region> Needed, double ElementSize,
+                       bool Summed, bool Gradient) const {
   // The hot loop of costing the edges: the overlap is measured in place.
-  std::vector<Overlap> List;
+  EdgeOverlaps E;
+  E.Summed = Summed;
+  E.Gradient = Gradient;
+  E.Whole.assign(Needed.size(), -1);
   for (unsigned C = 0; C < Needed.size(); ++C) {
     const ir::Region &Need = Needed[C];
+    size_t First = E.List.size();
     for (unsigned P = 0; P < Written.size(); ++P) {
       const ir::Region &Have = Written[P];
       int64_t Volume = 1;
@@ -183,42 +202,82 @@ AdditiveCost::overlaps(llvm::ArrayRef<ir::Region> Written,
         Volume = End > Begin ? Volume * (End - Begin) : 0;
       }
       if (Volume != 0)
-        List.push_back({C, P, double(Volume) * ElementSize});
+        E.List.push_back({C, P, double(Volume) * ElementSize});
     }
+    if (!Summed && E.List.size() == First + 1 &&
+        Written[E.List[First].Producer] == Need)
+      E.Whole[C] = int32_t(E.List[First].Producer);
   }
-  return List;
+  if (Options.CopyTasks && M.deviceTypes().size() == 1)
+    for (Overlap &O : E.List) {
+      O.Copy = Cost.copyTime(O.Bytes, 1, false, M.deviceTypes()[0]);
+      O.Add = Cost.copyTime(O.Bytes, 1, true, M.deviceTypes()[0]);
+    }
+  return E;
 }
 
-double AdditiveCost::transferTime(llvm::ArrayRef<Overlap> Overlaps,
-                                  const ParallelConfig &From,
-                                  const ParallelConfig &To) {
+double AdditiveCost::edgeTime(const EdgeOverlaps &Overlaps,
+                              const ParallelConfig &From,
+                              const ParallelConfig &To) {
   // As the simulator runs them: each transfer holds every link of its route
   // for its latency and its bytes at the route's bandwidth, and a link
-  // carries its transfers one after another.
-  for (const Overlap &O : Overlaps) {
+  // carries its transfers one after another; the gradient comes back the
+  // same way.
+  double Scale = Overlaps.Gradient ? 2 : 1;
+  auto Busy = [&](unsigned Resource, double Seconds) {
+    if (Load[Resource] == 0)
+      Touched.push_back(Resource);
+    Load[Resource] += Seconds;
+  };
+  unsigned Engines = M.numLinks(), Devices = M.numLinks() + M.numDevices();
+  bool OneType = M.deviceTypes().size() == 1;
+  auto Copy = [&](DeviceId D, const Overlap &O, bool Add) {
+    Busy(Devices + D, OneType
+                          ? (Add ? O.Add : O.Copy)
+                          : Cost.copyTime(O.Bytes, 1, Add, M.deviceType(D)));
+  };
+  for (const Overlap &O : Overlaps.List) {
     DeviceId Src = From.device(O.Producer), Dst = To.device(O.Consumer);
-    if (Src == Dst)
+    if (Src == Dst) {
+      // A local part of a gathered input: copied in, its gradient added
+      // back.
+      if (Options.CopyTasks && Overlaps.Whole[O.Consumer] != int(O.Producer)) {
+        Copy(Dst, O, Overlaps.Summed);
+        if (Overlaps.Gradient)
+          Copy(Dst, O, true);
+      }
       continue;
-    double Time = M.transferTime(Src, Dst, O.Bytes);
-    for (LinkId L : M.route(Src, Dst)) {
-      if (Load[L] == 0)
-        Touched.push_back(L);
-      Load[L] += Time;
     }
+    double Time = M.transferTime(Src, Dst, O.Bytes);
+    for (LinkId L : M.route(Src, Dst))
+      Busy(L, Scale * Time);
     // A device in one communication at a time (--comm-model program): its
     // engine is busy with every transfer it sends or receives.
-    if (Options.SerialCommunication)
-      for (DeviceId D : {Src, Dst}) {
-        unsigned Engine = M.numLinks() + D;
-        if (Load[Engine] == 0)
-          Touched.push_back(Engine);
-        Load[Engine] += Time;
+    if (Options.SerialCommunication) {
+      Busy(Engines + Src, Scale * Time);
+      Busy(Engines + Dst, Scale * Time);
+    }
+    // The receiver waits in the call.
+    if (Options.BlockingCalls) {
+      Busy(Devices + Dst, Time);
+      if (Overlaps.Gradient)
+        Busy(Devices + Src, Time);
+    }
+    // Packed, sent, unpacked; the gradient packed and added on its way
+    // back.
+    if (Options.CopyTasks) {
+      Copy(Src, O, false);
+      Copy(Dst, O, Overlaps.Summed);
+      if (Overlaps.Gradient) {
+        Copy(Dst, O, false);
+        Copy(Src, O, true);
       }
+    }
   }
   double Busiest = 0;
-  for (unsigned L : Touched) {
-    Busiest = std::max(Busiest, Load[L]);
-    Load[L] = 0;
+  for (unsigned R : Touched) {
+    Busiest = std::max(Busiest, Load[R]);
+    Load[R] = 0;
   }
   Touched.clear();
   return Busiest;
@@ -295,16 +354,16 @@ void AdditiveCost::addEdge(unsigned Producer, unsigned Output,
   Neighbours[Consumer].insert(Producer);
   for (unsigned SP = 0; SP < ProducerShapes.size(); ++SP)
     for (unsigned SC = 0; SC < ConsumerShapes.size(); ++SC) {
-      std::vector<Overlap> List =
-          overlaps(R.Written[SP], R.Needed[SC], R.ElementSize);
+      EdgeOverlaps List =
+          overlaps(R.Written[SP], R.Needed[SC], R.ElementSize,
+                   ProducerShapes[SP].Reduction > 1, R.Scale > 1);
       for (size_t I = 0; I < KP; ++I) {
         if (ProducerShape[I] != SP)
           continue;
         for (size_t J = 0; J < KC; ++J)
           if (ConsumerShape[J] == SC)
             E[Producer < Consumer ? I * KC + J : J * KP + I] +=
-                R.Scale *
-                transferTime(List, Configs[Producer][I], Configs[Consumer][J]);
+                edgeTime(List, Configs[Producer][I], Configs[Consumer][J]);
       }
     }
 }
@@ -587,7 +646,7 @@ AdditiveCost::AdditiveCost(const ir::TrainingGraph &T,
                            const ConfigSpace &Space)
     : T(T), G(T.G), M(M), Cost(Cost), Options(Options), Space(Space),
       WeightOnly(simulator::weightOnlyOps(T.G)),
-      Load(M.numLinks() + M.numDevices(), 0.0) {
+      Load(M.numLinks() + 2 * M.numDevices(), 0.0) {
   addNodes();
 }
 
@@ -599,9 +658,9 @@ double AdditiveCost::of(const Strategy &S) {
                   unsigned Slot) {
     EdgeRegions R = regions(Producer, Output, {S[Ops[Producer]]}, Consumer,
                             Slot, {S[Ops[Consumer]]});
-    Total += R.Scale *
-             transferTime(overlaps(R.Written[0], R.Needed[0], R.ElementSize),
-                          S[Ops[Producer]], S[Ops[Consumer]]);
+    Total += edgeTime(overlaps(R.Written[0], R.Needed[0], R.ElementSize,
+                               S[Ops[Producer]].Reduction > 1, R.Scale > 1),
+                      S[Ops[Producer]], S[Ops[Consumer]]);
   });
   return Total;
 }

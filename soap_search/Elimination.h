@@ -157,18 +157,37 @@ private:
   struct Overlap {
     uint32_t Consumer, Producer;
     double Bytes;
+    /// On a cluster of one device type, with CopyTasks: the copy of these
+    /// bytes, and their adding, there (else computed per device).
+    double Copy = 0, Add = 0;
   };
-  /// Every non-empty overlap of Written (per producer partition) and Needed
-  /// (per consumer partition), consumer-major.
-  static std::vector<Overlap> overlaps(llvm::ArrayRef<ir::Region> Written,
-                                       llvm::ArrayRef<ir::Region> Needed,
-                                       double ElementSize);
-  /// The time of the busiest link (or communication engine) when the
-  /// producer's partitions, on From's devices, send the consumer's, on To's,
-  /// what Overlaps say: the edge's transfer cost.
-  double transferTime(llvm::ArrayRef<Overlap> Overlaps,
-                      const simulator::ParallelConfig &From,
-                      const simulator::ParallelConfig &To);
+  /// The overlaps of an edge's pair of shapes.
+  struct EdgeOverlaps {
+    /// Every non-empty overlap, consumer-major.
+    std::vector<Overlap> List;
+    /// Per consumer partition: the one producer partition that wrote
+    /// exactly the region it reads (on the same device, a program's call
+    /// reads that buffer as it is), or -1 (it gathers its input).
+    std::vector<int32_t> Whole;
+    /// The producer is split over its contraction: its parts are added.
+    bool Summed = false;
+    /// The gradient flows back.
+    bool Gradient = false;
+  };
+  /// The overlaps of Written (per producer partition) and Needed (per
+  /// consumer partition).
+  EdgeOverlaps overlaps(llvm::ArrayRef<ir::Region> Written,
+                        llvm::ArrayRef<ir::Region> Needed, double ElementSize,
+                        bool Summed, bool Gradient) const;
+  /// The edge's cost when the producer's partitions, on From's devices,
+  /// send the consumer's, on To's, what Overlaps say, and their gradients
+  /// come back: the time of the busiest link, communication engine
+  /// (SimOptions::SerialCommunication) or device, busy with the transfers,
+  /// the receives it waits in (BlockingCalls) and its box copies
+  /// (CopyTasks), as the simulator runs them.
+  double edgeTime(const EdgeOverlaps &Overlaps,
+                  const simulator::ParallelConfig &From,
+                  const simulator::ParallelConfig &To);
   std::vector<double> &edge(unsigned A, unsigned B) {
     return Edges[{std::min(A, B), std::max(A, B)}];
   }
@@ -237,8 +256,8 @@ private:
   std::vector<uint32_t> Chosen;
 
   /// Seconds each link, then each device's communication engine
-  /// (SimOptions::SerialCommunication), is busy with the transfers being
-  /// costed, and those touched.
+  /// (SimOptions::SerialCommunication), then each device, is busy with the
+  /// edge being costed, and those touched.
   std::vector<double> Load;
   std::vector<unsigned> Touched;
   /// allReduceCost's time by (devices, bytes), as nodeParts asks for them.

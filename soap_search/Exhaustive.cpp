@@ -176,6 +176,7 @@ private:
           case TaskKind::Transfer:
           case TaskKind::GradTransfer:
           case TaskKind::StatsAllReduce:
+          case TaskKind::Copy:
             break;
           }
         }

@@ -16,6 +16,8 @@
 #include "soap_search/Builtins.h"
 #include "gtest/gtest.h"
 #include <algorithm>
+#include <map>
+#include <set>
 
 using namespace onnx2soap;
 using namespace onnx2soap::rt::program;
@@ -122,6 +124,76 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"transformer", 4, Builtin::ModelParallel, 2},
                       Case{"seq2seq", 4, Builtin::DataParallel, 2}),
     caseName);
+
+// The unrolled cells of an LSTM split over their hidden units on two ranks
+// (FlexFlow's RNN strategies): every cell of a layer on a rank reads the
+// same part of the layer's gate weights, which the rank holds whole. That
+// part is one buffer per rank, filled from the box once a step by the first
+// cell's forward step, and its gradient added back once by the last cell's
+// backward; until 2026-11-25 each cell copied it (RNNTC on two CPU ranks:
+// 2.7 GB copied a step, 3 GB allocated a rank where the planner predicted
+// 277 MB).
+TEST(Slices, CellsReadTheirPartOfAWeightFromOneBufferFilledOnceAStep) {
+  ir::TrainingGraph T =
+      test::training("tests/fixtures/lstm_lm/model.onnx", 4, /*Unroll=*/true);
+  simulator::Machine M = test::machine("cpu:2", 2);
+  simulator::AnalyticCostModel Cost;
+  simulator::Strategy S =
+      soap_search::builtin(soap_search::Builtin::DataParallel, T.G, M, Cost);
+  unsigned Cells = 0;
+  for (const ir::Op &O : T.G.ops())
+    if (O.Kind == ir::OpKind::LSTMCell) {
+      S[O.Id] = simulator::ParallelConfig::single(2, 0);
+      S[O.Id].Degrees = {1, 2};
+      ++Cells;
+    }
+  ASSERT_GT(Cells, 2u);
+  codegen::PlanOptions Options;
+  Options.Init = codegen::InitKind::Random;
+  auto Plan = codegen::buildProgramPlan(T, S, M, Cost, Options);
+  ASSERT_TRUE(bool(Plan)) << llvm::toString(Plan.takeError());
+  rt::program::Plan View = Plan->view("", "", 0);
+  std::vector<double> Allocated = Plan->allocatedBytes();
+  // The boxes: parameters, and the results of the weight-only ops (the
+  // gate views of the weights), which every rank computes whole.
+  std::vector<bool> WeightOnly = simulator::weightOnlyOps(T.G);
+  std::set<int32_t> Boxes;
+  for (int32_t Id = 0; Id < View.Buffers.Size; ++Id)
+    if (View.Buffers[Id].Kind == BufferKind::Parameter)
+      Boxes.insert(Id);
+  for (const CallInfo &Call : View.Calls)
+    if (WeightOnly[Call.Op])
+      for (int32_t K = 0; K < Call.NumOutputs; ++K)
+        Boxes.insert(View.Operands[Call.FirstOperand + Call.NumInputs + K]);
+  for (int32_t Rank = 0; Rank < Plan->NumRanks; ++Rank) {
+    SCOPED_TRACE("rank " + std::to_string(Rank));
+    // Copies out of a box in the forward steps, and which buffers they
+    // fill.
+    std::map<int32_t, unsigned> Fills;
+    unsigned FromBoxes = 0;
+    const Range &Steps = View.RankSteps[Rank];
+    for (int32_t I = Steps.First; I < Steps.First + Steps.Count; ++I) {
+      const StepInfo &Step = View.Steps[I];
+      if (Step.Kind != StepKind::Forward)
+        continue;
+      for (int32_t C = Step.FirstCopy; C < Step.FirstCopy + Step.NumCopies;
+           ++C) {
+        const CopyInfo &Copy = View.Copies[C];
+        if (Copy.From >= 0 && Copy.To >= 0 && Boxes.count(Copy.From)) {
+          ++FromBoxes;
+          ++Fills[Copy.To];
+        }
+      }
+    }
+    EXPECT_GT(FromBoxes, 0u);
+    for (auto [Buffer, Count] : Fills)
+      EXPECT_EQ(Count, 1u) << "buffer " << Buffer << " filled " << Count
+                           << " times a step";
+    // Fewer fills than cells: the cells share them.
+    EXPECT_LT(FromBoxes, Cells);
+    EXPECT_LE(Allocated[Rank], Plan->Prediction.PeakMemory[Rank]);
+  }
+}
 
 // --profile-comm measures one pair per kind of route and one group per ring
 // shape. On 8 K80s (two nodes; GPUs 0,1 and 2,3 of a node on a PCIe switch

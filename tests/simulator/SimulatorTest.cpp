@@ -6,7 +6,11 @@
 // below can be worked out on paper. Each case runs through full simulation
 // and through delta simulation from another strategy. A device takes part
 // in one communication at a time (SimOptions::SerialCommunication, the
-// default) unless a case says otherwise.
+// default) unless a case says otherwise. The cases of SimulatorTest and
+// GradientBucketTest leave out what else generated programs do (the box
+// copies around edges, a call holding a waiting rank's device); the
+// ProgramCostTest cases below charge them, a copy taking a second per 512
+// bytes (adding, half as long again).
 //
 //===----------------------------------------------------------------------===//
 #include "simulator/Simulator.h"
@@ -35,7 +39,19 @@ public:
                     const DeviceType &) const override {
     return 0.5;
   }
+  double copyTime(double Bytes, unsigned, bool Add,
+                  const DeviceType &) const override {
+    return (Add ? 1.5 : 1.0) * Bytes / 512;
+  }
 };
+
+/// The communication model alone: no copy tasks, no call holding a device.
+SimOptions withoutProgramCosts() {
+  SimOptions Options;
+  Options.CopyTasks = false;
+  Options.BlockingCalls = false;
+  return Options;
+}
 
 /// G's inputs x[4,8] and labels[4], both with samples along dim 0.
 std::pair<ir::TensorId, ir::TensorId> batchInputs(ir::Graph &G) {
@@ -71,12 +87,14 @@ ir::TrainingGraph mlp(bool WithBias = false) {
 }
 
 /// Devices "d0", "d1", ... of one fake type in one node; Links(B, Ids)
-/// joins them.
+/// joins them. CPUs, unless a CUDA architecture is given.
 template <typename LinksFn>
-Machine fakeDevices(const char *Name, unsigned Count, LinksFn Links) {
+Machine fakeDevices(const char *Name, unsigned Count, LinksFn Links,
+                    llvm::StringRef CudaArch = "") {
   MachineBuilder B(Name);
   DeviceType Type;
   Type.Name = "fake";
+  Type.CudaArch = CudaArch.str();
   Type.PeakFlopsF32 = 1e12;
   Type.MemoryBandwidth = 1e11;
   Type.MemoryCapacity = int64_t(1) << 30;
@@ -147,7 +165,7 @@ using K = TaskKind;
 
 TEST_P(SimulatorTest, OneDeviceRunsEverythingInOrder) {
   ASSERT_EQ(Train.G.numOps(), 3u); // Gemm, Relu, loss
-  Simulator Sim(Train, M, Cost);
+  Simulator Sim(Train, M, Cost, withoutProgramCosts());
   EXPECT_EQ(run(Sim, allOn(Train.G, 0)), 9.5);
   using T = std::tuple<TaskKind, DeviceId, double, double>;
   EXPECT_THAT(tasks(Sim), ::testing::ElementsAre(
@@ -170,7 +188,7 @@ TEST_P(SimulatorTest, DataParallelAllReducesTheWeightGradient) {
     else
       C.Degrees[0] = 2;
   }
-  Simulator Sim(Train, M, Cost);
+  Simulator Sim(Train, M, Cost, withoutProgramCosts());
   // Halves of every task on each device; the 256-byte gradient of W goes
   // round a ring of two: each device sends 2(n-1)/n * 256 = 256 bytes.
   EXPECT_EQ(run(Sim, S), 6.0);
@@ -207,7 +225,7 @@ TEST_P(SimulatorTest, AMeasuredAllReduceTakesItsMeasuredTime) {
     else
       C.Degrees[0] = 2;
   }
-  Simulator Sim(Train, M, Cost);
+  Simulator Sim(Train, M, Cost, withoutProgramCosts());
   EXPECT_EQ(run(Sim, S), 7.0);
   using T = std::tuple<TaskKind, DeviceId, double, double>;
   auto Timeline = tasks(Sim);
@@ -231,7 +249,7 @@ TEST_P(SimulatorTest, AMeasuredTransferTakesItsMeasuredTime) {
   });
   Strategy S = allOn(Train.G, 1);
   S[0].FirstDevice = 0;
-  Simulator Sim(Train, M, Cost);
+  Simulator Sim(Train, M, Cost, withoutProgramCosts());
   EXPECT_EQ(run(Sim, S), 11.5);
   using T = std::tuple<TaskKind, DeviceId, double, double>;
   EXPECT_THAT(tasks(Sim),
@@ -250,7 +268,7 @@ TEST_P(SimulatorTest, AMeasuredTransferTakesItsMeasuredTime) {
 TEST_P(SimulatorTest, ModelParallelSendsActivationsAndGradients) {
   Strategy S = allOn(Train.G, 1);
   S[0].FirstDevice = 0; // the Gemm on device 0, the rest on device 1
-  Simulator Sim(Train, M, Cost);
+  Simulator Sim(Train, M, Cost, withoutProgramCosts());
   // H is 4x8 floats = 128 bytes: 0.5 s each way over the link.
   EXPECT_EQ(run(Sim, S), 10.5);
   using T = std::tuple<TaskKind, DeviceId, double, double>;
@@ -270,7 +288,7 @@ TEST_P(SimulatorTest, ParameterSplitNeedsNoGradientSync) {
   Strategy S = allOn(Train.G, 1);
   S[0].Degrees = {1, 2};
   S[0].FirstDevice = 0;
-  Simulator Sim(Train, M, Cost);
+  Simulator Sim(Train, M, Cost, withoutProgramCosts());
   run(Sim, S);
   SimReport R = Sim.report();
   // Device 0 sends its half of H (64 bytes) and receives the gradient of
@@ -331,7 +349,7 @@ protected:
 };
 
 TEST_P(GradientBucketTest, OneAllReducePerTensorWithoutBuckets) {
-  Simulator Sim(Train, M, Cost);
+  Simulator Sim(Train, M, Cost, withoutProgramCosts());
   // Backward ends at 4.5 s (as in DataParallelAllReducesTheWeightGradient);
   // w's 256 bytes take 1 + 1 s, then b's 32 bytes 1 + 0.125 s on the same
   // link. Each device updates w at 6.5 and b at 7.625.
@@ -351,7 +369,7 @@ TEST_P(GradientBucketTest, OneAllReducePerTensorWithoutBuckets) {
 }
 
 TEST_P(GradientBucketTest, ABucketPaysTheLatencyOnce) {
-  SimOptions Options;
+  SimOptions Options = withoutProgramCosts();
   Options.GradientBucketBytes = 1024;
   Simulator Sim(Train, M, Cost, Options);
   // One all-reduce of 288 bytes: 1 + 1.125 s; then both updates on each
@@ -383,7 +401,7 @@ TEST_P(GradientBucketTest, ABucketPaysTheLatencyOnce) {
 
 TEST_P(GradientBucketTest, ATensorOverTheBucketSizeStartsANewBucket) {
   // w alone (256 bytes) is over 100: w and b are all-reduced apart.
-  SimOptions Options;
+  SimOptions Options = withoutProgramCosts();
   Options.GradientBucketBytes = 100;
   Simulator Sim(Train, M, Cost, Options);
   EXPECT_EQ(run(Sim, dataParallel()), 8.125);
@@ -393,7 +411,7 @@ TEST_P(GradientBucketTest, ATensorOverTheBucketSizeStartsANewBucket) {
 TEST_P(GradientBucketTest, ASimulatorCanChangeItsBucketSize) {
   // Without buckets, then one bucket, then without again: the timelines of
   // the two tests above, and delta simulation goes on from there.
-  Simulator Sim(Train, M, Cost);
+  Simulator Sim(Train, M, Cost, withoutProgramCosts());
   EXPECT_EQ(run(Sim, dataParallel()), 8.125);
   Sim.setGradientBucket(1024);
   EXPECT_EQ(run(Sim, dataParallel()), 7.625);
@@ -409,7 +427,7 @@ TEST_P(GradientBucketTest, ASimulatorCanChangeItsBucketSize) {
 TEST_P(GradientBucketTest, ParameterSplitTensorsAreNotInTheBucket) {
   // The Gemm split over its outputs: each device holds its halves of w
   // and b, nothing to all-reduce, bucket or not.
-  SimOptions Options;
+  SimOptions Options = withoutProgramCosts();
   Options.GradientBucketBytes = 1024;
   Strategy S = allOn(Train.G, 1);
   S[0].Degrees = {1, 2};
@@ -454,7 +472,7 @@ TEST(CommunicationModel, ADeviceSendsOneMessageAtATimeAsProgramsDo) {
   S[2] = ParallelConfig::single(2, 2);
 
   auto ForwardSendsOfA = [&](bool Serial) {
-    SimOptions Options;
+    SimOptions Options = withoutProgramCosts();
     Options.SerialCommunication = Serial;
     Simulator Sim(*T, M, Cost, Options);
     Sim.simulate(S);
@@ -469,6 +487,155 @@ TEST(CommunicationModel, ADeviceSendsOneMessageAtATimeAsProgramsDo) {
   EXPECT_EQ(ForwardSendsOfA(false), (Spans{{1.0, 1.5}, {1.0, 1.5}}));
   EXPECT_EQ(ForwardSendsOfA(true), (Spans{{1.0, 1.5}, {1.5, 2.0}}));
 }
+
+/// What generated programs do besides kernels and messages, charged as
+/// they do it (SimOptions::CopyTasks and BlockingCalls, the default).
+class ProgramCostTest : public SimulatorTest {};
+
+// The Gemm on d0, the rest on d1. H (128 bytes) is packed on d0 (0.25 s),
+// sent (0.5 s, while d1 waits in the receive) and unpacked on d1 (0.25 s);
+// its gradient is packed on d1, sent to d0 and added there (0.375 s). The
+// Relu's output is the loss's input as it is: no copy.
+TEST_P(ProgramCostTest, AMessageIsPackedSentAndUnpacked) {
+  Strategy S = allOn(Train.G, 1);
+  S[0].FirstDevice = 0;
+  Simulator Sim(Train, M, Cost);
+  EXPECT_EQ(run(Sim, S), 11.625);
+  using T = std::tuple<TaskKind, DeviceId, double, double>;
+  EXPECT_THAT(tasks(Sim),
+              ::testing::ElementsAre(
+                  T{K::Forward, 0, 0, 1}, T{K::Copy, 0, 1, 1.25},
+                  T{K::Transfer, 0, 1.25, 1.75}, T{K::Copy, 1, 1.75, 2},
+                  T{K::Forward, 1, 2, 3}, T{K::Forward, 1, 3, 4},
+                  T{K::Backward, 1, 4, 6}, T{K::Backward, 1, 6, 8},
+                  T{K::Copy, 1, 8, 8.25}, T{K::GradTransfer, 1, 8.25, 8.75},
+                  T{K::Copy, 0, 8.75, 9.125}, T{K::Backward, 0, 9.125, 11.125},
+                  T{K::Update, 0, 11.125, 11.625}));
+  SimReport R = Sim.report();
+  EXPECT_EQ(R.CopyTime[0], 0.625);
+  EXPECT_EQ(R.CopyTime[1], 0.5);
+  EXPECT_EQ(R.ComputeTime[0], 3.5);
+  EXPECT_EQ(R.BytesTransferred, 256);
+}
+
+// The Gemm split over samples on d0 and d1, the rest on d0: the Relu
+// gathers H from its local half (64 bytes copied) and d1's (packed, sent,
+// unpacked); back, its gradient's local half is added to the Gemm's (0.1875
+// s) and the other packed for d1, which adds it (0.1875 s). Both Gemm
+// halves read all of w: its 256-byte gradient is all-reduced (1 s, both
+// ranks waiting in it: the fake devices are CPUs), packed and unpacked at
+// each update (0.5 + 2 * 0.5 s).
+TEST_P(ProgramCostTest, APartitionGathersLocalAndReceivedParts) {
+  Strategy S = allOn(Train.G, 0);
+  S[0].Degrees = {2, 1};
+  Simulator Sim(Train, M, Cost);
+  EXPECT_EQ(run(Sim, S), 11.375);
+  using T = std::tuple<TaskKind, DeviceId, double, double>;
+  EXPECT_THAT(
+      tasks(Sim),
+      ::testing::ElementsAre(
+          T{K::Forward, 0, 0, 0.5}, T{K::Forward, 1, 0, 0.5},
+          T{K::Copy, 1, 0.5, 0.625}, T{K::Transfer, 1, 0.625, 0.875},
+          T{K::Copy, 0, 0.875, 1.125}, T{K::Forward, 0, 1.125, 2.125},
+          T{K::Forward, 0, 2.125, 3.125}, T{K::Backward, 0, 3.125, 5.125},
+          T{K::Backward, 0, 5.125, 7.125}, T{K::Copy, 0, 7.125, 7.4375},
+          T{K::GradTransfer, 0, 7.4375, 7.6875}, T{K::Copy, 1, 7.6875, 7.875},
+          T{K::Backward, 0, 7.4375, 8.4375}, T{K::Backward, 1, 7.875, 8.875},
+          T{K::GradAllReduce, 0, 8.875, 9.875}, T{K::Update, 0, 9.875, 11.375},
+          T{K::Update, 1, 9.875, 11.375}));
+  // The update's packing and unpacking counts as copies.
+  SimReport R = Sim.report();
+  EXPECT_EQ(R.CopyTime[0], 0.25 + 0.3125 + 1);
+  EXPECT_EQ(R.ComputeTime[0], 0.5 + 1 + 1 + 2 + 2 + 1 + 0.5);
+  EXPECT_EQ(R.CopyTime[1], 0.125 + 0.1875 + 1);
+}
+
+// x feeds a = Gemm(x, w) on d0 and b = Relu(Relu(x)) on d1, summed on d1. a is
+// ready to go at 1.25 s (packed), but d1 computes until 2 s: a receive
+// waits for its rank, so the message moves at 2 s, where FlexFlow's model
+// moves it at once.
+TEST_P(ProgramCostTest, AReceiveWaitsForItsRank) {
+  ir::Graph G;
+  auto [X, Labels] = batchInputs(G);
+  ir::TensorId W = G.addTensor("w", f32({8, 8}), TensorRole::Parameter);
+  ir::TensorId A =
+      add(G, OpKind::Gemm, {X, W}, attrs({{"transB", int64_t(1)}}), "a");
+  ir::TensorId B1 = add(G, OpKind::Relu, {X}, {}, "b1");
+  ir::TensorId B2 = add(G, OpKind::Relu, {B1}, {}, "b2");
+  ir::TensorId Sum = add(G, OpKind::Add, {A, B2}, {}, "sum");
+  ir::TensorId L = add(G, OpKind::SoftmaxCrossEntropyLoss, {Sum, Labels},
+                       attrs({{"reduction", std::string("mean")}}), "loss");
+  G.addOutput(L);
+  auto Trained = ir::deriveTraining(std::move(G), ir::LossKind::ModelOutput);
+  ASSERT_TRUE(static_cast<bool>(Trained))
+      << llvm::toString(Trained.takeError());
+  Train = std::move(*Trained);
+  Strategy S = allOn(Train.G, 1);
+  S[0].FirstDevice = 0;
+  auto SpanOfA = [&](bool Blocking) {
+    SimOptions Options;
+    Options.BlockingCalls = Blocking;
+    Simulator Sim(Train, M, Cost, Options);
+    run(Sim, S);
+    for (auto [Kind, Device, Start, End] : tasks(Sim))
+      if (Kind == K::Transfer)
+        return std::make_pair(Start, End);
+    return std::make_pair(-1.0, -1.0);
+  };
+  EXPECT_EQ(SpanOfA(true), std::make_pair(2.0, 2.5));
+  EXPECT_EQ(SpanOfA(false), std::make_pair(1.25, 1.75));
+}
+
+/// mlp(/*WithBias=*/true), data parallel over a link with 0.5 s of latency
+/// (GradientBucketTest): w's all-reduce 4.5-6.5 s, b's after it, 1.125 s.
+class BlockingAllReduceTest : public GradientBucketTest {
+protected:
+  /// The same two devices as GPUs (a CUDA architecture) when Gpu.
+  double runOn(bool Gpu) {
+    M = fakeDevices(
+        "two", 2,
+        [&](MachineBuilder &B, auto &Ids) {
+          B.addDuplex(Ids[0], Ids[1], 256, 0.5, "test");
+        },
+        Gpu ? "90" : "");
+    Simulator Sim(Train, M, Cost);
+    double Time = run(Sim, dataParallel());
+    Timeline = tasks(Sim);
+    return Time;
+  }
+  std::vector<std::tuple<TaskKind, DeviceId, double, double>> Timeline;
+};
+
+// On CPU ranks an all-reduce holds its members (MPI sums in the call): w's
+// update (0.5 s, and 1 s packing and unpacking its 256 bytes) waits for b's
+// all-reduce, which was ready first; on GPUs it runs beside it.
+TEST_P(BlockingAllReduceTest, OnCpuRanksAnAllReduceHoldsItsMembers) {
+  using T = std::tuple<TaskKind, DeviceId, double, double>;
+  EXPECT_EQ(runOn(/*Gpu=*/false), 9.75);
+  std::vector<T> Tail(Timeline.end() - 6, Timeline.end());
+  EXPECT_THAT(Tail, ::testing::ElementsAre(T{K::GradAllReduce, 0, 4.5, 6.5},
+                                           T{K::GradAllReduce, 0, 6.5, 7.625},
+                                           T{K::Update, 0, 7.625, 9.125},
+                                           T{K::Update, 1, 7.625, 9.125},
+                                           T{K::Update, 0, 9.125, 9.75},
+                                           T{K::Update, 1, 9.125, 9.75}));
+  EXPECT_EQ(runOn(/*Gpu=*/true), 8.625);
+  Tail.assign(Timeline.end() - 6, Timeline.end());
+  EXPECT_THAT(Tail, ::testing::ElementsAre(
+                        T{K::GradAllReduce, 0, 4.5, 6.5},
+                        T{K::GradAllReduce, 0, 6.5, 7.625},
+                        T{K::Update, 0, 6.5, 8}, T{K::Update, 1, 6.5, 8},
+                        T{K::Update, 0, 8, 8.625}, T{K::Update, 1, 8, 8.625}));
+}
+
+INSTANTIATE_TEST_SUITE_P(FullAndDelta, ProgramCostTest, ::testing::Bool(),
+                         [](const auto &Info) {
+                           return Info.param ? "Delta" : "Full";
+                         });
+INSTANTIATE_TEST_SUITE_P(FullAndDelta, BlockingAllReduceTest, ::testing::Bool(),
+                         [](const auto &Info) {
+                           return Info.param ? "Delta" : "Full";
+                         });
 
 INSTANTIATE_TEST_SUITE_P(FullAndDelta, GradientBucketTest, ::testing::Bool(),
                          [](const auto &Info) {

@@ -213,7 +213,7 @@ TEST(Elimination, MatrixOpsKeepAFeatureSplitLayout) {
   Machine M = test::machine("paper-k80", 8);
   AnalyticCostModel Model;
   SimOptions Sim;
-  Sim.SerialCommunication = false;
+  Sim.setProgramModel(false);
   ConfigSpace Space(T.G, M.numDevices());
   ConfigSpaceOptions NoAttribute;
   NoAttribute.Accept = [&](ir::OpId Op, const ParallelConfig &Shape) {
@@ -272,7 +272,7 @@ TEST_P(SyncWeights, FastestOfTheMinimaUnderEachWeight) {
   Machine M = test::machine(C.Cluster, C.Devices);
   AnalyticCostModel Model;
   SimOptions Options;
-  Options.SerialCommunication = false;
+  Options.setProgramModel(false);
   ConfigSpace Space(T.G, M.numDevices());
   AdditiveCost Cost(T, M, Model, Options, Space);
   Strategy Base = dataParallel(T.G, M);
@@ -306,7 +306,7 @@ TEST(Elimination, ChangesBySumAreRankedByWhatTheyAdd) {
   Machine M = test::machine("paper-k80", 8);
   AnalyticCostModel Model;
   SimOptions Sim;
-  Sim.SerialCommunication = false;
+  Sim.setProgramModel(false);
   ConfigSpace Space(T.G, M.numDevices());
   AdditiveCost Cost(T, M, Model, Sim, Space);
   Strategy Base = dataParallel(T.G, M);

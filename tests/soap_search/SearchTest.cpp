@@ -209,7 +209,7 @@ struct AlexNetOnK80s {
   SearchResult R;
 
   explicit AlexNetOnK80s(unsigned Gpus) : M(test::machine("paper-k80", Gpus)) {
-    Sim.SerialCommunication = false;
+    Sim.setProgramModel(false);
     SearchOptions O = fixedWork(1);
     O.Iterations = 1;
     O.Chains = 1;
@@ -332,7 +332,10 @@ TEST(Search, NeverWorseThanTheAnswerOnHalfTheDevices) {
 // split over all devices, before its first random step: each embedding
 // ends up with one copy of its weights, whole or split over its features
 // (which also spreads the lookup and the memory; 56.7 ms where whole on one
-// device was 61.4).
+// device was 61.4, in FlexFlow's model of communication). In the program's
+// model, where the lookups' outputs are packed, sent to ranks that wait in
+// the receive and unpacked, the answer after this one step is 1.48 x data
+// parallelism (1.59 x before the copies and waits were charged).
 TEST(Search, DataParallelChainKeepsOneCopyOfTheEmbeddings) {
   ir::TrainingGraph T = test::sample("nmt", 64, /*Unroll=*/true);
   Machine M = test::machine("paper-p100", 8);
@@ -352,7 +355,7 @@ TEST(Search, DataParallelChainKeepsOneCopyOfTheEmbeddings) {
       ++Checked;
     }
   EXPECT_EQ(Checked, 2);
-  EXPECT_LT(R.Best.Time, 0.65 * R.DataParallel.Time);
+  EXPECT_LT(R.Best.Time, 0.7 * R.DataParallel.Time);
 }
 
 // AlexNet (batch 256) and the data-parallel chain's start on 16 K80s: one
@@ -369,7 +372,7 @@ struct AlexNetStart {
     O.Iterations = 1;
     O.Chains = 1;
     SimOptions FlexFlow;
-    FlexFlow.SerialCommunication = false;
+    FlexFlow.setProgramModel(false);
     R = search(T, test::machine("paper-k80", 16), AnalyticCostModel(), FlexFlow,
                O);
   }
@@ -429,9 +432,9 @@ TEST(Search, DataParallelChainMovesTheOpsAroundASplitLayerWithIt) {
 // RNNLM's unrolled cells split over their hidden units on 4 devices: each
 // part reads only its units' rows of every gate (the cells read the layer's
 // weights gate-major, so those rows are one box), a quarter of the weights.
-// Nothing of them is replicated, so nothing is all-reduced, and each device
-// holds a quarter of the LSTM weights. (With the ONNX layout a part read the
-// bounding box of its rows, 13/16 of the weights, all-reduced among all.)
+// Nothing of them is replicated, so nothing is all-reduced. (With the ONNX
+// layout a part read the bounding box of its rows, 13/16 of the weights,
+// all-reduced among all.)
 TEST(Planner, CellsSplitOverHiddenUnitsShareNoWeights) {
   ir::TrainingGraph T = test::sample("rnnlm", 16, /*Unroll=*/true);
   Machine M = test::machine("paper-p100", 4);
@@ -465,12 +468,15 @@ TEST(Planner, CellsSplitOverHiddenUnitsShareNoWeights) {
                  llvm::StringRef(T.G.tensor(K.Tensor).Name).contains("lstm"))
         << T.G.tensor(K.Tensor).Name << " is all-reduced";
   }
-  // Devices 1-3 hold only their quarter of the LSTM weights, with gradients
-  // and momentum (the default optimizer), and as the exporter's reshaped
-  // gates besides the parameters: four copies.
+  // What devices 1-3 hold of the LSTM weights is what a generated program
+  // holds: the exporter's weights whole, with gradients and momentum (the
+  // default optimizer), and the gates reshaped from them whole, with
+  // gradients (every rank reading a weight-only op's result computes it
+  // whole), five copies; and the quarter their cells read as a buffer of its
+  // own, with its gradient. (The split still saves the all-reduces.)
   MemoryBreakdown Memory = memoryBreakdown(Sim.graph());
   for (DeviceId D = 1; D < 4; ++D)
-    EXPECT_DOUBLE_EQ(Memory.Parameters[D], 4.0 * LstmWeights / 4 * 4) << D;
+    EXPECT_DOUBLE_EQ(Memory.Parameters[D], 4.0 * LstmWeights * (5 + 0.5)) << D;
 }
 
 // RNNLM (two LSTM layers, unrolled) on 8 K80s, two nodes of 4: each layer
