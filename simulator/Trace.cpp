@@ -17,14 +17,18 @@ using llvm::json::Object;
 using llvm::json::Value;
 
 /// The op on the other side of a transfer: the producer, whose task precedes
-/// an activation transfer and follows a gradient transfer.
+/// an activation transfer and follows a gradient transfer (or the copy that
+/// packs, or adds, what it sends: the activation's producer).
 static llvm::StringRef producerName(const TaskGraph &Graph, const Task &T) {
+  const ir::Graph &G = Graph.training().G;
   llvm::ArrayRef<TaskId> Ends =
       T.Kind == TaskKind::Transfer ? T.Preds : T.Succs;
   for (TaskId End : Ends) {
-    ir::OpId Op = Graph.task(End).Op;
-    if (Op != ir::NoOp)
-      return Graph.training().G.op(Op).Name;
+    const Task &Other = Graph.task(End);
+    if (Other.Kind == TaskKind::Copy && Other.Tensor != ir::NoTensor)
+      return G.op(G.tensor(Other.Tensor).Producer).Name;
+    if (Other.Op != ir::NoOp)
+      return G.op(Other.Op).Name;
   }
   return "?";
 }

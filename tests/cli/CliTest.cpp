@@ -757,6 +757,38 @@ TEST_F(CliTest, SimulateTableAndTraceOnFourP100s) {
   EXPECT_EQ(readFile(Trace), Text);
 }
 
+// Under the program's model the trace shows the copies around messages,
+// and a transfer names the op that produced what it carries (the task
+// before it is the copy that packed it).
+TEST_F(CliTest, TraceNamesBothEndsOfATransferAndShowsCopies) {
+  std::string Trace = Dir.file("copies-trace.json");
+  RunResult R = run(planArgs(
+      "simulate", "paper-p100",
+      {"--gpus", "2", "--strategy", "model-parallel", "--trace", Trace}));
+  ASSERT_EQ(R.ExitCode, 0) << R.Err;
+  auto Parsed = llvm::json::parse(readFile(Trace));
+  ASSERT_TRUE(static_cast<bool>(Parsed)) << llvm::toString(Parsed.takeError());
+  unsigned Transfers = 0, Copies = 0;
+  for (const llvm::json::Value &E :
+       *Parsed->getAsObject()->getArray("traceEvents")) {
+    const llvm::json::Object *O = E.getAsObject();
+    if (O->getString("ph").getValueOr("") != "X")
+      continue;
+    llvm::StringRef Kind = O->getString("cat").getValueOr("");
+    llvm::StringRef Name = O->getString("name").getValueOr("");
+    Copies += Kind == "copy";
+    if (Kind != "transfer")
+      continue;
+    ++Transfers;
+    // "xfer PRODUCER->CONSUMER", the consumer being the task's op.
+    auto [Producer, Consumer] = Name.drop_front(5).split("->");
+    EXPECT_EQ(Consumer, O->getObject("args")->getString("op").getValueOr(""));
+    EXPECT_NE(Producer, Consumer) << Name.str();
+  }
+  EXPECT_GT(Transfers, 0u);
+  EXPECT_GT(Copies, 0u);
+}
+
 TEST_F(CliTest, SearchJsonOnCpuRanks) {
   RunResult R = run(planArgs("search", "cpu:2",
                              {"--iterations", "100", "--seed", "1", "--json"}));
