@@ -28,7 +28,8 @@ the largest speedup over data parallelism the search could find.
 Communication is simulated with FlexFlow's model by default (a device uses
 all its links at once: --comm-model flexflow), as the paper's results were;
 --comm-model program simulates what generated programs do (each device in
-one communication at a time), onnx2soap's own default.
+one communication at a time, the box copies around messages and re-laid-out
+inputs, a rank waiting in a receive), onnx2soap's own default.
 
 Batch sizes: 64 (AlexNet 256) for the whole cluster by default, which is
 strong scaling (the same global batch on more GPUs); --per-gpu-batch makes
