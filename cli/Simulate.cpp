@@ -333,6 +333,10 @@ public:
                     const simulator::DeviceType &D) const override {
     return Profiled.updateTime(Kind, Elements, Type, D);
   }
+  double copyTime(double Bytes, unsigned Copies, bool Add,
+                  const simulator::DeviceType &D) const override {
+    return Profiled.copyTime(Bytes, Copies, Add, D);
+  }
   simulator::AnalyticCostModel Analytic;
   simulator::ProfileCostModel Profiled;
 };

@@ -193,6 +193,7 @@ private:
                            StringRef Key) const;
   Expected<ProfileEntry> entry(const json::Value &V,
                                const std::string &Path) const;
+  Expected<CopyProfile> copies(const json::Value &V) const;
 
   std::string Where;
 };
@@ -271,13 +272,63 @@ Expected<ProfileEntry> ProfileReader::entry(const json::Value &V,
   return Entry;
 }
 
+SizeTable CopyProfile::table() const {
+  SizeTable T;
+  T.Sizes = SizesBytes;
+  for (double Us : TimesUs)
+    T.Times.push_back(Us * 1e-6);
+  return T;
+}
+
+/// More sizes than this in the copy table is surely a mistake.
+static constexpr size_t MaxCopySizes = 4096;
+
+Expected<CopyProfile> ProfileReader::copies(const json::Value &V) const {
+  const json::Object *O = V.getAsObject();
+  if (!O)
+    return error("copies", "expected an object");
+  if (Error E = checkKeys(*O, "copies", {"samples", "sizes_bytes", "times_us"}))
+    return E;
+  CopyProfile C;
+  for (StringRef Key : {"sizes_bytes", "times_us"}) {
+    std::string Path = "copies." + Key.str();
+    const json::Array *List = O->getArray(Key);
+    if (!List)
+      return error(O->get(Key) ? Path : "copies",
+                   O->get(Key) ? "expected an array" : "missing '" + Key + "'");
+    if (List->empty() || List->size() > MaxCopySizes)
+      return error(Path, "expected 1 to " + Twine(MaxCopySizes) + " numbers");
+    std::vector<double> &Into = Key == "sizes_bytes" ? C.SizesBytes : C.TimesUs;
+    for (size_t I = 0; I < List->size(); ++I) {
+      std::string At = Path + "[" + std::to_string(I) + "]";
+      auto D = (*List)[I].getAsNumber();
+      if (!D || !std::isfinite(*D) || !(*D > 0))
+        return error(At, "expected a number greater than 0");
+      if (Key == "sizes_bytes" && I > 0 && !(*D > Into.back()))
+        return error(At, "sizes must increase");
+      Into.push_back(*D);
+    }
+  }
+  if (C.SizesBytes.size() != C.TimesUs.size())
+    return error("copies.times_us", "has " + Twine(C.TimesUs.size()) +
+                                        " times for " +
+                                        Twine(C.SizesBytes.size()) + " sizes");
+  auto Samples = O->getInteger("samples");
+  if (!Samples || *Samples < 1)
+    return error(O->get("samples") ? "copies.samples" : "copies",
+                 O->get("samples") ? "expected a positive integer"
+                                   : "missing 'samples'");
+  C.Samples = *Samples;
+  return C;
+}
+
 Expected<Profile> ProfileReader::read(const json::Value &Root) {
   const json::Object *O = Root.getAsObject();
   if (!O)
     return error("", "expected a JSON object");
-  if (Error E = checkKeys(
-          *O, "",
-          {"device_type", "entries", "format", "measured_with", "version"}))
+  if (Error E = checkKeys(*O, "",
+                          {"copies", "device_type", "entries", "format",
+                           "measured_with", "version"}))
     return E;
   auto Format = O->getString("format");
   if (!Format || *Format != FormatName)
@@ -300,6 +351,12 @@ Expected<Profile> ProfileReader::read(const json::Value &Root) {
     if (!With->getAsObject())
       return error("measured_with", "expected an object");
     P.MeasuredWith = *With->getAsObject();
+  }
+  if (const json::Value *Copies = O->get("copies")) {
+    auto C = copies(*Copies);
+    if (!C)
+      return C.takeError();
+    P.Copies = std::move(*C);
   }
   const json::Array *Entries = O->getArray("entries");
   if (!Entries)
@@ -361,6 +418,16 @@ json::Value Profile::toJson() const {
                     {"entries", std::move(List)}};
   if (!MeasuredWith.empty())
     Root["measured_with"] = json::Object(MeasuredWith);
+  if (Copies) {
+    json::Array Sizes, Times;
+    for (size_t I = 0; I < Copies->SizesBytes.size(); ++I) {
+      Sizes.push_back(Copies->SizesBytes[I]);
+      Times.push_back(Copies->TimesUs[I]);
+    }
+    Root["copies"] = json::Object{{"sizes_bytes", std::move(Sizes)},
+                                  {"times_us", std::move(Times)},
+                                  {"samples", Copies->Samples}};
+  }
   return Root;
 }
 
@@ -376,6 +443,8 @@ Error ProfileCostModel::add(Profile P, StringRef Where) {
                                        P.DeviceType + "'");
   Table T;
   T.DeviceType = P.DeviceType;
+  if (P.Copies)
+    T.Copies = P.Copies->table();
   for (ProfileEntry &E : P.Entries) {
     auto Kind = ir::parseOpKind(StringRef(E.Key).split('|').first);
     assert(Kind && "the reader checks the kind of every key");
@@ -423,6 +492,15 @@ TaskTimes ProfileCostModel::opTimes(const PartitionShape &P,
                        ? *Entry->BackwardSeconds
                        : Fallback.opTimes(P, Device).Backward;
   return Times;
+}
+
+double ProfileCostModel::copyTime(double Bytes, unsigned Copies, bool Add,
+                                  const DeviceType &Device) const {
+  for (const Table &T : Tables)
+    if (T.DeviceType == Device.Name && T.Copies && Copies > 0)
+      return double(Copies) * T.Copies->time(Bytes / double(Copies)) *
+             (Add ? 1.5 : 1.0);
+  return Fallback.copyTime(Bytes, Copies, Add, Device);
 }
 
 double ProfileCostModel::updateTime(OptimizerKind Kind, double Elements,

@@ -59,11 +59,22 @@ struct ProfileEntry {
   int64_t Samples = 0;
 };
 
+/// Measured box copies as the file has them: the time of one copy of each
+/// size (microseconds), and how many timed runs each time summarizes.
+struct CopyProfile {
+  std::vector<double> SizesBytes, TimesUs;
+  int64_t Samples = 0;
+  /// In seconds, for SizeTable's interpolation.
+  SizeTable table() const;
+};
+
 /// The contents of a profile file: measured times on one device type.
 struct Profile {
   /// The DeviceType::Name the times were measured on ("cpu", "H100-SXM").
   std::string DeviceType;
   std::vector<ProfileEntry> Entries;
+  /// Box copies on that device type, when measured ("copies").
+  std::optional<CopyProfile> Copies;
   /// Free-form description of how it was measured (backend, threads,
   /// repeats); kept, not interpreted.
   llvm::json::Object MeasuredWith;
@@ -94,11 +105,11 @@ public:
   /// Updates are not profiled: the fallback's time.
   double updateTime(OptimizerKind Kind, double Elements, ir::DType Type,
                     const DeviceType &Device) const override;
-  /// Copies are not profiled either.
+  /// From the device type's measured copies where its profile has them
+  /// (each box Bytes / Copies; adding takes half as long again, as the
+  /// analytic model has it), else the fallback's.
   double copyTime(double Bytes, unsigned Copies, bool Add,
-                  const DeviceType &Device) const override {
-    return Fallback.copyTime(Bytes, Copies, Add, Device);
-  }
+                  const DeviceType &Device) const override;
 
   /// The entry for P on the device type named Name, or null.
   const ProfileEntry *lookup(const PartitionShape &P,
@@ -107,6 +118,7 @@ public:
 private:
   struct Table {
     std::string DeviceType;
+    std::optional<SizeTable> Copies;
     llvm::StringMap<ProfileEntry> Entries;
     /// Kinds with at least one entry: other kinds skip building a key.
     std::bitset<ir::NumOpKinds> Kinds;

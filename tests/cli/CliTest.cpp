@@ -1065,6 +1065,17 @@ TEST_F(CliTest, CalibrateThenSimulateWithTheProfile) {
     WithBackward += Entry->getNumber("backward_s").hasValue();
   }
   EXPECT_GT(WithBackward, 0u);
+  // And box copies, one time per size, the larger slower.
+  const llvm::json::Object *Copies = File->getObject("copies");
+  ASSERT_NE(Copies, nullptr);
+  const llvm::json::Array *Sizes = Copies->getArray("sizes_bytes");
+  const llvm::json::Array *Times = Copies->getArray("times_us");
+  ASSERT_TRUE(Sizes && Times);
+  ASSERT_EQ(Sizes->size(), Times->size());
+  ASSERT_GE(Times->size(), 2u);
+  EXPECT_GT((*Times)[Times->size() - 1].getAsNumber().getValueOr(0),
+            (*Times)[0].getAsNumber().getValueOr(0));
+  EXPECT_THAT(C.Out, ::testing::HasSubstr("box copies: 4 KiB "));
 
   auto TimeOf = [&](std::vector<std::string> More) {
     More.insert(More.begin(), {"--strategy", "data-parallel", "--json"});

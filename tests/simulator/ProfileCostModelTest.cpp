@@ -205,8 +205,41 @@ TEST(ProfileFileTest, RoundTripsSortedByKey) {
   EXPECT_EQ(llvm::formatv("{0}", Read->toJson()).str(), Text);
 }
 
+// Measured box copies: one copy of B bytes takes the table's time for B
+// (interpolated as measured communication is), k boxes k times that of their
+// mean size, adding half as long again; without a table, or on another
+// device type, the fallback's.
+TEST(ProfileFileTest, CopiesRoundTripAndTimeCopies) {
+  Profile P = oneEntryProfile("Relu|i0=f32[4]|o0=f32[4]|r=0");
+  P.Copies = CopyProfile{{1024, 1048576}, {2, 100}, 5};
+  std::string Text = llvm::formatv("{0}", P.toJson()).str();
+  EXPECT_THAT(Text, ::testing::HasSubstr(
+                        R"("copies":{"samples":5,"sizes_bytes":[1024,1048576],)"
+                        R"("times_us":[2,100]})"));
+  auto Read = Profile::fromJson(Text, "p.json");
+  ASSERT_TRUE(static_cast<bool>(Read)) << llvm::toString(Read.takeError());
+  ASSERT_TRUE(Read->Copies.has_value());
+  EXPECT_EQ(Read->Copies->Samples, 5);
+  EXPECT_EQ(llvm::formatv("{0}", Read->toJson()).str(), Text);
+
+  FixedCost Fallback;
+  ProfileCostModel Cost(Fallback);
+  ASSERT_FALSE(static_cast<bool>(Cost.add(std::move(*Read), "p.json")));
+  DeviceType Cpu;
+  Cpu.Name = "cpu";
+  Cpu.MemoryBandwidth = 1e9;
+  // At or below the smallest size: its time; at the largest: its time.
+  EXPECT_DOUBLE_EQ(Cost.copyTime(512, 1, false, Cpu), 2e-6);
+  EXPECT_DOUBLE_EQ(Cost.copyTime(3 * 1048576, 3, false, Cpu), 300e-6);
+  EXPECT_DOUBLE_EQ(Cost.copyTime(1048576, 1, true, Cpu), 150e-6);
+  DeviceType Gpu = Cpu;
+  Gpu.Name = "P100";
+  EXPECT_DOUBLE_EQ(Cost.copyTime(1e6, 1, false, Gpu),
+                   Fallback.copyTime(1e6, 1, false, Gpu));
+}
+
 struct BadFile {
-  const char *Text;
+  std::string Text;
   const char *Message;
 };
 
@@ -229,6 +262,19 @@ TEST(ProfileFileTest, BadFiles) {
       {R"({"format":"onnx2soap-profile","version":1,"device_type":"cpu",)"
        R"("entries":[],"zeta":1,"extra":2})",
        "p.json: unknown key 'extra'"},
+      {Head + R"("entries":[],"copies":[]})",
+       "p.json: copies: expected an object"},
+      {Head + R"("entries":[],"copies":{"sizes_bytes":[2,1],)" +
+           R"("times_us":[1,1],"samples":1}})",
+       "p.json: copies.sizes_bytes[1]: sizes must increase"},
+      {Head + R"("entries":[],"copies":{"sizes_bytes":[1],)" +
+           R"("times_us":[0],"samples":1}})",
+       "p.json: copies.times_us[0]: expected a number greater than 0"},
+      {Head + R"("entries":[],"copies":{"sizes_bytes":[1,2],)" +
+           R"("times_us":[1],"samples":1}})",
+       "p.json: copies.times_us: has 1 times for 2 sizes"},
+      {Head + R"("entries":[],"copies":{"sizes_bytes":[1],"times_us":[1]}})",
+       "p.json: copies: missing 'samples'"},
   };
   for (const BadFile &Case : Cases) {
     auto Read = Profile::fromJson(Case.Text, "p.json");
