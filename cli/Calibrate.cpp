@@ -14,6 +14,7 @@
 #include "cli/Subcommands.h"
 #include "executor/Executor.h"
 #include "ir/BatchDims.h"
+#include "runtime_lib/CopyTiming.h"
 #include "runtime_lib/Error.h"
 #include "simulator/ProfileCostModel.h"
 #include "simulator/TaskGraph.h"
@@ -27,6 +28,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <thread>
 
 namespace onnx2soap::cli {
@@ -150,41 +152,6 @@ std::vector<double> timeRuns(unsigned Repeats, bool Cold, Fn Body) {
     Spent += Seconds;
   }
   return Times;
-}
-
-/// Box copies of these many bytes are timed (Backend::copyBox, a contiguous
-/// box): what a generated program's copies cost on this device, from
-/// launch-bound to bandwidth-bound.
-static constexpr double CopySizes[] = {4096, 65536, 1 << 20, 16 << 20};
-
-/// The profile's copy table: the median time of one copy of each size.
-simulator::CopyProfile measureCopies(rt::Backend &B, unsigned Repeats,
-                                     bool Cold) {
-  size_t Largest = size_t(CopySizes[std::size(CopySizes) - 1]);
-  void *From = B.allocate(Largest), *To = B.allocate(Largest);
-  B.fillZero(From, Largest);
-  B.fillZero(To, Largest);
-  simulator::CopyProfile Copies;
-  Copies.Samples = Repeats;
-  for (double Bytes : CopySizes) {
-    std::vector<int64_t> Dims{int64_t(Bytes) / 4};
-    rt::TensorView Source =
-        rt::TensorView::contiguous(rt::DType::Float32, Dims, From);
-    rt::TensorView Target =
-        rt::TensorView::contiguous(rt::DType::Float32, Dims, To);
-    std::vector<double> Times = timeRuns(Repeats, Cold, [&] {
-      B.copyBox(Target, Source, /*Add=*/false);
-      B.synchronize();
-    });
-    Copies.Samples = std::min<int64_t>(Copies.Samples, Times.size());
-    Copies.SizesBytes.push_back(Bytes);
-    // Microseconds to a nanosecond, so the file is short.
-    Copies.TimesUs.push_back(
-        std::max(std::round(median(Times) * 1e9) / 1e3, 1e-3));
-  }
-  B.deallocate(From);
-  B.deallocate(To);
-  return Copies;
 }
 
 /// Host bytes of a tensor of Type: floats uniform in [0.5, 1.5) (valid for
@@ -453,7 +420,16 @@ llvm::Error runCalibrate() {
                                             {"threads", int64_t(ThreadCount)},
                                             {"repeat", int64_t(Repeat)},
                                             {"cache", CacheFlag.getValue()}};
-  Profile.Copies = measureCopies(*Backend, Repeat, Cold);
+  {
+    rt::CopyTiming Timed = rt::timeBoxCopies(
+        *Backend, Repeat, Cold ? std::function<void()>(evictCaches) : nullptr);
+    simulator::CopyProfile Copies;
+    Copies.SizesBytes = Timed.SizesBytes;
+    for (double Seconds : Timed.Seconds)
+      Copies.TimesUs.push_back(rt::profileMicroseconds(Seconds));
+    Copies.Samples = Timed.Samples;
+    Profile.Copies = std::move(Copies);
+  }
   {
     std::string Line;
     for (size_t I = 0; I < Profile.Copies->SizesBytes.size(); ++I)

@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Runner.h"
+#include "../CopyTiming.h"
 #include "../Error.h"
 #include "../HostBox.h"
 #include "BufferLifetimes.h"
@@ -30,6 +31,8 @@ namespace {
 /// endian), then every distinct box any rank holds of a parameter, state or
 /// constant; BufferInfo::WeightOffset is relative to the end of the header.
 constexpr char WeightsMagic[8] = {'O', '2', 'S', 'W', 'G', 'H', 'T', '2'};
+/// --profile-ops: timed runs of each box copy size (after a warm-up).
+constexpr unsigned CopyRepeats = 5;
 } // namespace
 
 struct Runner::Impl {
@@ -706,13 +709,17 @@ std::string Runner::profileJson(int Threads) {
   }
   if (I->Rank != 0)
     return "";
+  // Box copies on this device (every rank's is of the plan's one device
+  // type): the planner times the program's copies from them.
+  CopyTiming Copies = timeBoxCopies(I->B, CopyRepeats);
   std::string Out =
       "{\n  \"format\": \"onnx2soap-profile\",\n  "
       "\"version\": 1,\n  \"device_type\": " +
       jsonString(P.DeviceType) +
       ",\n  \"measured_with\": {\"backend\": " + jsonString(I->B.name()) +
       ", \"threads\": " + std::to_string(Threads) +
-      ", \"program\": " + jsonString(P.ModelName) + "},\n  \"entries\": [";
+      ", \"program\": " + jsonString(P.ModelName) +
+      "},\n  \"copies\": " + copyTimingJson(Copies) + ",\n  \"entries\": [";
   bool First = true;
   for (const auto &[Key, T] : ByKey) {
     Out += First ? "\n" : ",\n";

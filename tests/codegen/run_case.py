@@ -809,7 +809,8 @@ def case_compile_error(env, case):
 def case_profile_ops(env, case):
     """--profile-ops writes the planner's profile format: `simulate --profile`
     takes the file for the same model and strategy, and it holds an entry
-    (with forward and backward times) for every op the program computes.
+    (with forward and backward times) for every op the program computes,
+    and a table of box copies timed on the program's device.
     Every rank's profiled step is split into kernels, copies, communication
     and the rest, which add up to it."""
     fixture, ranks, opt = case["fixture"], case["ranks"], case["optimizer"]
@@ -848,6 +849,12 @@ def case_profile_ops(env, case):
         errors.append("no or negative entries")
     if not any("backward_s" in e for e in entries):
         errors.append("no backward times")
+    copies = data.get("copies", {})
+    sizes, times = copies.get("sizes_bytes", []), copies.get("times_us", [])
+    if len(sizes) < 2 or len(times) != len(sizes) or \
+            sorted(sizes) != sizes or min(times) <= 0 or \
+            not times[-1] > times[0] or copies.get("samples", 0) < 1:
+        errors.append("no table of box copies: %r" % copies)
     info = fixture_info(fixture)
     _, text, _ = run([env.onnx2soap, "simulate",
                       fixture_path(fixture, "model.onnx"), "--batch",

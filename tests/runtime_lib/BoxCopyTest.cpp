@@ -5,10 +5,12 @@
 // against a naive per-element reference on copies of the whole buffers, so
 // elements outside the box must stay untouched. Large boxes run on several
 // threads and must match the reference bit for bit. Bad operands fail with
-// "box copy: ..." messages, a table of them.
+// "box copy: ..." messages, a table of them. Timing copies (the profile's
+// table) gives one median per size, each run preceded by the caller's hook.
 //
 //===----------------------------------------------------------------------===//
 #include "KernelTestUtil.h"
+#include "runtime_lib/CopyTiming.h"
 #include "runtime_lib/Error.h"
 #include <algorithm>
 #include <numeric>
@@ -256,6 +258,28 @@ TEST(BoxCopy, BadOperandsFailNamingTheProblem) {
       EXPECT_THAT(E.what(), ::testing::HasSubstr(C.Message));
     }
   }
+}
+
+// The copy table a profile records: one positive median per size, sizes
+// increasing, the hook called before each timed run, and the file's JSON.
+TEST(CopyTiming, TimesEachSizeAndWritesTheProfileTable) {
+  auto B = createCpuBackend(1);
+  unsigned Hooks = 0;
+  CopyTiming T = timeBoxCopies(*B, 3, [&] { ++Hooks; });
+  ASSERT_EQ(T.SizesBytes.size(), std::size(CopyTimingSizes));
+  ASSERT_EQ(T.Seconds.size(), T.SizesBytes.size());
+  EXPECT_EQ(T.Samples, 3);
+  EXPECT_EQ(Hooks, 3 * T.SizesBytes.size());
+  for (size_t I = 0; I < T.Seconds.size(); ++I) {
+    EXPECT_GT(T.Seconds[I], 0);
+    if (I > 0) {
+      EXPECT_GT(T.SizesBytes[I], T.SizesBytes[I - 1]);
+    }
+  }
+  CopyTiming Fixed{{4096, 65536}, {2.5e-6, 1e-12}, 5};
+  EXPECT_EQ(copyTimingJson(Fixed),
+            R"({"sizes_bytes": [4096, 65536], "times_us": [2.5, 0.001], )"
+            R"("samples": 5})");
 }
 
 } // namespace
