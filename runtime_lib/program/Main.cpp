@@ -37,6 +37,7 @@ struct Options {
   bool Resume = false;
   std::string SaveOnnx;
   std::string ProfileOps;
+  std::string Trace;
   std::string ProfileComm;
   int64_t ProfileCommMax = 0; // 0: the plan's largest message
   std::string Model;
@@ -50,6 +51,7 @@ const char *Usage =
     "FILE.pb] | --data DIR)\n"
     "             [--checkpoint DIR [--checkpoint-every N] [--resume]]\n"
     "             [--save-onnx OUT.onnx] [--profile-ops FILE.json]\n"
+    "             [--trace FILE.json]\n"
     "             [--weights DIR] [--model FILE]\n"
     "             [--threads N] [--timeout SEC] [--quiet]\n"
     "   or: train --profile-comm FILE.json [--profile-comm-max BYTES]\n"
@@ -111,6 +113,8 @@ Options parseOptions(int Argc, char **Argv) {
       O.SaveOnnx = Value();
     else if (Flag == "--profile-ops")
       O.ProfileOps = Value();
+    else if (Flag == "--trace")
+      O.Trace = Value();
     else if (Flag == "--profile-comm")
       O.ProfileComm = Value();
     else if (Flag == "--profile-comm-max")
@@ -212,6 +216,9 @@ int run(const Plan &P, const Platform &Platform, int Argc, char **Argv) {
     if (!O.ProfileOps.empty())
       R.startProfiling();
     while (R.stepsDone() < O.Steps) {
+      // --trace records the last step.
+      if (!O.Trace.empty() && R.stepsDone() + 1 == O.Steps)
+        R.traceNextStep();
       C->barrier();
       auto Start = std::chrono::steady_clock::now();
       double Loss = R.step();
@@ -276,6 +283,23 @@ int run(const Plan &P, const Platform &Platform, int Argc, char **Argv) {
         writeFileAtomically(O.ProfileOps, Json.data(), Json.size());
         if (!O.Quiet)
           std::printf("wrote %s\n", O.ProfileOps.c_str());
+      }
+    }
+    if (!O.Trace.empty()) {
+      if (!R.traced()) {
+        if (Rank == 0)
+          std::fprintf(stderr,
+                       "train: warning: --trace: no step ran (resumed at step "
+                       "%lld of %lld); %s not written\n",
+                       (long long)R.stepsDone(), (long long)O.Steps,
+                       O.Trace.c_str());
+      } else {
+        std::string Json = R.traceJson();
+        if (Rank == 0) {
+          writeFileAtomically(O.Trace, Json.data(), Json.size());
+          if (!O.Quiet)
+            std::printf("wrote %s\n", O.Trace.c_str());
+        }
       }
     }
     if (!O.SaveOnnx.empty()) {

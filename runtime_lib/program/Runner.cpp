@@ -73,6 +73,32 @@ struct Runner::Impl {
   std::vector<std::vector<double>> ForwardSeconds, BackwardSeconds;
   /// --profile-ops: where this rank's steps went (Runner::breakdown).
   StepBreakdown Spent;
+  /// --trace: whether the next step is traced, and its events, three
+  /// numbers each: what (the rank's local step index, or -1 - index for
+  /// the wait for that step's started send or all-reduce), begin and end
+  /// seconds from the step's start.
+  bool TraceNext = false, Traced = false;
+  std::vector<double> TraceEvents;
+  std::chrono::steady_clock::time_point TraceStart;
+
+  /// Runs Body, recording its span as event What when tracing this step;
+  /// the backend is synchronized after it, so that the span ends when its
+  /// device work does.
+  template <typename Fn> void traced(bool Tracing, double What, Fn Body) {
+    if (!Tracing) {
+      Body();
+      return;
+    }
+    auto Seconds = [&] {
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                           TraceStart)
+          .count();
+    };
+    double Begin = Seconds();
+    Body();
+    B.synchronize();
+    TraceEvents.insert(TraceEvents.end(), {What, Begin, Seconds()});
+  }
 
   /// Seconds Body takes, between synchronizations of the backend (so that
   /// neither work queued before it nor what it queues escapes the count).
@@ -581,6 +607,14 @@ double Runner::step() {
   int Rank = I->Rank;
   ++Step;
   auto Start = std::chrono::steady_clock::now();
+  bool Tracing = I->TraceNext;
+  if (Tracing) {
+    I->TraceNext = false;
+    I->Traced = true;
+    I->TraceEvents.clear();
+    B.synchronize();
+    I->TraceStart = Start = std::chrono::steady_clock::now();
+  }
   // Inputs are this rank's regions of the batch; accumulators start at
   // zero, each right before its first step (until then its memory may hold
   // another buffer).
@@ -604,16 +638,22 @@ double Runner::step() {
     B.copyFromHost(I->data(Id), Host.data(), Host.size());
   }
   const Range &Steps = P.RankSteps[Rank];
+  // The wait for the running send or all-reduce, traced as -1 - its index.
+  auto FinishRunning = [&] {
+    if (I->Running)
+      I->traced(Tracing, -1.0 - double(I->Running - &P.Steps[Steps.First]),
+                [&] { I->finishRunning(); });
+  };
   for (int32_t Local = 0; Local < Steps.Count; ++Local) {
     const StepInfo &S = P.Steps[Steps.First + Local];
     // A send or gradient all-reduce runs beside the compute steps after it
     // until one needs what it holds or the Comm (see runsBeside).
     if (I->Running && !I->runsBeside(S, Local))
-      I->finishRunning();
+      FinishRunning();
     I->zeroBefore(Local);
-    I->run(S, Step);
+    I->traced(Tracing, double(Local), [&] { I->run(S, Step); });
   }
-  I->finishRunning();
+  FinishRunning();
   const Range &State = P.RankStateCopies[Rank];
   I->runCopies(State.First, State.Count);
   B.synchronize();
@@ -731,6 +771,106 @@ std::string Runner::profileJson(int Threads) {
     Out += ", \"samples\": " + std::to_string(T.Samples) + "}";
   }
   return Out + "\n  ]\n}\n";
+}
+
+/// A trace event's category: what kind of step it is.
+static const char *stepKindName(StepKind Kind) {
+  switch (Kind) {
+  case StepKind::Forward:
+    return "forward";
+  case StepKind::StatsForward:
+    return "statistics forward";
+  case StepKind::Backward:
+    return "backward";
+  case StepKind::StatsBackward:
+    return "statistics backward";
+  case StepKind::Send:
+    return "send";
+  case StepKind::Recv:
+    return "receive";
+  case StepKind::AllReduce:
+    return "all-reduce";
+  case StepKind::Update:
+    return "update";
+  }
+  return "step";
+}
+
+void Runner::traceNextStep() { I->TraceNext = true; }
+
+bool Runner::traced() const { return I->Traced; }
+
+std::string Runner::traceJson() {
+  const Plan &P = I->P;
+  Comm &C = I->C;
+  Backend &B = I->B;
+  // Every rank's events go to rank 0 (as backend buffers, which the Comm
+  // moves), which names them from the plan: every rank holds all of it.
+  std::vector<std::vector<double>> ByRank(C.size());
+  for (int From = 0; From < C.size(); ++From) {
+    double Mine = From == I->Rank ? double(I->TraceEvents.size()) : 0;
+    size_t Count = size_t(C.sumOverRanks(Mine));
+    size_t Bytes = Count * sizeof(double);
+    if (Count == 0)
+      continue;
+    if (From == 0) {
+      if (I->Rank == 0)
+        ByRank[0] = I->TraceEvents;
+      continue;
+    }
+    if (I->Rank == From) {
+      DeviceBuffer Out(B, Bytes);
+      B.copyFromHost(Out.data(), I->TraceEvents.data(), Bytes);
+      B.synchronize();
+      C.send(0, Out.data(), Bytes, "gather trace");
+    } else if (I->Rank == 0) {
+      DeviceBuffer In(B, Bytes);
+      B.synchronize(); // its zero fill before the message lands
+      C.recv(From, In.data(), Bytes, "gather trace");
+      ByRank[From].resize(Count);
+      B.copyToHost(ByRank[From].data(), In.data(), Bytes);
+    }
+  }
+  if (I->Rank != 0)
+    return "";
+  auto Micros = [](double Seconds) {
+    char Text[40];
+    std::snprintf(Text, sizeof Text, "%.3f", Seconds * 1e6);
+    return std::string(Text);
+  };
+  std::string Out = "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [";
+  bool First = true;
+  auto Add = [&](const std::string &Event) {
+    Out += First ? "\n  " : ",\n  ";
+    Out += Event;
+    First = false;
+  };
+  Add("{\"ph\": \"M\", \"pid\": 0, \"name\": \"process_name\", "
+      "\"args\": {\"name\": " +
+      jsonString(std::string("train: ") + P.ModelName) + "}}");
+  for (int Rank = 0; Rank < C.size(); ++Rank)
+    Add("{\"ph\": \"M\", \"pid\": 0, \"tid\": " + std::to_string(Rank) +
+        ", \"name\": \"thread_name\", \"args\": {\"name\": \"rank " +
+        std::to_string(Rank) + "\"}}");
+  for (int Rank = 0; Rank < C.size(); ++Rank) {
+    const Range &Steps = P.RankSteps[Rank];
+    const std::vector<double> &E = ByRank[size_t(Rank)];
+    for (size_t K = 0; K + 2 < E.size(); K += 3) {
+      bool Wait = E[K] < 0;
+      int32_t Local = int32_t(Wait ? -1 - E[K] : E[K]);
+      if (Local < 0 || Local >= Steps.Count)
+        continue;
+      const StepInfo &S = P.Steps[Steps.First + Local];
+      std::string Label = S.Label ? S.Label : "";
+      std::string Name = Wait ? "wait: " + Label : Label;
+      Add("{\"ph\": \"X\", \"pid\": 0, \"tid\": " + std::to_string(Rank) +
+          ", \"name\": " + jsonString(Name) +
+          ", \"cat\": " + jsonString(Wait ? "wait" : stepKindName(S.Kind)) +
+          ", \"ts\": " + Micros(E[K + 1]) +
+          ", \"dur\": " + Micros(E[K + 2] - E[K + 1]) + "}");
+    }
+  }
+  return Out + "\n]}\n";
 }
 
 std::vector<HostTensor> Runner::gatherWeights() {

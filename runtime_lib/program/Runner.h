@@ -87,6 +87,18 @@ public:
   /// This rank's steps since startProfiling(), by where they went.
   StepBreakdown breakdown() const;
 
+  /// Records the next step's timeline (--trace): each of the rank's steps
+  /// of the plan and each wait for a started send or all-reduce, from the
+  /// step's start, the backend synchronized after each (so on a GPU that
+  /// step runs slower).
+  void traceNextStep();
+  /// Whether a step was traced.
+  bool traced() const;
+  /// The traced step of every rank as Chrome trace events (one track per
+  /// rank; docs/generated-program.md). Every rank must call it; rank 0 gets
+  /// the text, the others an empty string.
+  std::string traceJson();
+
   /// The whole value of every parameter and state tensor, gathered to rank
   /// 0 (other ranks get an empty list). Every rank must call it.
   std::vector<HostTensor> gatherWeights();

@@ -806,23 +806,56 @@ def case_compile_error(env, case):
         raise Failure("\n".join(errors))
 
 
+def check_trace(path, ranks, out):
+    """--trace's file: Chrome trace events of the last step, one track per
+    rank, each rank's steps one after another (forward and backward calls,
+    sends and receives on a split plan, waits for started sends), within
+    the step's printed wall time."""
+    errors = []
+    with open(path) as f:
+        events = [e for e in json.load(f)["traceEvents"] if e["ph"] == "X"]
+    times = re.findall(r"step %d loss \S+ time (\S+) s" % STEPS, out)
+    step = float(times[0]) * 1e6 if times else 0
+    for r in range(ranks):
+        mine = [e for e in events if e["tid"] == r]
+        kinds = {e["cat"] for e in mine}
+        for kind in ("forward", "backward", "send", "receive"):
+            if kind not in kinds:
+                errors.append("trace: rank %d has no %s step" % (r, kind))
+        end = 0
+        for e in mine:
+            if e["ts"] < end - 1e-3 or e["dur"] < 0:
+                errors.append("trace: rank %d: %r overlaps the step before "
+                              "it" % (r, e["name"]))
+                break
+            end = e["ts"] + e["dur"]
+        if not 0 < end <= step * 1.01 + 1000:
+            errors.append("trace: rank %d ends at %.0f us, the step took "
+                          "%.0f us" % (r, end, step))
+    if not any(e["name"] == "/4/Conv" for e in events):
+        errors.append("trace: no event names the split convolution /4/Conv")
+    return errors
+
+
 def case_profile_ops(env, case):
     """--profile-ops writes the planner's profile format: `simulate --profile`
     takes the file for the same model and strategy, and it holds an entry
     (with forward and backward times) for every op the program computes,
     and a table of box copies timed on the program's device.
     Every rank's profiled step is split into kernels, copies, communication
-    and the rest, which add up to it."""
+    and the rest, which add up to it. --trace in the same run writes the
+    last step's timeline (check_trace)."""
     fixture, ranks, opt = case["fixture"], case["ranks"], case["optimizer"]
     project = env.path("project")
     compile_project(env, fixture, ranks, case["strategy"], opt, project)
     program = build_project(env, project)
     profile = env.path("profile.json")
+    trace = env.path("trace.json")
     _, _, out = train(env, program, fixture, ranks,
-                      extra=["--profile-ops", profile])
+                      extra=["--profile-ops", profile, "--trace", trace])
     with open(profile) as f:
         data = json.load(f)
-    errors = []
+    errors = check_trace(trace, ranks, out)
     parts = {}
     for line in out.splitlines():
         m = re.match(r"rank (\d+) per profiled step: (\S+) s = kernels (\S+) "
