@@ -14,6 +14,7 @@
 #include "cli/Subcommands.h"
 #include "executor/Executor.h"
 #include "ir/BatchDims.h"
+#include "ir/JsonText.h"
 #include "runtime_lib/CopyTiming.h"
 #include "runtime_lib/Error.h"
 #include "simulator/ProfileCostModel.h"
@@ -473,8 +474,7 @@ llvm::Error runCalibrate() {
     OS.flush();
   }
 
-  std::string Text =
-      llvm::formatv("{0:2}", llvm::json::Value(Profile.toJson())).str();
+  std::string Text = ir::jsonText(llvm::json::Value(Profile.toJson()));
   if (llvm::Error E = writeFileAtomically(
           Output, "-o", [&](llvm::raw_ostream &File) { File << Text << "\n"; }))
     return E;

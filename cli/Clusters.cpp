@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "cli/Subcommands.h"
+#include "ir/JsonText.h"
 #include "simulator/Machine.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -141,7 +142,7 @@ llvm::Error runClusters() {
         return With.takeError();
       *M = std::move(*With);
     }
-    llvm::outs() << llvm::formatv("{0:2}", M->toJson()) << "\n";
+    llvm::outs() << ir::jsonText(M->toJson()) << "\n";
     return llvm::Error::success();
   }
   llvm::ArrayRef<PresetInfo> Presets = Machine::presets();
@@ -160,8 +161,7 @@ llvm::Error runClusters() {
                                         {"device_type", P.DeviceType},
                                         {"description", P.Description}});
     }
-    llvm::outs() << llvm::formatv("{0:2}", llvm::json::Value(std::move(List)))
-                 << "\n";
+    llvm::outs() << ir::jsonText(llvm::json::Value(std::move(List))) << "\n";
     return llvm::Error::success();
   }
   llvm::outs() << llvm::formatv("{0,-15} {1,7} {2,5}  {3,-9} {4}\n", "preset",

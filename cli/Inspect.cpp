@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 #include "cli/Subcommands.h"
 #include "ir/BatchDims.h"
+#include "ir/JsonText.h"
 #include "ir/Printer.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
@@ -131,8 +132,7 @@ void printJson(const onnx_import::ImportedModel &M, const Summary &S) {
       {"bound_dims", std::move(Dims)},
       {"fused_patterns", static_cast<int64_t>(M.FusedPatterns)},
   };
-  llvm::outs() << llvm::formatv("{0:2}", llvm::json::Value(std::move(Root)))
-               << "\n";
+  llvm::outs() << ir::jsonText(llvm::json::Value(std::move(Root))) << "\n";
 }
 
 void printTable(const onnx_import::ImportedModel &M, const Summary &S) {

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "cli/Subcommands.h"
+#include "ir/JsonText.h"
 #include "soap_search/Mcmc.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -266,8 +267,7 @@ static llvm::Error runSweep(const Planning &P, SearchOptions O) {
                              {"gradient_bucket", S.Best.GradientBucketBytes},
                              {"found_on_devices", int64_t(R.FoundOn)}});
     }
-    llvm::outs() << llvm::formatv("{0:2}", llvm::json::Value(std::move(List)))
-                 << "\n";
+    llvm::outs() << ir::jsonText(llvm::json::Value(std::move(List))) << "\n";
     return llvm::Error::success();
   }
   llvm::raw_ostream &OS = llvm::outs();
@@ -372,8 +372,7 @@ llvm::Error runSearch() {
     }
     if (!strategyOutput().empty())
       Out["strategy_file"] = strategyOutput();
-    llvm::outs() << llvm::formatv("{0:2}", llvm::json::Value(std::move(Out)))
-                 << "\n";
+    llvm::outs() << ir::jsonText(llvm::json::Value(std::move(Out))) << "\n";
     return llvm::Error::success();
   }
 

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "cli/Subcommands.h"
+#include "ir/JsonText.h"
 #include "simulator/ProfileCostModel.h"
 #include "simulator/Trace.h"
 #include "soap_search/Builtins.h"
@@ -500,8 +501,7 @@ llvm::Error runSimulate() {
                            {"devices", std::move(Devices)}};
     if (!StrategyOutput.empty())
       Out["strategy_file"] = StrategyOutput.getValue();
-    llvm::outs() << llvm::formatv("{0:2}", llvm::json::Value(std::move(Out)))
-                 << "\n";
+    llvm::outs() << ir::jsonText(llvm::json::Value(std::move(Out))) << "\n";
     return llvm::Error::success();
   }
 

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "codegen/Project.h"
 #include "codegen/EmbeddedFiles.h"
+#include "ir/JsonText.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -639,7 +640,7 @@ llvm::Expected<ProjectFiles> projectFiles(const ProjectInputs &In) {
   };
   std::string Text;
   llvm::raw_string_ostream OS(Text);
-  OS << llvm::formatv("{0:2}", llvm::json::Value(std::move(Manifest))) << "\n";
+  OS << ir::jsonText(llvm::json::Value(std::move(Manifest))) << "\n";
   OS.flush();
   Files["manifest.json"] = Text;
   return Files;

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "soap_search/StrategyFile.h"
+#include "ir/JsonText.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -179,7 +180,10 @@ std::string writeStrategy(const ir::Graph &G, const Strategy &S,
         Peaks.push_back(Peak);
       Compact(J, std::move(Peaks));
       J.attributeEnd();
-      J.attribute("time", Predicted.Time);
+      // In the fewest digits that read back as the same time.
+      J.attributeBegin("time");
+      J.rawValue(ir::shortestNumber(Predicted.Time));
+      J.attributeEnd();
     });
     J.attribute("settings", settingsObject(Target.Settings));
     J.attribute("version", StrategyFormatVersion);
