@@ -842,6 +842,8 @@ def case_profile_ops(env, case):
     takes the file for the same model and strategy, and it holds an entry
     (with forward and backward times) for every op the program computes,
     and a table of box copies timed on the program's device.
+    bench/compare_traces.py reads the program's --trace beside the
+    planner's.
     Every rank's profiled step is split into kernels, copies, communication
     and the rest, which add up to it. --trace in the same run writes the
     last step's timeline (check_trace)."""
@@ -889,14 +891,26 @@ def case_profile_ops(env, case):
             not times[-1] > times[0] or copies.get("samples", 0) < 1:
         errors.append("no table of box copies: %r" % copies)
     info = fixture_info(fixture)
+    planned = env.path("planned.json")
     _, text, _ = run([env.onnx2soap, "simulate",
                       fixture_path(fixture, "model.onnx"), "--batch",
                       str(info["inputs"][0]["shape"][0]), "--cluster",
                       "cpu:%d" % ranks, "--strategy",
                       os.path.join(project, "strategy.json"), "--profile",
-                      profile, "--json"])
+                      profile, "--json", "--trace", planned])
     if not json.loads(text).get("time", 0) > 0:
         errors.append("simulate --profile gave no time")
+    # bench/compare_traces.py lines the program's trace up with the
+    # planner's: a row per rank, the split convolution among the op groups.
+    _, table, _ = run([sys.executable,
+                       os.path.join(SOURCE_DIR, "bench", "compare_traces.py"),
+                       trace, planned, "--top", "100"])
+    for r in range(ranks):
+        if not re.search(r"^\| %d \| [0-9.]+, [0-9.]+ \|" % r, table, re.M):
+            errors.append("compare_traces: no row for rank %d:\n%s" %
+                          (r, table))
+    if "| /4/Conv | forward |" not in table:
+        errors.append("compare_traces: no row for /4/Conv:\n%s" % table)
     if errors:
         raise Failure("\n".join(errors))
 
