@@ -11,6 +11,7 @@
 #include "CommProfile.h"
 #include "Dataset.h"
 #include "OnnxWeights.h"
+#include "Placement.h"
 #include "Runner.h"
 #include "TensorFile.h"
 #include <chrono>
@@ -178,6 +179,14 @@ int run(const Plan &P, const Platform &Platform, int Argc, char **Argv) {
   // MPI shutdown a destructor would attempt (it would wait for peers that
   // are waiting for this rank); mpirun then ends the others.
   try {
+    // Where the launcher put the ranks against the plan's nodes: a warning
+    // (the step is still right, only slower than planned).
+    std::vector<std::string> Devices;
+    for (int32_t R = 0; R < P.DeviceNames.Size; ++R)
+      Devices.push_back(P.DeviceNames[R]);
+    std::string Misplaced = placementWarning(Devices, rankHosts(*C));
+    if (Rank == 0 && !Misplaced.empty())
+      std::fprintf(stderr, "train: warning: %s\n", Misplaced.c_str());
     if (!O.ProfileComm.empty()) {
       size_t Max =
           O.ProfileCommMax ? size_t(O.ProfileCommMax) : largestMessageBytes(P);
