@@ -20,6 +20,7 @@
 #include <cstring>
 #include <exception>
 #include <string>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <vector>
 
@@ -69,6 +70,26 @@ std::string executableDir() {
   std::string Text(Path);
   size_t Slash = Text.rfind('/');
   return Slash == std::string::npos ? "." : Text.substr(0, Slash);
+}
+
+/// Fails unless Path can be written where only rank 0 writes it: its folder
+/// exists and is writable and Path is not a folder. Checked at start, since
+/// an output that cannot be written would otherwise fail after the
+/// training it reports on.
+void checkWritable(const char *Flag, const std::string &Path) {
+  if (Path.empty())
+    return;
+  struct stat Info;
+  if (stat(Path.c_str(), &Info) == 0 && S_ISDIR(Info.st_mode))
+    fail(Flag, Path + " is a folder; expected a file to write");
+  size_t Slash = Path.rfind('/');
+  std::string Dir = Slash == std::string::npos ? "."
+                    : Slash == 0               ? "/"
+                                               : Path.substr(0, Slash);
+  if (stat(Dir.c_str(), &Info) != 0 || !S_ISDIR(Info.st_mode))
+    fail(Flag, Path + ": folder " + Dir + " does not exist");
+  if (access(Dir.c_str(), W_OK) != 0)
+    fail(Flag, Path + ": folder " + Dir + " is not writable");
 }
 
 int64_t parseCount(const std::string &Flag, const char *Text) {
@@ -187,6 +208,13 @@ int run(const Plan &P, const Platform &Platform, int Argc, char **Argv) {
     std::string Misplaced = placementWarning(Devices, rankHosts(*C));
     if (Rank == 0 && !Misplaced.empty())
       std::fprintf(stderr, "train: warning: %s\n", Misplaced.c_str());
+    // Rank 0 writes the output files: their folders must be there now.
+    if (Rank == 0) {
+      checkWritable("--profile-comm", O.ProfileComm);
+      checkWritable("--profile-ops", O.ProfileOps);
+      checkWritable("--trace", O.Trace);
+      checkWritable("--save-onnx", O.SaveOnnx);
+    }
     if (!O.ProfileComm.empty()) {
       size_t Max =
           O.ProfileCommMax ? size_t(O.ProfileCommMax) : largestMessageBytes(P);

@@ -846,7 +846,8 @@ def case_profile_ops(env, case):
     planner's.
     Every rank's profiled step is split into kernels, copies, communication
     and the rest, which add up to it. --trace in the same run writes the
-    last step's timeline (check_trace)."""
+    last step's timeline (check_trace); into a missing folder it fails
+    before the first step."""
     fixture, ranks, opt = case["fixture"], case["ranks"], case["optimizer"]
     project = env.path("project")
     compile_project(env, fixture, ranks, case["strategy"], opt, project)
@@ -858,6 +859,19 @@ def case_profile_ops(env, case):
     with open(profile) as f:
         data = json.load(f)
     errors = check_trace(trace, ranks, out)
+    # An output rank 0 could not write fails the run before its first step,
+    # naming the flag and the folder.
+    missing = os.path.join(env.path("no-such-folder"), "trace.json")
+    rc, bad_out, bad_err = run(
+        [env.mpirun, "--oversubscribe", "-np", str(ranks), program] +
+        fixture_data_flags(fixture) +
+        ["--steps", "2", "--threads", "1", "--trace", missing],
+        check=False, env=mpi_env())
+    if rc == 0 or "step 1 " in bad_out or \
+            "--trace: %s: folder %s does not exist" % (
+                missing, os.path.dirname(missing)) not in bad_out + bad_err:
+        errors.append("--trace into a missing folder: exit %d, output:\n%s%s"
+                      % (rc, bad_out, bad_err))
     parts = {}
     for line in out.splitlines():
         m = re.match(r"rank (\d+) per profiled step: (\S+) s = kernels (\S+) "
