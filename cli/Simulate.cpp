@@ -465,6 +465,12 @@ llvm::Error runSimulate() {
     return E;
 
   unsigned NumDevices = P.M.numDevices();
+  // Whether every device type's copies come from a profile's measurements.
+  const auto *Profiled = dynamic_cast<const ProfiledCost *>(&Cost);
+  bool CopiesMeasured =
+      Profiled && llvm::all_of(P.M.deviceTypes(), [&](const auto &Type) {
+        return Profiled->Profiled.timesCopies(Type.Name);
+      });
   if (Json) {
     llvm::json::Array Devices, Peaks, Compute, Copies, Sent;
     for (simulator::DeviceId D = 0; D < NumDevices; ++D) {
@@ -494,6 +500,7 @@ llvm::Error runSimulate() {
                            {"peak_memory", std::move(Peaks)},
                            {"compute_time", std::move(Compute)},
                            {"copy_time", std::move(Copies)},
+                           {"copies_measured", CopiesMeasured},
                            {"bytes_sent", std::move(Sent)},
                            {"fits", Report.Fits},
                            {"tasks", int64_t(Report.NumTasks)},
@@ -518,6 +525,13 @@ llvm::Error runSimulate() {
   std::string Measured = communicationLine(P.M, Report);
   if (!Measured.empty())
     OS << "measured     " << Measured << "\n";
+  if (!ProfileFlag.empty())
+    OS << "copies       "
+       << (CopiesMeasured ? "timed by the profile's measured box copies"
+                          : "timed by the memory-bandwidth formula (the "
+                            "profile has no copy table for this cluster's "
+                            "devices)")
+       << "\n";
   OS << llvm::formatv("fits         {0}\n\n", Report.Fits ? "yes" : "no");
   size_t NameWidth = 6;
   for (const simulator::Device &D : P.M.devices())

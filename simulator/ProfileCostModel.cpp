@@ -494,6 +494,12 @@ TaskTimes ProfileCostModel::opTimes(const PartitionShape &P,
   return Times;
 }
 
+bool ProfileCostModel::timesCopies(llvm::StringRef Name) const {
+  return llvm::any_of(Tables, [&](const Table &T) {
+    return T.DeviceType == Name && T.Copies.has_value();
+  });
+}
+
 double ProfileCostModel::copyTime(double Bytes, unsigned Copies, bool Add,
                                   const DeviceType &Device) const {
   for (const Table &T : Tables)

@@ -114,6 +114,8 @@ public:
   /// The entry for P on the device type named Name, or null.
   const ProfileEntry *lookup(const PartitionShape &P,
                              llvm::StringRef Name) const;
+  /// Whether the device type named Name has measured copies.
+  bool timesCopies(llvm::StringRef Name) const;
 
 private:
   struct Table {

@@ -1092,6 +1092,21 @@ TEST_F(CliTest, CalibrateThenSimulateWithTheProfile) {
 
   double Analytic = TimeOf({});
   double Measured = TimeOf({"--profile", Profile});
+  // The profile's copy table times the copies, and simulate says so.
+  auto CopiesMeasured = [&](std::vector<std::string> More) {
+    More.insert(More.begin(), {"--strategy", "data-parallel", "--json"});
+    RunResult R = run(mlpArgs("simulate", "cpu:1", More));
+    EXPECT_EQ(R.ExitCode, 0) << R.Err;
+    return jsonObject(R).getBoolean("copies_measured");
+  };
+  EXPECT_EQ(CopiesMeasured({}), llvm::Optional<bool>(false));
+  EXPECT_EQ(CopiesMeasured({"--profile", Profile}), llvm::Optional<bool>(true));
+  RunResult Text =
+      run(mlpArgs("simulate", "cpu:1",
+                  {"--strategy", "data-parallel", "--profile", Profile}));
+  EXPECT_THAT(Text.Out, ::testing::HasSubstr(
+                            "copies       timed by the profile's measured "
+                            "box copies"));
   EXPECT_GT(Analytic, 0);
   EXPECT_GT(Measured, 0);
   EXPECT_NE(Analytic, Measured);

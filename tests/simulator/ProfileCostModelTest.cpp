@@ -228,6 +228,8 @@ TEST(ProfileFileTest, CopiesRoundTripAndTimeCopies) {
   DeviceType Cpu;
   Cpu.Name = "cpu";
   Cpu.MemoryBandwidth = 1e9;
+  EXPECT_TRUE(Cost.timesCopies("cpu"));
+  EXPECT_FALSE(Cost.timesCopies("P100"));
   // At or below the smallest size: its time; at the largest: its time.
   EXPECT_DOUBLE_EQ(Cost.copyTime(512, 1, false, Cpu), 2e-6);
   EXPECT_DOUBLE_EQ(Cost.copyTime(3 * 1048576, 3, false, Cpu), 300e-6);
