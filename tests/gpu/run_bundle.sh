@@ -8,6 +8,8 @@
 # 2. Every projects/<fixture>_<optimizer>/bin/train, one rank (MPI singleton)
 #    on GPU 0, 5 steps on the fixture's batch: each loss against PyTorch's
 #    (tests/fixtures/<fixture>/losses.json) within relative 1e-4.
+# 2b. One program with --profile-ops and --trace: a copy table measured on
+#    the GPU, kernel entries, and a trace with forward and backward steps.
 # 3. --bench: step times of the generated ResNet-18 (batch 16, 224x224,
 #    random weights) and Transformer programs against PyTorch on the same GPU
 #    in the same run (bench/train_peer.py --device cuda), interleaved rounds.
@@ -98,6 +100,46 @@ if not ok:
 sys.exit(0 if ok else 1)
 EOF
 done
+
+echo "== --profile-ops (kernels and the copy table) and --trace on the GPU"
+# Never run on a GPU before 2026-11-25's bundle: the copy timer's CUDA
+# copies and the trace's synchronized spans.
+project=$(ls -d "$B"/projects/*_sgd/ 2>/dev/null | head -1)
+if [[ -n $project ]]; then
+  name=$(basename "$project")
+  F=$ROOT/tests/fixtures/${name%_sgd}
+  "$project/bin/train" --inputs "$F/input_0.pb" --labels "$F/labels.pb" \
+    --steps 2 --profile-ops "$OUT/ops.json" --trace "$OUT/trace.json" \
+    >"$OUT/profile_trace.txt" 2>&1
+  rc=$?
+  python3 - "$OUT/ops.json" "$OUT/trace.json" "$rc" "$name" <<'EOF' || FAILED=1
+import json, sys
+ops, trace, rc, name = sys.argv[1:]
+problems, times = [], []
+try:
+    profile = json.load(open(ops))
+    copies = profile.get("copies", {})
+    times = copies.get("times_us", [])
+    if len(times) != len(copies.get("sizes_bytes", [])) or len(times) < 2 \
+            or not times[-1] > times[0] or min(times) <= 0:
+        problems.append("copy table %r" % copies)
+    if not profile.get("entries"):
+        problems.append("no kernel entries")
+    events = [e for e in json.load(open(trace))["traceEvents"]
+              if e["ph"] == "X"]
+    kinds = {e["cat"] for e in events}
+    if not {"forward", "backward"} <= kinds:
+        problems.append("trace kinds %r" % sorted(kinds))
+except (OSError, ValueError, KeyError) as error:
+    problems.append(str(error))
+if rc != "0":
+    problems.append("exit " + rc)
+print("%-26s %s  %s" % (name, "FAIL" if problems else "ok  ",
+                        "; ".join(problems) or
+                        "copies " + ", ".join("%g us" % t for t in times)))
+sys.exit(1 if problems else 0)
+EOF
+fi
 fi
 
 if ((BENCH)); then
