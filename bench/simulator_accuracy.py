@@ -34,7 +34,10 @@ ratios, and how many of the pairs of strategies whose measured times differ
 by more than 10 % the predictions order the same way; then where the
 slowest rank's step goes (`train --profile-ops`: kernels, copies,
 communication, the rest) beside the planner's compute and copy times of its
-busiest device. Raw outputs go to OUT (default BUILD_DIR/simulator-accuracy).
+busiest device. Raw outputs go to OUT (default BUILD_DIR/simulator-accuracy),
+among them, per model and strategy, the profiled step's timeline
+(`train --trace`), the planner's (`simulate --trace`) and
+`bench/compare_traces.py`'s table of the two (compare-<strategy>.md).
 Standard library only.
 """
 import argparse
@@ -138,12 +141,13 @@ def build_project(build, project):
     return os.path.join(project, "build", "train")
 
 
-def breakdown(train, devices, data):
+def breakdown(train, devices, data, trace):
     """Where the slowest rank's profiled step goes (`--profile-ops`, one step
-    after a warm-up): seconds of kernels, copies, communication, other."""
+    after a warm-up): seconds of kernels, copies, communication, other. The
+    profiled step's timeline goes to `trace` (`train --trace`)."""
     profile = os.path.join(os.path.dirname(train), "ops.json")
-    out = mpirun(train, devices, ["--steps", "2", "--profile-ops", profile] +
-                 data)
+    out = mpirun(train, devices, ["--steps", "2", "--profile-ops", profile,
+                                  "--trace", trace] + data)
     ranks = []
     for line in out.splitlines():
         m = re.match(r"rank \d+ per profiled step: (\S+) s = kernels (\S+) "
@@ -302,9 +306,21 @@ def main():
                 samples[s] += step_times(trains[s], args.devices, data,
                                          args.steps)
         measured_time = {s: statistics.median(samples[s]) for s in STRATEGIES}
-        # Where the program's time goes.
-        parts = {s: breakdown(trains[s], args.devices, data)
-                 for s in STRATEGIES}
+        # Where the program's time goes, and its timeline beside the
+        # planner's (cold profile, measured communication):
+        # compare-<strategy>.md.
+        parts = {}
+        for s in STRATEGIES:
+            traced = os.path.join(work, "trace-program-%s.json" % s)
+            planned = os.path.join(work, "trace-planned-%s.json" % s)
+            parts[s] = breakdown(trains[s], args.devices, data, traced)
+            run([binary, "simulate"] + common + sgd + flags_of(s) +
+                ["--cluster", measured, "--strategy", files[s], "--profile",
+                 profile["cold"], "--trace", planned])
+            with open(os.path.join(work, "compare-%s.md" % s), "w") as f:
+                f.write(run([sys.executable,
+                             os.path.join(ROOT, "bench", "compare_traces.py"),
+                             traced, planned]))
         with open(os.path.join(work, "results.json"), "w") as f:
             json.dump({"predicted": predicted, "measured_steps": samples,
                        "predicted_compute": compute,
