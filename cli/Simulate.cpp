@@ -321,25 +321,18 @@ loadPlanning(const std::string &ModelPath) {
 }
 
 namespace {
-/// The analytic model that a profile falls back to, owned with it.
-class ProfiledCost : public simulator::CostModel {
-public:
-  ProfiledCost() : Profiled(Analytic) {}
-  simulator::TaskTimes opTimes(const simulator::PartitionShape &P,
-                               const simulator::DeviceType &D) const override {
-    return Profiled.opTimes(P, D);
-  }
-  double updateTime(simulator::OptimizerKind Kind, double Elements,
-                    ir::DType Type,
-                    const simulator::DeviceType &D) const override {
-    return Profiled.updateTime(Kind, Elements, Type, D);
-  }
-  double copyTime(double Bytes, unsigned Copies, bool Add,
-                  const simulator::DeviceType &D) const override {
-    return Profiled.copyTime(Bytes, Copies, Add, D);
-  }
+/// The analytic model a profile falls back to, a base so that it is built
+/// before the profile model that refers to it.
+struct AnalyticFallback {
   simulator::AnalyticCostModel Analytic;
-  simulator::ProfileCostModel Profiled;
+};
+/// A profile cost model owning its fallback. Every method is the profile
+/// model's own: a wrapper that forwarded each one had missed copyTime, so
+/// simulate timed copies analytically whatever the profile held.
+class ProfiledCost : private AnalyticFallback,
+                     public simulator::ProfileCostModel {
+public:
+  ProfiledCost() : ProfileCostModel(Analytic) {}
 };
 } // namespace
 
@@ -363,7 +356,7 @@ loadCostModel(const Machine &M) {
           "--profile {0}: measured on device type '{1}', but cluster '{2}' "
           "has {3}; calibrate on that cluster's devices",
           File, Read->DeviceType, M.Name, llvm::join(Names, ", ")));
-    if (llvm::Error E = Cost->Profiled.add(std::move(*Read), File))
+    if (llvm::Error E = Cost->add(std::move(*Read), File))
       return usageError("--profile " + llvm::toString(std::move(E)));
   }
   return Cost;
@@ -466,10 +459,11 @@ llvm::Error runSimulate() {
 
   unsigned NumDevices = P.M.numDevices();
   // Whether every device type's copies come from a profile's measurements.
-  const auto *Profiled = dynamic_cast<const ProfiledCost *>(&Cost);
+  const auto *Profiled =
+      dynamic_cast<const simulator::ProfileCostModel *>(&Cost);
   bool CopiesMeasured =
       Profiled && llvm::all_of(P.M.deviceTypes(), [&](const auto &Type) {
-        return Profiled->Profiled.timesCopies(Type.Name);
+        return Profiled->timesCopies(Type.Name);
       });
   if (Json) {
     llvm::json::Array Devices, Peaks, Compute, Copies, Sent;
