@@ -409,8 +409,7 @@ private:
     /// Readers whose backward adds to Gradient, not yet emitted.
     unsigned GradientReaders = 0;
   };
-  std::map<std::tuple<ir::TensorId, DeviceId, std::vector<int64_t>>, Slice>
-      Slices;
+  std::map<std::tuple<ir::TensorId, DeviceId, ir::Region>, Slice> Slices;
   /// [call]: the slices it reads, and those its backward adds to.
   std::vector<llvm::SmallVector<Slice *, 2>> SlicesRead, SlicesAdded;
   /// The copies of a call's forward step: the fills of the slices it reads
@@ -548,15 +547,7 @@ llvm::Error Builder::makeBoxes() {
   // from are held whole.
   auto Grow = [&](ir::TensorId Id, DeviceId Rank, const ir::Region &R) {
     auto [It, New] = Boxes.insert({{Id, Rank}, Box()});
-    if (New) {
-      It->second.Region = R;
-      return;
-    }
-    for (unsigned D = 0; D < R.size(); ++D) {
-      It->second.Region[D].Begin =
-          std::min(It->second.Region[D].Begin, R[D].Begin);
-      It->second.Region[D].End = std::max(It->second.Region[D].End, R[D].End);
-    }
+    It->second.Region = New ? R : ir::enclose(It->second.Region, R);
   };
   std::set<ir::TensorId> ReadByCompute;
   for (const ir::Op &O : G.ops()) {
@@ -707,10 +698,7 @@ llvm::Error Builder::bindInputs() {
             B.Buffer = Held.Buffer;
             B.Gradient = WantGrad ? Held.Gradient : -1;
           } else {
-            std::vector<int64_t> Corners;
-            for (const ir::Interval &I : B.Needed)
-              Corners.insert(Corners.end(), {I.Begin, I.End});
-            auto [It, New] = Slices.try_emplace({In, Rank, Corners});
+            auto [It, New] = Slices.try_emplace({In, Rank, B.Needed});
             Slice &Part = It->second;
             if (New) {
               Part.Buffer =

@@ -61,6 +61,15 @@ Region intersect(llvm::ArrayRef<Interval> A, llvm::ArrayRef<Interval> B) {
   return R;
 }
 
+Region enclose(llvm::ArrayRef<Interval> A, llvm::ArrayRef<Interval> B) {
+  assert(A.size() == B.size() && "enclosing regions of different rank");
+  Region R;
+  for (size_t I = 0; I < A.size(); ++I)
+    R.push_back(
+        {std::min(A[I].Begin, B[I].Begin), std::max(A[I].End, B[I].End)});
+  return R;
+}
+
 std::string formatRegion(llvm::ArrayRef<Interval> R) {
   std::string Out = "[";
   for (size_t I = 0; I < R.size(); ++I) {

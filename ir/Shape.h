@@ -56,6 +56,11 @@ struct Interval {
   bool operator==(const Interval &Other) const {
     return Begin == Other.Begin && End == Other.End;
   }
+  /// By Begin, then End: regions (SmallVectors) then order
+  /// lexicographically, so they can be sorted and used as map keys.
+  bool operator<(const Interval &Other) const {
+    return Begin != Other.Begin ? Begin < Other.Begin : End < Other.End;
+  }
 };
 
 /// A rectangular box of a tensor, one interval per dim.
@@ -67,6 +72,9 @@ Region fullRegion(llvm::ArrayRef<int64_t> Dims);
 int64_t regionVolume(llvm::ArrayRef<Interval> R);
 /// Intersection of two regions of the same rank.
 Region intersect(llvm::ArrayRef<Interval> A, llvm::ArrayRef<Interval> B);
+/// The smallest region holding two regions of the same rank (their bounding
+/// box).
+Region enclose(llvm::ArrayRef<Interval> A, llvm::ArrayRef<Interval> B);
 /// "[0:4,0:3,0:224,0:224]".
 std::string formatRegion(llvm::ArrayRef<Interval> R);
 

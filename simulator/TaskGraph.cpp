@@ -642,17 +642,8 @@ void TaskGraph::buildTensorSync(ir::TensorId Tensor) {
   for (auto &[Device, Regions] : Read) {
     ir::Region Box = Reshaped ? ir::fullRegion(Value.Type.Dims) : Regions[0];
     for (const ir::Region &R : Regions)
-      for (unsigned D = 0; D < R.size(); ++D) {
-        Box[D].Begin = std::min(Box[D].Begin, R[D].Begin);
-        Box[D].End = std::max(Box[D].End, R[D].End);
-      }
-    llvm::sort(Regions, [](const ir::Region &A, const ir::Region &B) {
-      return std::lexicographical_compare(
-          A.begin(), A.end(), B.begin(), B.end(),
-          [](const ir::Interval &X, const ir::Interval &Y) {
-            return std::tie(X.Begin, X.End) < std::tie(Y.Begin, Y.End);
-          });
-    });
+      Box = ir::enclose(Box, R);
+    llvm::sort(Regions);
     Regions.erase(std::unique(Regions.begin(), Regions.end()), Regions.end());
     for (const ir::Region &R : Regions)
       if (R != Box) {

@@ -19,6 +19,18 @@ Region region(const Graph &G, TensorId Out, unsigned Input, Region OutRegion,
   return opKindInfo(O.Kind).InputRegion(G, O, Input, OutRegion, Reduction);
 }
 
+// The bounding box of two regions, and regions ordered interval by
+// interval (Begin, then End), as sorting and map keys use them.
+TEST(Region, EncloseAndOrder) {
+  Region A{{0, 4}, {2, 3}}, B{{1, 6}, {0, 1}};
+  EXPECT_EQ(enclose(A, B), (Region{{0, 6}, {0, 3}}));
+  EXPECT_EQ(enclose(A, A), A);
+  EXPECT_TRUE(A < B);
+  EXPECT_TRUE((Region{{0, 4}, {2, 3}}) < (Region{{0, 5}, {0, 1}}));
+  EXPECT_TRUE((Region{{0, 4}, {2, 3}}) < (Region{{0, 4}, {2, 4}}));
+  EXPECT_FALSE(A < A);
+}
+
 TEST(Region, ConvHaloAndChannels) {
   Graph G;
   TensorId X = G.addTensor("x", f32({4, 3, 16, 16}), TensorRole::Input);
