@@ -17,6 +17,7 @@
 #include "ir/JsonText.h"
 #include "runtime_lib/CopyTiming.h"
 #include "runtime_lib/Error.h"
+#include "runtime_lib/Median.h"
 #include "simulator/ProfileCostModel.h"
 #include "simulator/TaskGraph.h"
 #include "soap_search/Builtins.h"
@@ -114,12 +115,6 @@ struct Measured {
 };
 
 using Clock = std::chrono::steady_clock;
-
-double median(std::vector<double> Times) {
-  std::sort(Times.begin(), Times.end());
-  size_t N = Times.size();
-  return N % 2 ? Times[N / 2] : (Times[N / 2 - 1] + Times[N / 2]) / 2;
-}
 
 /// Bytes written between timed runs for --cache cold: twice the largest
 /// last-level cache of the CPUs this was measured on (32 MiB, shared by all
@@ -273,7 +268,7 @@ Measured measure(const ir::TrainingGraph &T, const Partition &P, rt::Backend &B,
       B.forward(Call);
       B.synchronize();
     });
-    Entry.ForwardSeconds = median(Times);
+    Entry.ForwardSeconds = rt::median(Times);
     Entry.Samples = Times.size();
   } catch (const std::exception &Failure) {
     Result.Note = std::string("skipped: forward failed: ") + Failure.what();
@@ -309,7 +304,7 @@ Measured measure(const ir::TrainingGraph &T, const Partition &P, rt::Backend &B,
         B.backward(Call, OutGrads, InGrads);
         B.synchronize();
       });
-      Entry.BackwardSeconds = median(Times);
+      Entry.BackwardSeconds = rt::median(Times);
       Entry.Samples = std::min<int64_t>(Entry.Samples, Times.size());
     } catch (const std::exception &Failure) {
       Result.Note = std::string("backward not measured: ") + Failure.what();

@@ -1,17 +1,12 @@
 //===- runtime_lib/CopyTiming.cpp - Timing a backend's box copies ---------===//
 #include "CopyTiming.h"
+#include "Median.h"
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iterator>
 
 namespace onnx2soap::rt {
-
-static double medianOf(std::vector<double> Values) {
-  std::sort(Values.begin(), Values.end());
-  size_t N = Values.size();
-  return N % 2 ? Values[N / 2] : (Values[N / 2 - 1] + Values[N / 2]) / 2;
-}
 
 CopyTiming timeBoxCopies(Backend &B, unsigned Repeats,
                          const std::function<void()> &BeforeEach) {
@@ -43,7 +38,7 @@ CopyTiming timeBoxCopies(Backend &B, unsigned Repeats,
       Times.push_back(Once());
     }
     T.SizesBytes.push_back(Bytes);
-    T.Seconds.push_back(medianOf(std::move(Times)));
+    T.Seconds.push_back(median(std::move(Times)));
   }
   return T;
 }

@@ -2,26 +2,19 @@
 //
 // The little a generated program needs to write its measurement files
 // (--profile-ops, --profile-comm) as JSON without a JSON library: the median
-// of repeated timings, strings quoted, numbers to 9 significant digits.
+// of repeated timings (Median.h), strings quoted, numbers to 9 significant
+// digits.
 //
 //===----------------------------------------------------------------------===//
 #ifndef ONNX2SOAP_RUNTIME_PROGRAM_REPORTTEXT_H
 #define ONNX2SOAP_RUNTIME_PROGRAM_REPORTTEXT_H
 
-#include <algorithm>
+#include "../Median.h"
 #include <cstdio>
 #include <string>
 #include <vector>
 
 namespace onnx2soap::rt::program {
-
-/// The median of Values (non-empty); of an even count, the mean of the two
-/// middle ones.
-inline double median(std::vector<double> Values) {
-  std::sort(Values.begin(), Values.end());
-  size_t N = Values.size();
-  return N % 2 ? Values[N / 2] : (Values[N / 2 - 1] + Values[N / 2]) / 2;
-}
 
 /// Text as a JSON string ('"' and '\' escaped; names and keys hold nothing
 /// else that needs it).
