@@ -1,6 +1,7 @@
 //===- ir/JsonText.cpp - JSON as people read it ---------------------------===//
 #include "ir/JsonText.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/raw_ostream.h"
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -54,16 +55,13 @@ static void emit(llvm::json::OStream &J, const llvm::json::Value &V) {
   }
 }
 
-void printJson(llvm::raw_ostream &OS, const llvm::json::Value &V,
-               unsigned Indent) {
-  llvm::json::OStream J(OS, Indent);
-  emit(J, V);
-}
-
 std::string jsonText(const llvm::json::Value &V, unsigned Indent) {
   std::string Text;
   llvm::raw_string_ostream OS(Text);
-  printJson(OS, V, Indent);
+  {
+    llvm::json::OStream J(OS, Indent);
+    emit(J, V);
+  }
   return OS.str();
 }
 

@@ -13,7 +13,6 @@
 #define ONNX2SOAP_IR_JSONTEXT_H
 
 #include "llvm/Support/JSON.h"
-#include "llvm/Support/raw_ostream.h"
 #include <string>
 
 namespace onnx2soap::ir {
@@ -24,8 +23,6 @@ std::string shortestNumber(double Value);
 
 /// V as JSON text, Indent spaces per level (0: on one line), numbers in
 /// their shortest spelling.
-void printJson(llvm::raw_ostream &OS, const llvm::json::Value &V,
-               unsigned Indent = 2);
 std::string jsonText(const llvm::json::Value &V, unsigned Indent = 2);
 
 } // namespace onnx2soap::ir
