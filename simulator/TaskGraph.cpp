@@ -614,17 +614,13 @@ void TaskGraph::buildTensorSync(ir::TensorId Tensor) {
   // backward tasks there that write its gradient (and the all-reduces of
   // its cells: buildBuckets).
   std::map<DeviceId, int64_t> Held;
-  // Per device, the elements and boxes of the cells it all-reduces.
-  std::map<DeviceId, std::pair<int64_t, unsigned>> Synced;
   for (const GradientCells &Cells : Sync.Cells)
-    for (DeviceId D : Cells.Holders) {
+    for (DeviceId D : Cells.Holders)
       Held[D] += Cells.Elements;
-      if (Cells.Holders.size() > 1) {
-        Synced[D].first += Cells.Elements;
-        Synced[D].second += Cells.Boxes.size();
-      }
-    }
   double ElementSize = ir::dtypeSize(Value.Type.Type);
+  std::map<DeviceId, double> Packing;
+  if (Options.CopyTasks)
+    Packing = packingTimes(Sync.Cells, ElementSize, Cost, M);
   // A device holds one box of the tensor: the bounding box of what its
   // partitions read (a weight-only op's result: all of it). A region its
   // partitions read that is not the box is a slice of its own, filled from
@@ -663,10 +659,8 @@ void TaskGraph::buildTensorSync(ir::TensorId Tensor) {
     // unpacked after: charged here, where the device holds them.
     const DeviceType &Type = M.deviceType(Device);
     if (Options.CopyTasks) {
-      if (auto It = Synced.find(Device); It != Synced.end())
-        Update.CopySeconds +=
-            2 * Cost.copyTime(double(It->second.first) * ElementSize,
-                              It->second.second, false, Type);
+      if (auto It = Packing.find(Device); It != Packing.end())
+        Update.CopySeconds += It->second;
       // Its slices filled and their gradients added back, charged here too
       // (the program fills them before the first reader's forward).
       if (auto It = Slices.find(Device); It != Slices.end())
@@ -749,6 +743,25 @@ void TaskGraph::buildBuckets(uint32_t Segment) {
     Parts[Sync] = std::move(B.Parts);
     Owned.push_back(Sync);
   }
+}
+
+std::map<DeviceId, double> packingTimes(llvm::ArrayRef<GradientCells> Cells,
+                                        double ElementSize,
+                                        const CostModel &Cost,
+                                        const Machine &M) {
+  std::map<DeviceId, std::pair<int64_t, unsigned>> Packed;
+  for (const GradientCells &Group : Cells)
+    if (Group.Holders.size() > 1)
+      for (DeviceId D : Group.Holders) {
+        Packed[D].first += Group.Elements;
+        Packed[D].second += Group.Boxes.size();
+      }
+  std::map<DeviceId, double> Times;
+  for (auto &[Device, Elements] : Packed)
+    Times[Device] =
+        2 * Cost.copyTime(double(Elements.first) * ElementSize, Elements.second,
+                          false, M.deviceType(Device));
+  return Times;
 }
 
 std::vector<GradientCells>

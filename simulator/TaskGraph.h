@@ -446,6 +446,16 @@ std::vector<GradientCells>
 gradientCells(const ir::Shape &Dims,
               llvm::ArrayRef<std::pair<ir::Region, DeviceId>> Uses);
 
+/// Per device, the time a generated program spends packing the cells of a
+/// gradient (elements of ElementSize bytes) that the device all-reduces with
+/// others into its message buffer, and unpacking the sums (two box copies
+/// of them): what the device's update is charged under
+/// SimOptions::CopyTasks, in the simulator and in OptCNN's sum alike.
+std::map<DeviceId, double> packingTimes(llvm::ArrayRef<GradientCells> Cells,
+                                        double ElementSize,
+                                        const CostModel &Cost,
+                                        const Machine &M);
+
 /// A ring all-reduce: its time, the bytes each device sends, and the links
 /// it occupies.
 struct CollectiveCost {

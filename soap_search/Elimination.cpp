@@ -73,21 +73,19 @@ AdditiveCost::NodeParts AdditiveCost::nodeParts(const ir::Op &O,
     double ElementSize = ir::dtypeSize(Value.Type.Type);
     std::map<std::vector<DeviceId>, int64_t> Groups;
     std::map<DeviceId, int64_t> Held;
-    // Per device, the elements and boxes it all-reduces: packed and
-    // unpacked around the all-reduce (SimOptions::CopyTasks).
-    std::map<DeviceId, std::pair<int64_t, unsigned>> Packed;
-    for (const simulator::GradientCells &Cells :
-         simulator::gradientCells(Value.Type.Dims, Uses)) {
+    std::vector<simulator::GradientCells> AllCells =
+        simulator::gradientCells(Value.Type.Dims, Uses);
+    for (const simulator::GradientCells &Cells : AllCells) {
       if (Cells.Holders.size() > 1)
         Groups[Cells.Holders] += Cells.Elements;
-      for (DeviceId D : Cells.Holders) {
+      for (DeviceId D : Cells.Holders)
         Held[D] += Cells.Elements;
-        if (Cells.Holders.size() > 1) {
-          Packed[D].first += Cells.Elements;
-          Packed[D].second += Cells.Boxes.size();
-        }
-      }
     }
+    // The cells a device all-reduces, packed and unpacked around the
+    // all-reduce (SimOptions::CopyTasks).
+    std::map<DeviceId, double> Packing;
+    if (Options.CopyTasks)
+      Packing = simulator::packingTimes(AllCells, ElementSize, Cost, M);
     // Groups of other devices all-reduce at once.
     double Reduce = 0;
     for (auto &[Holders, Elements] : Groups) {
@@ -104,10 +102,8 @@ AdditiveCost::NodeParts AdditiveCost::nodeParts(const ir::Op &O,
       const simulator::DeviceType &Type = M.deviceType(Device);
       double Time = Cost.updateTime(Options.Optimizer, double(Elements),
                                     Value.Type.Type, Type);
-      if (auto It = Packed.find(Device);
-          Options.CopyTasks && It != Packed.end())
-        Time += 2 * Cost.copyTime(double(It->second.first) * ElementSize,
-                                  It->second.second, false, Type);
+      if (auto It = Packing.find(Device); It != Packing.end())
+        Time += It->second;
       Update = std::max(Update, Time);
     }
     // A weight read by several ops (an unrolled layer's cells) is
