@@ -39,27 +39,28 @@ std::string placementWarning(const std::vector<std::string> &DeviceNames,
   std::map<std::string, size_t> RanksOfNode;
   for (size_t R = 0; R < Hosts.size(); ++R)
     ++RanksOfNode[nodeOf(DeviceNames[R])];
+  // The fix, spelled with the node's rank count, once a mismatch is found.
+  auto Fix = [&](const std::string &Node) {
+    std::string Ranks = std::to_string(RanksOfNode[Node]);
+    return "; launch each node's " + Ranks +
+           " ranks on one host, in rank order (mpirun --map-by ppr:" + Ranks +
+           ":node), or the step runs slower than planned";
+  };
   for (size_t R = 0; R < Hosts.size(); ++R) {
     std::string Node = nodeOf(DeviceNames[R]);
     auto [Node0, NewNode] = FirstOfNode.emplace(Node, R);
     auto [Host0, NewHost] = FirstOnHost.emplace(Hosts[R], R);
-    std::string Fix = "; launch each node's " +
-                      std::to_string(RanksOfNode[Node]) +
-                      " ranks on one host, in rank order (mpirun --map-by "
-                      "ppr:" +
-                      std::to_string(RanksOfNode[Node]) +
-                      ":node), or the step runs slower than planned";
     if (!NewNode && Hosts[Node0->second] != Hosts[R])
       return "the plan puts ranks " + std::to_string(Node0->second) + " and " +
              std::to_string(R) + " on one node (" + Node +
              ") but they run on different hosts: their messages take the "
              "network instead of the node's links" +
-             Fix;
+             Fix(Node);
     if (!NewHost && nodeOf(DeviceNames[Host0->second]) != Node)
       return "ranks " + std::to_string(Host0->second) + " and " +
              std::to_string(R) + " run on one host but the plan puts them on " +
              nodeOf(DeviceNames[Host0->second]) + " and " + Node +
-             " (they share the host's links and network card)" + Fix;
+             " (they share the host's links and network card)" + Fix(Node);
   }
   return "";
 }
