@@ -7,8 +7,8 @@
 // each resource's last task from what it cut, and feeds the cut tasks, with
 // the new ones, to the same scheduler.
 //
-// The scheduler works on its own compact copy of the graph (Node, EdgePool):
-// a re-simulated suffix touches most tasks, and one cache line per task
+// The scheduler works on its own compact copy of the graph (Node, the edge
+// pool): a re-simulated suffix touches most tasks, and one cache line per task
 // instead of four, with no per-resource lists, is most of its speed.
 //
 //===----------------------------------------------------------------------===//
@@ -31,14 +31,32 @@ static void prefetch(const void *Address) {
 
 Simulator::Simulator(const ir::TrainingGraph &T, const Machine &M,
                      const CostModel &Cost, SimOptions Options)
-    : Graph(T, M, Cost, Options) {}
+    : T(T), M(M), Cost(Cost),
+      Graph(std::make_unique<TaskGraph>(T, M, Cost, Options)) {}
+
+void Simulator::setGradientBucket(double Bytes) {
+  Graph->setGradientBucket(Bytes);
+  Spare.reset();
+  Undoable = Last::None;
+}
+
+void Simulator::revert() {
+  assert(canRevert() && "nothing to revert");
+  if (Undoable == Last::Change)
+    Graph->revert();
+  else
+    std::swap(Graph, Spare);
+  std::swap(Now, Saved);
+  TimesStale = true;
+  Undoable = Last::None;
+}
 
 void Simulator::syncNode(TaskId Id) {
-  const Task &T = Graph.task(Id);
-  Node &N = Nodes[Id];
+  const Task &T = Graph->task(Id);
+  Node &N = Now.Nodes[Id];
   uint32_t OldPrevious = N.EdgeBegin + N.NumPreds + N.NumSuccs + N.NumResources;
   uint32_t OldResources = N.NumResources;
-  DeadEdges += N.NumPreds + N.NumSuccs + 2 * N.NumResources;
+  Now.DeadEdges += N.NumPreds + N.NumSuccs + 2 * N.NumResources;
   N.Duration = T.Duration;
   N.Key = T.Key;
   N.Alive = T.Alive;
@@ -47,34 +65,35 @@ void Simulator::syncNode(TaskId Id) {
     N.NumPreds = N.NumSuccs = N.NumResources = 0;
     return;
   }
-  N.EdgeBegin = EdgePool.size();
+  N.EdgeBegin = Now.EdgePool.size();
   N.NumPreds = T.Preds.size();
   N.NumSuccs = T.Succs.size();
   assert(T.Resources.size() <= UINT16_MAX && "too many resources");
   N.NumResources = T.Resources.size();
-  EdgePool.insert(EdgePool.end(), T.Preds.begin(), T.Preds.end());
-  EdgePool.insert(EdgePool.end(), T.Succs.begin(), T.Succs.end());
-  EdgePool.insert(EdgePool.end(), T.Resources.begin(), T.Resources.end());
+  Now.EdgePool.insert(Now.EdgePool.end(), T.Preds.begin(), T.Preds.end());
+  Now.EdgePool.insert(Now.EdgePool.end(), T.Succs.begin(), T.Succs.end());
+  Now.EdgePool.insert(Now.EdgePool.end(), T.Resources.begin(),
+                      T.Resources.end());
   // A task rewired in place keeps its resources and its place on them.
   if (OldResources == N.NumResources)
     for (uint32_t I = 0; I < OldResources; ++I)
-      EdgePool.push_back(EdgePool[OldPrevious + I]);
+      Now.EdgePool.push_back(Now.EdgePool[OldPrevious + I]);
   else
-    EdgePool.insert(EdgePool.end(), N.NumResources, NoTask);
+    Now.EdgePool.insert(Now.EdgePool.end(), N.NumResources, NoTask);
 }
 
 void Simulator::compactEdges() {
   std::vector<uint32_t> Pool;
-  Pool.reserve(EdgePool.size() - DeadEdges);
-  for (Node &N : Nodes) {
+  Pool.reserve(Now.EdgePool.size() - Now.DeadEdges);
+  for (Node &N : Now.Nodes) {
     uint32_t Size = N.NumPreds + N.NumSuccs + 2 * N.NumResources;
     uint32_t Begin = Pool.size();
-    Pool.insert(Pool.end(), EdgePool.begin() + N.EdgeBegin,
-                EdgePool.begin() + N.EdgeBegin + Size);
+    Pool.insert(Pool.end(), Now.EdgePool.begin() + N.EdgeBegin,
+                Now.EdgePool.begin() + N.EdgeBegin + Size);
     N.EdgeBegin = Begin;
   }
-  EdgePool = std::move(Pool);
-  DeadEdges = 0;
+  Now.EdgePool = std::move(Pool);
+  Now.DeadEdges = 0;
 }
 
 void Simulator::schedule() {
@@ -89,16 +108,16 @@ void Simulator::schedule() {
   // tasks ahead.
   for (size_t I = 0; I < Dirty.size(); ++I) {
     if (I + Ahead < Dirty.size())
-      prefetch(&Nodes[Dirty[I + Ahead]]);
+      prefetch(&Now.Nodes[Dirty[I + Ahead]]);
     if (I + Ahead / 2 < Dirty.size())
-      for (TaskId P : preds(Nodes[Dirty[I + Ahead / 2]]))
-        prefetch(&Nodes[P]);
+      for (TaskId P : preds(Now.Nodes[Dirty[I + Ahead / 2]]))
+        prefetch(&Now.Nodes[P]);
     TaskId Id = Dirty[I];
-    Node &N = Nodes[Id];
+    Node &N = Now.Nodes[Id];
     double Ready = 0;
     uint32_t Waiting = 0;
     for (TaskId P : preds(N)) {
-      const Node &Pred = Nodes[P];
+      const Node &Pred = Now.Nodes[P];
       if (Pred.Pending)
         ++Waiting;
       else
@@ -114,27 +133,27 @@ void Simulator::schedule() {
     TaskId Id = Heap.back().Id;
     Heap.pop_back();
     if (!Heap.empty())
-      prefetch(&Nodes[Heap.front().Id]);
-    Node &N = Nodes[Id];
+      prefetch(&Now.Nodes[Heap.front().Id]);
+    Node &N = Now.Nodes[Id];
     for (TaskId Next : succs(N))
-      prefetch(&Nodes[Next]);
+      prefetch(&Now.Nodes[Next]);
     double Start = N.Ready;
     llvm::ArrayRef<uint32_t> Resources = resources(N);
     for (ResourceId R : Resources)
-      Start = std::max(Start, Tails[R]);
-    Starts[Id] = Start;
+      Start = std::max(Start, Now.Tails[R]);
+    Now.Starts[Id] = Start;
     N.End = Start + N.Duration;
     llvm::MutableArrayRef<uint32_t> Previous = previous(N);
     for (size_t I = 0; I < Resources.size(); ++I) {
       ResourceId R = Resources[I];
-      Previous[I] = TailTasks[R];
-      TailTasks[R] = Id;
-      Tails[R] = N.End;
+      Previous[I] = Now.TailTasks[R];
+      Now.TailTasks[R] = Id;
+      Now.Tails[R] = N.End;
     }
-    Sequence.push_back({N.Ready, Id});
+    Now.Sequence.push_back({N.Ready, Id});
     N.Pending = false;
     for (TaskId Next : succs(N)) {
-      Node &S = Nodes[Next];
+      Node &S = Now.Nodes[Next];
       S.Ready = std::max(S.Ready, N.End);
       if (--S.Waiting == 0)
         Push(S, Next);
@@ -143,22 +162,33 @@ void Simulator::schedule() {
 }
 
 double Simulator::simulate(const Strategy &S) {
-  Graph.build(S);
-  Memory = memoryBreakdown(Graph);
-  Nodes.assign(Graph.size(), Node());
-  Starts.assign(Graph.size(), 0);
-  EdgePool.clear();
-  DeadEdges = 0;
-  for (TaskId Id = 0; Id < Graph.size(); ++Id)
+  // A timeline to keep for revert(): the graph and the scheduler's state
+  // move aside whole, and the new ones are built in what they replace.
+  if (!Now.Sequence.empty()) {
+    if (!Spare)
+      Spare = std::make_unique<TaskGraph>(T, M, Cost, Graph->options());
+    std::swap(Graph, Spare);
+    std::swap(Now, Saved);
+    Undoable = Last::Simulate;
+  } else {
+    Undoable = Last::None;
+  }
+  Graph->build(S);
+  Now.Memory = memoryBreakdown(*Graph);
+  Now.Nodes.assign(Graph->size(), Node());
+  Now.Starts.assign(Graph->size(), 0);
+  Now.EdgePool.clear();
+  Now.DeadEdges = 0;
+  for (TaskId Id = 0; Id < Graph->size(); ++Id)
     syncNode(Id);
-  DeadEdges = 0;
-  Sequence.clear();
-  TailTasks.assign(Graph.numResources(), NoTask);
-  Tails.assign(Graph.numResources(), NoTail);
+  Now.DeadEdges = 0;
+  Now.Sequence.clear();
+  Now.TailTasks.assign(Graph->numResources(), NoTask);
+  Now.Tails.assign(Graph->numResources(), NoTail);
   Dirty.clear();
-  for (TaskId Id = 0; Id < Graph.size(); ++Id)
-    if (Nodes[Id].Alive) {
-      Nodes[Id].Pending = true;
+  for (TaskId Id = 0; Id < Graph->size(); ++Id)
+    if (Now.Nodes[Id].Alive) {
+      Now.Nodes[Id].Pending = true;
       Dirty.push_back(Id);
     }
   schedule();
@@ -172,23 +202,28 @@ double Simulator::change(ir::OpId Op, const ParallelConfig &C) {
 
 double Simulator::change(llvm::ArrayRef<ir::OpId> Ops,
                          llvm::ArrayRef<ParallelConfig> Configs) {
-  std::vector<TaskId> Changed = Graph.changeConfigs(Ops, Configs);
-  if (Nodes.size() < Graph.size()) {
-    Nodes.resize(Graph.size());
-    Starts.resize(Graph.size(), 0);
+  // The state before, for revert() (copies into arrays that keep their
+  // capacity: no allocation once they have grown).
+  Saved = Now;
+  Spare.reset();
+  Undoable = Last::Change;
+  std::vector<TaskId> Changed = Graph->changeConfigs(Ops, Configs);
+  if (Now.Nodes.size() < Graph->size()) {
+    Now.Nodes.resize(Graph->size());
+    Now.Starts.resize(Graph->size(), 0);
   }
   // Removed tasks keep their edges until the cut below has read where they
   // ran.
-  for (TaskId Dead : Graph.removed())
-    Nodes[Dead].Alive = false;
-  for (TaskId New : Graph.created()) {
+  for (TaskId Dead : Graph->removed())
+    Now.Nodes[Dead].Alive = false;
+  for (TaskId New : Graph->created()) {
     syncNode(New);
-    Nodes[New].Pending = true; // marks new tasks while tau is worked out
+    Now.Nodes[New].Pending = true; // marks new tasks while tau is worked out
   }
-  Rewired.assign(Graph.rewired().begin(), Graph.rewired().end());
+  Rewired.assign(Graph->rewired().begin(), Graph->rewired().end());
   Marks.dedupe(Rewired);
   for (TaskId Id : Rewired)
-    if (Graph.task(Id).Alive && !Nodes[Id].Pending)
+    if (Graph->task(Id).Alive && !Now.Nodes[Id].Pending)
       syncNode(Id);
 
   // Nothing ready before Tau changes: removed tasks and tasks that gained or
@@ -196,13 +231,13 @@ double Simulator::change(llvm::ArrayRef<ir::OpId> Ops,
   // new or touched task cannot be ready before its predecessors that were
   // ready before those (whose ends can only grow) end.
   double Tau0 = std::numeric_limits<double>::infinity();
-  for (TaskId Dead : Graph.removed()) {
-    Memory.add(Graph.task(Dead), -1);
-    Tau0 = std::min(Tau0, Nodes[Dead].Ready);
+  for (TaskId Dead : Graph->removed()) {
+    Now.Memory.add(Graph->task(Dead), -1);
+    Tau0 = std::min(Tau0, Now.Nodes[Dead].Ready);
   }
   for (TaskId Id : Changed)
-    if (!Nodes[Id].Pending)
-      Tau0 = std::min(Tau0, Nodes[Id].Ready);
+    if (!Now.Nodes[Id].Pending)
+      Tau0 = std::min(Tau0, Now.Nodes[Id].Ready);
   // A changed or new task one of whose predecessors is re-simulated (new,
   // or ready at or after Tau0 >= Tau) is ready no earlier than that one,
   // which is ready at or after Tau itself (by induction along the edges; a
@@ -216,8 +251,8 @@ double Simulator::change(llvm::ArrayRef<ir::OpId> Ops,
   for (TaskId Id : Changed) {
     double Bound = 0;
     bool Follows = false;
-    for (TaskId P : preds(Nodes[Id])) {
-      const Node &Pred = Nodes[P];
+    for (TaskId P : preds(Now.Nodes[Id])) {
+      const Node &Pred = Now.Nodes[P];
       if (Pred.Pending || Pred.Ready >= Tau0) {
         Follows = true;
         break;
@@ -230,30 +265,31 @@ double Simulator::change(llvm::ArrayRef<ir::OpId> Ops,
 
   // Everything ready at or after Tau is a suffix of the schedule, and of each
   // resource's order: take it out, and schedule it again with the new tasks.
-  Dirty.assign(Graph.created().begin(), Graph.created().end());
-  for (TaskId New : Graph.created())
-    Memory.add(Graph.task(New), 1);
-  size_t Keep = Sequence.size();
-  while (Keep > 0 && Sequence[Keep - 1].Ready >= Tau) {
+  Dirty.assign(Graph->created().begin(), Graph->created().end());
+  for (TaskId New : Graph->created())
+    Now.Memory.add(Graph->task(New), 1);
+  size_t Keep = Now.Sequence.size();
+  while (Keep > 0 && Now.Sequence[Keep - 1].Ready >= Tau) {
     if (Keep > Ahead)
-      prefetch(&Nodes[Sequence[Keep - Ahead].Id]);
-    TaskId Id = Sequence[--Keep].Id;
-    Node &N = Nodes[Id];
+      prefetch(&Now.Nodes[Now.Sequence[Keep - Ahead].Id]);
+    TaskId Id = Now.Sequence[--Keep].Id;
+    Node &N = Now.Nodes[Id];
     llvm::ArrayRef<uint32_t> Resources = resources(N);
     llvm::MutableArrayRef<uint32_t> Previous = previous(N);
     for (size_t I = 0; I < Resources.size(); ++I)
-      TailTasks[Resources[I]] = Previous[I];
+      Now.TailTasks[Resources[I]] = Previous[I];
     if (N.Alive && !N.Pending) {
       N.Pending = true;
       Dirty.push_back(Id);
     }
   }
-  Sequence.resize(Keep);
-  for (ResourceId R = 0; R < Tails.size(); ++R)
-    Tails[R] = TailTasks[R] == NoTask ? NoTail : Nodes[TailTasks[R]].End;
-  for (TaskId Dead : Graph.removed())
+  Now.Sequence.resize(Keep);
+  for (ResourceId R = 0; R < Now.Tails.size(); ++R)
+    Now.Tails[R] =
+        Now.TailTasks[R] == NoTask ? NoTail : Now.Nodes[Now.TailTasks[R]].End;
+  for (TaskId Dead : Graph->removed())
     syncNode(Dead);
-  if (DeadEdges > EdgePool.size() / 2 + 4096)
+  if (Now.DeadEdges > Now.EdgePool.size() / 2 + 4096)
     compactEdges();
   schedule();
   return time();
@@ -261,54 +297,54 @@ double Simulator::change(llvm::ArrayRef<ir::OpId> Ops,
 
 const TaskGraph &Simulator::graph() const {
   if (TimesStale) {
-    for (TaskId Id = 0; Id < Graph.size(); ++Id) {
-      Task &T = Graph.task(Id);
+    for (TaskId Id = 0; Id < Graph->size(); ++Id) {
+      Task &T = Graph->task(Id);
       if (!T.Alive)
         continue;
-      T.Ready = Nodes[Id].Ready;
-      T.Start = Starts[Id];
-      T.End = Nodes[Id].End;
+      T.Ready = Now.Nodes[Id].Ready;
+      T.Start = Now.Starts[Id];
+      T.End = Now.Nodes[Id].End;
     }
     TimesStale = false;
   }
-  return Graph;
+  return *Graph;
 }
 
 // Both run after every accepted proposal: no allocation.
 double Simulator::peakMemory() const {
   double Peak = 0;
-  for (DeviceId D = 0; D < Graph.machine().numDevices(); ++D)
-    Peak = std::max(Peak, Memory.total(D));
+  for (DeviceId D = 0; D < Graph->machine().numDevices(); ++D)
+    Peak = std::max(Peak, Now.Memory.total(D));
   return Peak;
 }
 
 double Simulator::memoryOverflow(double Limit) const {
-  const Machine &M = Graph.machine();
+  const Machine &M = Graph->machine();
   double Over = 0;
   for (DeviceId D = 0; D < M.numDevices(); ++D) {
     double Capacity =
         Limit > 0 ? Limit : double(M.deviceType(D).MemoryCapacity);
-    Over = std::max(Over, Memory.total(D) - Capacity);
+    Over = std::max(Over, Now.Memory.total(D) - Capacity);
   }
   return Over;
 }
 
 double Simulator::time() const {
   double Time = 0;
-  for (double Tail : Tails)
+  for (double Tail : Now.Tails)
     Time = std::max(Time, Tail);
   return Time;
 }
 
 SimReport Simulator::report() const {
-  const Machine &M = Graph.machine();
+  const Machine &M = Graph->machine();
   SimReport R;
   R.Time = time();
   R.ComputeTime.assign(M.numDevices(), 0);
   R.CopyTime.assign(M.numDevices(), 0);
   R.BytesSent.assign(M.numDevices(), 0);
-  for (TaskId Id = 0; Id < Graph.size(); ++Id) {
-    const Task &T = Graph.task(Id);
+  for (TaskId Id = 0; Id < Graph->size(); ++Id) {
+    const Task &T = Graph->task(Id);
     if (!T.Alive)
       continue;
     ++R.NumTasks;
@@ -337,7 +373,7 @@ SimReport Simulator::report() const {
       unsigned ElementSize =
           T.Kind == TaskKind::GradAllReduce && T.Tensor != ir::NoTensor
               ? unsigned(ir::dtypeSize(
-                    Graph.training().G.tensor(T.Tensor).Type.Type))
+                    Graph->training().G.tensor(T.Tensor).Type.Type))
               : 4;
       for (size_t P = 0; P < N; ++P)
         R.BytesSent[T.Group[P]] += ringBytesSent(Whole, ElementSize, N, P);
@@ -347,7 +383,7 @@ SimReport Simulator::report() const {
   }
   for (double Bytes : R.BytesSent)
     R.BytesTransferred += Bytes;
-  MemoryBreakdown Breakdown = memoryBreakdown(Graph);
+  MemoryBreakdown Breakdown = memoryBreakdown(*Graph);
   R.PeakMemory = Breakdown.total();
   for (DeviceId D = 0; D < M.numDevices(); ++D) {
     R.KernelScratch.push_back(Breakdown.scratch(D));
@@ -363,10 +399,10 @@ SimReport Simulator::report() const {
 
 std::vector<Simulator::TimelineEntry> Simulator::timeline() const {
   std::vector<TimelineEntry> Entries;
-  for (TaskId Id = 0; Id < Graph.size(); ++Id) {
-    const Task &T = Graph.task(Id);
+  for (TaskId Id = 0; Id < Graph->size(); ++Id) {
+    const Task &T = Graph->task(Id);
     if (T.Alive)
-      Entries.push_back({T.Key, T.Kind, Starts[Id], Nodes[Id].End});
+      Entries.push_back({T.Key, T.Kind, Now.Starts[Id], Now.Nodes[Id].End});
   }
   std::sort(Entries.begin(), Entries.end(),
             [](const TimelineEntry &A, const TimelineEntry &B) {

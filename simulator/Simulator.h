@@ -28,6 +28,7 @@
 
 #include "simulator/MemoryModel.h"
 #include "simulator/TaskGraph.h"
+#include <memory>
 
 namespace onnx2soap::simulator {
 
@@ -71,8 +72,9 @@ public:
   /// Full simulation of S from scratch; returns the iteration time.
   double simulate(const Strategy &S);
   /// Gradient buckets of about Bytes (SimOptions::GradientBucketBytes)
-  /// from the next simulate() on, which must come before any change().
-  void setGradientBucket(double Bytes) { Graph.setGradientBucket(Bytes); }
+  /// from the next simulate() on, which must come before any change() or
+  /// revert().
+  void setGradientBucket(double Bytes);
   /// Delta simulation: op Op takes config C (checked by the caller);
   /// returns the new iteration time. simulate() must have run first.
   double change(ir::OpId Op, const ParallelConfig &C);
@@ -80,10 +82,20 @@ public:
   /// Configs[I]): one re-simulation for all of them.
   double change(llvm::ArrayRef<ir::OpId> Ops,
                 llvm::ArrayRef<ParallelConfig> Configs);
+  /// Undoes the last change() or simulate() (canRevert()): the strategy,
+  /// task graph, timeline and memory are those before it, bit for bit. What
+  /// a search does with a proposal it rejects: it costs a copy of the
+  /// scheduler's arrays, taken before each change, instead of a second
+  /// change that re-simulates (after simulate(), a swap with the graph
+  /// before it).
+  void revert();
+  /// Whether revert() may run: a change() or a simulate() that followed
+  /// another came last.
+  bool canRevert() const { return Undoable != Last::None; }
 
   /// The iteration time of the current strategy.
   double time() const;
-  const Strategy &strategy() const { return Graph.strategy(); }
+  const Strategy &strategy() const { return Graph->strategy(); }
   /// The task graph, its tasks' Ready, Start and End those of the last
   /// simulation (copied in from the scheduler's own arrays on first access
   /// after a change).
@@ -92,7 +104,7 @@ public:
   double peakMemory() const;
   /// Each device's memory, kept up to date by delta simulation (report()
   /// sums the tasks again).
-  const MemoryBreakdown &memory() const { return Memory; }
+  const MemoryBreakdown &memory() const { return Now.Memory; }
   /// How many bytes the fullest device is over its capacity (or over
   /// Limit, when Limit > 0); 0 or less when everything fits.
   double memoryOverflow(double Limit) const;
@@ -117,14 +129,14 @@ private:
   /// Task records (about 230 bytes, edges in three SmallVectors) cost a
   /// few cache misses each, and a re-simulated suffix visits most tasks.
   /// Nodes mirror the graph's tasks (refreshed after each change for the
-  /// tasks it created, removed or rewired); their edges lie in EdgePool.
+  /// tasks it created, removed or rewired); their edges lie in Now.EdgePool.
   struct alignas(64) Node {
     double Ready = 0;
     double End = 0;
     double Duration = 0;
     TaskKey Key;
     /// Preds, Succs, Resources, then per resource the task that ran on it
-    /// just before this one (NoTask if none), in EdgePool.
+    /// just before this one (NoTask if none), in Now.EdgePool.
     uint32_t EdgeBegin = 0;
     uint32_t NumPreds = 0;
     uint32_t NumSuccs = 0;
@@ -144,49 +156,63 @@ private:
   };
 
   llvm::ArrayRef<uint32_t> preds(const Node &N) const {
-    return {EdgePool.data() + N.EdgeBegin, N.NumPreds};
+    return {Now.EdgePool.data() + N.EdgeBegin, N.NumPreds};
   }
   llvm::ArrayRef<uint32_t> succs(const Node &N) const {
-    return {EdgePool.data() + N.EdgeBegin + N.NumPreds, N.NumSuccs};
+    return {Now.EdgePool.data() + N.EdgeBegin + N.NumPreds, N.NumSuccs};
   }
   llvm::ArrayRef<uint32_t> resources(const Node &N) const {
-    return {EdgePool.data() + N.EdgeBegin + N.NumPreds + N.NumSuccs,
+    return {Now.EdgePool.data() + N.EdgeBegin + N.NumPreds + N.NumSuccs,
             N.NumResources};
   }
   llvm::MutableArrayRef<uint32_t> previous(Node &N) {
-    return {EdgePool.data() + N.EdgeBegin + N.NumPreds + N.NumSuccs +
+    return {Now.EdgePool.data() + N.EdgeBegin + N.NumPreds + N.NumSuccs +
                 N.NumResources,
             N.NumResources};
   }
   /// Copies task Id's duration, key, liveness and edges into its node.
   void syncNode(TaskId Id);
-  /// Rebuilds every node's edges, in task order, when most of EdgePool is
-  /// left over from replaced lists.
+  /// Rebuilds every node's edges, in task order, when most of the edge
+  /// pool is left over from replaced lists.
   void compactEdges();
   /// Algorithm 1 over the tasks marked Pending (Dirty lists them), after
   /// the tasks already in the resource orders.
   void schedule();
 
+  const ir::TrainingGraph &T;
+  const Machine &M;
+  const CostModel &Cost;
   /// Mutable only so that graph() can bring the tasks' timing up to date.
-  mutable TaskGraph Graph;
+  /// Spare: after a simulate() that followed another, the graph before it
+  /// (for revert()); else empty or null.
+  mutable std::unique_ptr<TaskGraph> Graph;
+  std::unique_ptr<TaskGraph> Spare;
+  /// What revert() undoes.
+  enum class Last { None, Change, Simulate };
+  Last Undoable = Last::None;
   mutable bool TimesStale = false;
-  std::vector<Node> Nodes;
-  /// Per task: its start time (read only by timeline() and graph()).
-  std::vector<double> Starts;
-  std::vector<uint32_t> EdgePool;
-  /// Entries of EdgePool no node points to any more.
-  size_t DeadEdges = 0;
-  /// Every scheduled task in the order Algorithm 1 scheduled it (by ready
-  /// time, then key): each resource runs its tasks in this order. Rather
-  /// than a list per resource (writes scattered over hundreds of lists),
-  /// each task records its predecessor on each of its resources, and
-  /// cutting a suffix walks it back to restore each resource's last task.
-  std::vector<Slot> Sequence;
-  /// Per resource: its last task so far (NoTask when none) and that task's
-  /// end (-infinity when none).
-  std::vector<TaskId> TailTasks;
-  std::vector<double> Tails;
-  MemoryBreakdown Memory;
+  /// What scheduling keeps between simulations: the state now, and the
+  /// state before the last change() or simulate() (for revert()).
+  struct State {
+    std::vector<Node> Nodes;
+    /// Per task: its start time (read only by timeline() and graph()).
+    std::vector<double> Starts;
+    std::vector<uint32_t> EdgePool;
+    /// Entries of EdgePool no node points to any more.
+    size_t DeadEdges = 0;
+    /// Every scheduled task in the order Algorithm 1 scheduled it (by ready
+    /// time, then key): each resource runs its tasks in this order. Rather
+    /// than a list per resource (writes scattered over hundreds of lists),
+    /// each task records its predecessor on each of its resources, and
+    /// cutting a suffix walks it back to restore each resource's last task.
+    std::vector<Slot> Sequence;
+    /// Per resource: its last task so far (NoTask when none) and that task's
+    /// end (-infinity when none).
+    std::vector<TaskId> TailTasks;
+    std::vector<double> Tails;
+    MemoryBreakdown Memory;
+  };
+  State Now, Saved;
   /// Scratch of change() and schedule().
   std::vector<TaskId> Dirty, Rewired;
   TaskMarks Marks;

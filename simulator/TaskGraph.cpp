@@ -11,6 +11,7 @@
 #include "simulator/TaskGraph.h"
 #include "ir/BatchDims.h"
 #include "simulator/KernelScratch.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/MathExtras.h"
 #include <algorithm>
 #include <cmath>
@@ -186,20 +187,41 @@ TaskId TaskGraph::addTask(Task New) {
     Id = Free.back();
     Free.pop_back();
     Tasks[Id] = std::move(New);
+    if (Undo.Recording)
+      Undo.Popped.push_back(Id);
   } else {
     Id = Tasks.size();
     Tasks.push_back(std::move(New));
   }
   if (Id < Parts.size())
     Parts[Id].clear();
+  if (Undo.Recording) {
+    // Gone again on revert(): its edges need no log.
+    if (Id >= Undo.Stamps.size())
+      Undo.Stamps.resize(Id + 1, 0);
+    Undo.Stamps[Id] = Undo.Epoch;
+  }
   Created.push_back(Id);
   return Id;
+}
+
+void TaskGraph::edit(TaskId Id) {
+  if (!Undo.Recording)
+    return;
+  if (Id >= Undo.Stamps.size())
+    Undo.Stamps.resize(Id + 1, 0);
+  if (Undo.Stamps[Id] == Undo.Epoch)
+    return;
+  Undo.Stamps[Id] = Undo.Epoch;
+  Undo.Edited.push_back({Id, Tasks[Id].Preds, Tasks[Id].Succs});
 }
 
 void TaskGraph::addEdge(TaskId From, TaskId To, bool Fresh) {
   auto &Succs = Tasks[From].Succs;
   if (!Fresh && std::find(Succs.begin(), Succs.end(), To) != Succs.end())
     return;
+  edit(From);
+  edit(To);
   Succs.push_back(To);
   Tasks[To].Preds.push_back(From);
   Gained.push_back(To);
@@ -213,11 +235,13 @@ void TaskGraph::removeTask(TaskId Id, std::vector<TaskId> &Touched) {
     return;
   Dead.Alive = false;
   for (TaskId P : Dead.Preds) {
+    edit(P);
     auto &Succs = Tasks[P].Succs;
     Succs.erase(std::remove(Succs.begin(), Succs.end(), Id), Succs.end());
     Rewired.push_back(P);
   }
   for (TaskId N : Dead.Succs) {
+    edit(N);
     auto &Preds = Tasks[N].Preds;
     Preds.erase(std::remove(Preds.begin(), Preds.end(), Id), Preds.end());
     Touched.push_back(N);
@@ -939,6 +963,7 @@ double ringBytesSent(double Bytes, unsigned ElementSize, size_t N,
 
 void TaskGraph::build(const Strategy &New) {
   S = New;
+  Undo.Open = false;
   Tasks.clear();
   Free.clear();
   Removed.clear();
@@ -987,11 +1012,25 @@ TaskGraph::changeConfigs(llvm::ArrayRef<ir::OpId> Ids,
   Created.clear();
   Gained.clear();
   Rewired.clear();
+  // The log for revert(): what is replaced is moved into it (the rebuilds
+  // below fill the lists afresh).
+  Undo.Open = Undo.Recording = true;
+  if (++Undo.Epoch == 0) {
+    std::fill(Undo.Stamps.begin(), Undo.Stamps.end(), 0);
+    Undo.Epoch = 1;
+  }
+  Undo.NumTasks = Tasks.size();
+  Undo.Popped.clear();
+  Undo.Edited.clear();
+  Undo.Configs.clear();
+  Undo.Ops.clear();
+  Undo.Inputs.clear();
+  Undo.Buckets.clear();
+  Undo.Syncs.clear();
   std::vector<TaskId> Touched;
-  auto RemoveAll = [&](std::vector<TaskId> &Tasks) {
+  auto RemoveAll = [&](llvm::ArrayRef<TaskId> Tasks) {
     for (TaskId Task : Tasks)
       removeTask(Task, Touched);
-    Tasks.clear();
   };
 
   // What depends on the ops' configs: their input edges, their consumers'
@@ -1032,21 +1071,35 @@ TaskGraph::changeConfigs(llvm::ArrayRef<ir::OpId> Ids,
       std::unique(ChangedSegments.begin(), ChangedSegments.end()),
       ChangedSegments.end());
 
-  for (auto &[Consumer, Slot] : Edges)
-    RemoveAll(InputEdges[Consumer][Slot]);
-  for (uint32_t Segment : ChangedSegments)
-    RemoveAll(SegmentTasks[Segment]);
-  for (ir::TensorId Tensor : ChangedTensors)
-    RemoveAll(Syncs[Tensor].Updates);
+  for (auto &[Consumer, Slot] : Edges) {
+    Undo.Inputs.push_back(
+        {Consumer, Slot, std::move(InputEdges[Consumer][Slot])});
+    InputEdges[Consumer][Slot].clear();
+    RemoveAll(Undo.Inputs.back().Tasks);
+  }
+  for (uint32_t Segment : ChangedSegments) {
+    Undo.Buckets.push_back({Segment, std::move(SegmentTasks[Segment])});
+    SegmentTasks[Segment].clear();
+    RemoveAll(Undo.Buckets.back().second);
+  }
+  for (ir::TensorId Tensor : ChangedTensors) {
+    Undo.Syncs.push_back({Tensor, std::move(Syncs[Tensor])});
+    Syncs[Tensor] = TensorSync();
+    RemoveAll(Undo.Syncs.back().second.Updates);
+  }
   for (ir::OpId Id : Planned) {
-    OpTasks &Own = PerOp[Id];
+    Undo.Ops.push_back({Id, std::move(PerOp[Id])});
+    PerOp[Id] = OpTasks();
+    const OpTasks &Own = Undo.Ops.back().second;
     RemoveAll(Own.Stats);
     RemoveAll(Own.Forward);
     RemoveAll(Own.Backward);
   }
 
-  for (size_t I = 0; I < Ids.size(); ++I)
+  for (size_t I = 0; I < Ids.size(); ++I) {
+    Undo.Configs.push_back({Ids[I], S[Ids[I]]});
     S[Ids[I]] = Configs[I];
+  }
   for (ir::OpId Id : Planned)
     buildOp(Id);
   for (auto &[Consumer, Slot] : Edges)
@@ -1056,6 +1109,8 @@ TaskGraph::changeConfigs(llvm::ArrayRef<ir::OpId> Ids,
   for (uint32_t Segment : ChangedSegments)
     buildBuckets(Segment);
 
+  Undo.Recording = false;
+
   std::vector<TaskId> Changed = Created;
   Touched.insert(Touched.end(), Gained.begin(), Gained.end());
   Marks.dedupe(Touched);
@@ -1063,6 +1118,36 @@ TaskGraph::changeConfigs(llvm::ArrayRef<ir::OpId> Ids,
     if (Tasks[Task].Alive)
       Changed.push_back(Task);
   return Changed;
+}
+
+void TaskGraph::revert() {
+  assert(Undo.Open && "revert() needs a change to undo");
+  Undo.Open = false;
+  for (TaskId Id : Created)
+    Tasks[Id].Alive = false;
+  Tasks.erase(Tasks.begin() + Undo.NumTasks, Tasks.end());
+  Free.insert(Free.end(), Undo.Popped.rbegin(), Undo.Popped.rend());
+  for (TaskId Id : Removed)
+    Tasks[Id].Alive = true;
+  for (ChangeLog::Lists &L : Undo.Edited) {
+    Tasks[L.Id].Preds = std::move(L.Preds);
+    Tasks[L.Id].Succs = std::move(L.Succs);
+  }
+  // Last logged first: an op named twice gets its first old config.
+  for (auto &[Id, Config] : llvm::reverse(Undo.Configs))
+    S[Id] = Config;
+  for (auto &[Id, Own] : llvm::reverse(Undo.Ops))
+    PerOp[Id] = std::move(Own);
+  for (ChangeLog::InputTasks &In : Undo.Inputs)
+    InputEdges[In.Consumer][In.Slot] = std::move(In.Tasks);
+  for (auto &[Segment, Owned] : Undo.Buckets)
+    SegmentTasks[Segment] = std::move(Owned);
+  for (auto &[Tensor, Sync] : Undo.Syncs)
+    Syncs[Tensor] = std::move(Sync);
+  Removed.clear();
+  Created.clear();
+  Gained.clear();
+  Rewired.clear();
 }
 
 } // namespace onnx2soap::simulator

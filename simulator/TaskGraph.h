@@ -251,6 +251,15 @@ public:
   /// changeConfig for several ops at once (Ops[I] takes Configs[I]).
   std::vector<TaskId> changeConfigs(llvm::ArrayRef<ir::OpId> Ops,
                                     llvm::ArrayRef<ParallelConfig> Configs);
+  /// Undoes the last changeConfigs (canRevert()): the ops take their old
+  /// configs, the tasks it removed live again with the edges they had, the
+  /// tasks it created are gone, and removed(), created() and rewired() are
+  /// empty. Cheaper than changing the configs back: nothing is costed or
+  /// intersected again, and the tasks keep their ids.
+  void revert();
+  /// Whether revert() may run: a change came last (not build(), nor
+  /// another revert()).
+  bool canRevert() const { return Undo.Open; }
 
   const Strategy &strategy() const { return S; }
   const Task &task(TaskId Id) const { return Tasks[Id]; }
@@ -299,6 +308,9 @@ private:
   };
 
   TaskId addTask(Task T);
+  /// Before a change edits the edge lists of task Id: keeps the lists as
+  /// they were, once per change (for revert()).
+  void edit(TaskId Id);
   /// An edge From -> To; Fresh: the caller knows it is new (no search of
   /// From's successors).
   void addEdge(TaskId From, TaskId To, bool Fresh = false);
@@ -416,6 +428,36 @@ private:
   std::vector<TaskId> Gained;
   std::vector<TaskId> Rewired;
   TaskMarks Marks;
+  /// What the last changeConfigs replaced, for revert(): the slot count
+  /// before it, the free slots it took (in order), the edge lists of the
+  /// tasks it kept but edited (of the tasks it created none), and the old
+  /// configs, task lists and gradient syncs it rebuilt.
+  struct ChangeLog {
+    bool Open = false;
+    /// Between the start and the end of changeConfigs: edits are logged.
+    bool Recording = false;
+    size_t NumTasks = 0;
+    std::vector<TaskId> Popped;
+    struct Lists {
+      TaskId Id;
+      llvm::SmallVector<TaskId, 4> Preds, Succs;
+    };
+    std::vector<Lists> Edited;
+    /// Per slot: the change that last logged (or created) it.
+    std::vector<uint32_t> Stamps;
+    uint32_t Epoch = 0;
+    std::vector<std::pair<ir::OpId, ParallelConfig>> Configs;
+    std::vector<std::pair<ir::OpId, OpTasks>> Ops;
+    struct InputTasks {
+      ir::OpId Consumer;
+      unsigned Slot;
+      std::vector<TaskId> Tasks;
+    };
+    std::vector<InputTasks> Inputs;
+    std::vector<std::pair<uint32_t, std::vector<TaskId>>> Buckets;
+    std::vector<std::pair<ir::TensorId, TensorSync>> Syncs;
+  };
+  ChangeLog Undo;
 };
 
 /// Generated programs place each buffer at a multiple of this many bytes

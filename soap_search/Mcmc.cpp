@@ -470,7 +470,7 @@ runChain(const ir::TrainingGraph &T, const simulator::Machine &M,
         BestConfig = Try;
         Gained = true;
       }
-      propose(Sim, Unit, Old, Options.FullSimulation);
+      Sim.revert();
     }
     return Gained;
   };
@@ -699,7 +699,7 @@ runChain(const ir::TrainingGraph &T, const simulator::Machine &M,
         Coin < std::exp(-Options.Beta * (Next - Current) / Current))
       Accept(Next);
     else
-      propose(Sim, Unit, Old, Options.FullSimulation);
+      Sim.revert();
   }
   return Result;
 }
@@ -928,7 +928,7 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
           Gained = true;
           break;
         }
-        propose(Sim, Op, Old, Options.FullSimulation);
+        Sim.revert();
         Rejected[C.Op].push_back(C.Config);
       }
     }

@@ -7,8 +7,8 @@
 // Transformer) and clusters with contended links, with one gradient
 // all-reduce per tensor and with buckets of several tensors (a change
 // rebuilds its tensors' whole segment), and with measured communication
-// tables; half of the proposals are undone right after, as a rejected MCMC
-// step is.
+// tables; a third of the proposals are changed back right after and a third
+// reverted (Simulator::revert), as a rejected MCMC step is.
 //
 // Also the bound the planner benchmark quotes (docs/benchmarks.md, "The most
 // any strategy can gain"): under the analytic cost model no strategy on N
@@ -103,9 +103,21 @@ TEST_P(DeltaSimulation, EqualsFullSimulationOnRandomProposals) {
   for (unsigned I = 0; I < C.Proposals; ++I) {
     ir::OpId Op = uniformIndex(R, T.G.numOps());
     ParallelConfig Old = Delta.strategy()[Op];
+    double Before = Delta.time();
     double Time = Delta.change(Op, Space.random(Op, R));
-    if (I % 2)
+    // A third of the proposals kept, a third changed back, a third
+    // reverted (what a search does with the proposals it rejects): each
+    // must leave the graph and timeline the next delta simulation needs.
+    if (I % 3 == 1)
       Time = Delta.change(Op, Old);
+    if (I % 3 == 2) {
+      ASSERT_TRUE(Delta.canRevert());
+      Delta.revert();
+      EXPECT_FALSE(Delta.canRevert());
+      Time = Delta.time();
+      ASSERT_EQ(Time, Before) << "proposal " << I << " reverted";
+      ASSERT_EQ(Delta.strategy()[Op], Old);
+    }
     double Expected = Full.simulate(Delta.strategy());
     if (Time != Expected || Delta.timeline() != Full.timeline()) {
       ADD_FAILURE() << "proposal " << I << " (op " << Op << " '"
@@ -163,6 +175,49 @@ TEST_P(DeltaSimulation, NoStrategyBeatsTheOneDeviceTimeOverN) {
     EXPECT_GE(Busy, OneDevice * Slack) << "strategy " << I;
     EXPECT_GE(Time * M.numDevices(), OneDevice * Slack) << "strategy " << I;
   }
+}
+
+// revert() after a full simulation gives back the graph and timeline before
+// it, and delta simulation goes on from them; after a change, the same.
+TEST(Revert, UndoesTheLastSimulationOrChange) {
+  ir::TrainingGraph T = test::sample("tiny_cnn", 8, false);
+  Machine M = test::machine("paper-k80", 8);
+  AnalyticCostModel Cost;
+  ConfigSpace Space(T.G, M.numDevices());
+  Rng R = chainRng(3, 0);
+  Strategy A = dataParallel(T.G, M), B;
+  for (const ir::Op &O : T.G.ops())
+    B.Configs.push_back(Space.random(O.Id, R));
+  Simulator Sim(T, M, Cost), Full(T, M, Cost);
+  Sim.simulate(A);
+  EXPECT_FALSE(Sim.canRevert()); // nothing before the first simulation
+  std::vector<Simulator::TimelineEntry> OfA = Sim.timeline();
+  double TimeOfA = Sim.time();
+  double TimeOfB = Sim.simulate(B);
+  ASSERT_NE(TimeOfB, TimeOfA);
+  ASSERT_TRUE(Sim.canRevert());
+  Sim.revert();
+  EXPECT_EQ(Sim.time(), TimeOfA);
+  EXPECT_TRUE(Sim.timeline() == OfA);
+  EXPECT_TRUE(Sim.strategy().Configs == A.Configs);
+  EXPECT_FALSE(Sim.canRevert());
+
+  // Changes from the reverted graph, each reverted in turn, then kept.
+  for (const ir::Op &O : T.G.ops()) {
+    Sim.change(O.Id, B[O.Id]);
+    Sim.revert();
+    ASSERT_EQ(Sim.time(), TimeOfA) << O.Name;
+    ASSERT_TRUE(Sim.timeline() == OfA) << O.Name;
+    double Time = Sim.change(O.Id, B[O.Id]);
+    EXPECT_EQ(Time, Full.simulate(Sim.strategy())) << O.Name;
+    EXPECT_TRUE(Sim.timeline() == Full.timeline()) << O.Name;
+    OfA = Sim.timeline();
+    TimeOfA = Time;
+  }
+  EXPECT_EQ(TimeOfA, TimeOfB); // every op took B's config
+  // A new bucket size needs a new simulation: nothing to revert.
+  Sim.setGradientBucket(4096);
+  EXPECT_FALSE(Sim.canRevert());
 }
 
 INSTANTIATE_TEST_SUITE_P(
