@@ -161,16 +161,17 @@ void Simulator::schedule() {
   }
 }
 
-double Simulator::simulate(const Strategy &S) {
+double Simulator::simulate(const Strategy &S, bool Revertible) {
   // A timeline to keep for revert(): the graph and the scheduler's state
   // move aside whole, and the new ones are built in what they replace.
-  if (!Now.Sequence.empty()) {
+  if (Revertible && !Now.Sequence.empty()) {
     if (!Spare)
       Spare = std::make_unique<TaskGraph>(T, M, Cost, Graph->options());
     std::swap(Graph, Spare);
     std::swap(Now, Saved);
     Undoable = Last::Simulate;
   } else {
+    Spare.reset();
     Undoable = Last::None;
   }
   Graph->build(S);

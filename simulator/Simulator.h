@@ -70,7 +70,10 @@ public:
             SimOptions Options = {});
 
   /// Full simulation of S from scratch; returns the iteration time.
-  double simulate(const Strategy &S);
+  /// Revertible: keep the graph and timeline before it for revert() (a
+  /// second graph's memory; what a search without delta simulation does
+  /// with each proposal).
+  double simulate(const Strategy &S, bool Revertible = false);
   /// Gradient buckets of about Bytes (SimOptions::GradientBucketBytes)
   /// from the next simulate() on, which must come before any change() or
   /// revert().
@@ -82,15 +85,15 @@ public:
   /// Configs[I]): one re-simulation for all of them.
   double change(llvm::ArrayRef<ir::OpId> Ops,
                 llvm::ArrayRef<ParallelConfig> Configs);
-  /// Undoes the last change() or simulate() (canRevert()): the strategy,
-  /// task graph, timeline and memory are those before it, bit for bit. What
-  /// a search does with a proposal it rejects: it costs a copy of the
-  /// scheduler's arrays, taken before each change, instead of a second
+  /// Undoes the last change() or revertible simulate() (canRevert()): the
+  /// strategy, task graph, timeline and memory are those before it, bit for
+  /// bit. What a search does with a proposal it rejects: it costs a copy of
+  /// the scheduler's arrays, taken before each change, instead of a second
   /// change that re-simulates (after simulate(), a swap with the graph
   /// before it).
   void revert();
-  /// Whether revert() may run: a change() or a simulate() that followed
-  /// another came last.
+  /// Whether revert() may run: a change() or a revertible simulate() that
+  /// followed another simulation came last.
   bool canRevert() const { return Undoable != Last::None; }
 
   /// The iteration time of the current strategy.
@@ -183,8 +186,8 @@ private:
   const Machine &M;
   const CostModel &Cost;
   /// Mutable only so that graph() can bring the tasks' timing up to date.
-  /// Spare: after a simulate() that followed another, the graph before it
-  /// (for revert()); else empty or null.
+  /// Spare: after a revertible simulate() that followed another, the graph
+  /// before it (for revert()); else null.
   mutable std::unique_ptr<TaskGraph> Graph;
   std::unique_ptr<TaskGraph> Spare;
   /// What revert() undoes.

@@ -133,7 +133,7 @@ static double propose(Simulator &Sim, llvm::ArrayRef<ir::OpId> Ops,
   Strategy S = Sim.strategy();
   for (size_t I = 0; I < Ops.size(); ++I)
     S[Ops[I]] = Configs[I];
-  return Sim.simulate(S);
+  return Sim.simulate(S, /*Revertible=*/true);
 }
 
 /// An op's name without a trailing "_<digits>": exporters number the

@@ -193,7 +193,10 @@ TEST(Revert, UndoesTheLastSimulationOrChange) {
   EXPECT_FALSE(Sim.canRevert()); // nothing before the first simulation
   std::vector<Simulator::TimelineEntry> OfA = Sim.timeline();
   double TimeOfA = Sim.time();
-  double TimeOfB = Sim.simulate(B);
+  Sim.simulate(B);
+  EXPECT_FALSE(Sim.canRevert()); // not asked to keep A's
+  Sim.simulate(A);
+  double TimeOfB = Sim.simulate(B, /*Revertible=*/true);
   ASSERT_NE(TimeOfB, TimeOfA);
   ASSERT_TRUE(Sim.canRevert());
   Sim.revert();
