@@ -96,10 +96,30 @@ void Simulator::compactEdges() {
   Now.DeadEdges = 0;
 }
 
-void Simulator::schedule() {
+bool Simulator::schedule(double Limit) {
   TimesStale = true;
   auto Later = std::greater<QueueEntry>();
   Heap.clear();
+  bool Bounded = Limit != std::numeric_limits<double>::infinity();
+  if (Bounded) {
+    Remaining.resize(Now.Tails.size(), 0);
+    for (TaskId Id : Dirty)
+      for (ResourceId R : resources(Now.Nodes[Id])) {
+        if (Remaining[R] == 0)
+          Loaded.push_back(R);
+        Remaining[R] += Now.Nodes[Id].Duration;
+      }
+  }
+  auto GiveUp = [&] {
+    for (ResourceId R : Loaded)
+      Remaining[R] = 0;
+    Loaded.clear();
+    return false;
+  };
+  if (Bounded)
+    for (ResourceId R : Loaded)
+      if (Now.Tails[R] + Remaining[R] > Limit)
+        return GiveUp();
   auto Push = [&](const Node &N, TaskId Id) {
     Heap.push_back({N.Ready, N.Key, Id});
     std::push_heap(Heap.begin(), Heap.end(), Later);
@@ -144,12 +164,19 @@ void Simulator::schedule() {
     Now.Starts[Id] = Start;
     N.End = Start + N.Duration;
     llvm::MutableArrayRef<uint32_t> Previous = previous(N);
+    bool Over = false;
     for (size_t I = 0; I < Resources.size(); ++I) {
       ResourceId R = Resources[I];
       Previous[I] = Now.TailTasks[R];
       Now.TailTasks[R] = Id;
       Now.Tails[R] = N.End;
+      if (Bounded) {
+        Remaining[R] -= N.Duration;
+        Over |= N.End + Remaining[R] > Limit;
+      }
     }
+    if (Over)
+      return GiveUp();
     Now.Sequence.push_back({N.Ready, Id});
     N.Pending = false;
     for (TaskId Next : succs(N)) {
@@ -159,6 +186,9 @@ void Simulator::schedule() {
         Push(S, Next);
     }
   }
+  if (Bounded)
+    GiveUp(); // not given up: only the counts to clear
+  return true;
 }
 
 double Simulator::simulate(const Strategy &S, bool Revertible) {
@@ -203,6 +233,12 @@ double Simulator::change(ir::OpId Op, const ParallelConfig &C) {
 
 double Simulator::change(llvm::ArrayRef<ir::OpId> Ops,
                          llvm::ArrayRef<ParallelConfig> Configs) {
+  return changeUnless(Ops, Configs, std::numeric_limits<double>::infinity());
+}
+
+double Simulator::changeUnless(llvm::ArrayRef<ir::OpId> Ops,
+                               llvm::ArrayRef<ParallelConfig> Configs,
+                               double GiveUpAbove) {
   // The state before, for revert() (copies into arrays that keep their
   // capacity: no allocation once they have grown).
   Saved = Now;
@@ -292,7 +328,10 @@ double Simulator::change(llvm::ArrayRef<ir::OpId> Ops,
     syncNode(Dead);
   if (Now.DeadEdges > Now.EdgePool.size() / 2 + 4096)
     compactEdges();
-  schedule();
+  // The running sums of pending durations round: a relative 1e-9 above the
+  // bound keeps a step that takes exactly GiveUpAbove from being given up.
+  if (!schedule(GiveUpAbove * (1 + 1e-9)))
+    return std::numeric_limits<double>::infinity();
   return time();
 }
 

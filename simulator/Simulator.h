@@ -28,6 +28,7 @@
 
 #include "simulator/MemoryModel.h"
 #include "simulator/TaskGraph.h"
+#include <limits>
 #include <memory>
 
 namespace onnx2soap::simulator {
@@ -85,6 +86,15 @@ public:
   /// Configs[I]): one re-simulation for all of them.
   double change(llvm::ArrayRef<ir::OpId> Ops,
                 llvm::ArrayRef<ParallelConfig> Configs);
+  /// change() for a step the caller rejects if the iteration takes longer
+  /// than GiveUpAbove: once it is sure to (some resource's last end so far
+  /// plus the durations of its tasks still to run exceeds it, by more than
+  /// a relative 1e-9 for rounding), it stops and returns +infinity, and
+  /// only revert() may follow. The rest of the timeline is not scheduled:
+  /// what a search saves on the steps it rejects.
+  double changeUnless(llvm::ArrayRef<ir::OpId> Ops,
+                      llvm::ArrayRef<ParallelConfig> Configs,
+                      double GiveUpAbove);
   /// Undoes the last change() or revertible simulate() (canRevert()): the
   /// strategy, task graph, timeline and memory are those before it, bit for
   /// bit. What a search does with a proposal it rejects: it costs a copy of
@@ -180,7 +190,9 @@ private:
   void compactEdges();
   /// Algorithm 1 over the tasks marked Pending (Dirty lists them), after
   /// the tasks already in the resource orders.
-  void schedule();
+  /// Stops, returning false, once some resource's tail plus its pending
+  /// tasks' durations exceeds Limit (+infinity: never).
+  bool schedule(double Limit = std::numeric_limits<double>::infinity());
 
   const ir::TrainingGraph &T;
   const Machine &M;
@@ -232,6 +244,11 @@ private:
     }
   };
   std::vector<QueueEntry> Heap;
+  /// Per resource: the durations of its tasks still to be scheduled (a
+  /// bounded schedule() only; zero between runs), and the resources with
+  /// any.
+  std::vector<double> Remaining;
+  std::vector<ResourceId> Loaded;
 };
 
 } // namespace onnx2soap::simulator

@@ -54,6 +54,14 @@ struct CostFunction {
   }
 };
 
+/// The time above which a step whose cost must not exceed Cost is sure to
+/// be rejected (delta simulation may then give up on it): under the time
+/// objective a cost is at least the time; under the others, none.
+double giveUpAbove(const CostFunction &F, double Cost) {
+  return F.Goal == Objective::Time ? Cost
+                                   : std::numeric_limits<double>::infinity();
+}
+
 double secondsSince(Clock::time_point Begin) {
   return std::chrono::duration<double>(Clock::now() - Begin).count();
 }
@@ -126,10 +134,12 @@ Candidate evaluate(const ir::TrainingGraph &T, const simulator::Machine &M,
 
 /// Ops[I] takes Configs[I]: by delta simulation, or by simulating the
 /// changed strategy from scratch.
-static double propose(Simulator &Sim, llvm::ArrayRef<ir::OpId> Ops,
-                      llvm::ArrayRef<ParallelConfig> Configs, bool Full) {
+static double
+propose(Simulator &Sim, llvm::ArrayRef<ir::OpId> Ops,
+        llvm::ArrayRef<ParallelConfig> Configs, bool Full,
+        double GiveUpAbove = std::numeric_limits<double>::infinity()) {
   if (!Full)
-    return Sim.change(Ops, Configs);
+    return Sim.changeUnless(Ops, Configs, GiveUpAbove);
   Strategy S = Sim.strategy();
   for (size_t I = 0; I < Ops.size(); ++I)
     S[Ops[I]] = Configs[I];
@@ -463,8 +473,8 @@ runChain(const ir::TrainingGraph &T, const simulator::Machine &M,
       ++Result.Steps;
       Progress.Iterations.fetch_add(1, std::memory_order_relaxed);
       Proposal.assign(Unit.size(), Try);
-      double Next =
-          F(Sim, propose(Sim, Unit, Proposal, Options.FullSimulation));
+      double Next = F(Sim, propose(Sim, Unit, Proposal, Options.FullSimulation,
+                                   giveUpAbove(F, BestCost)));
       if (Next < BestCost) {
         BestCost = Next;
         BestConfig = Try;
@@ -694,7 +704,12 @@ runChain(const ir::TrainingGraph &T, const simulator::Machine &M,
                      [&](const ParallelConfig &C) { return C == *Config; }))
       continue;
     Proposal.assign(Unit.size(), *Config);
-    double Next = F(Sim, propose(Sim, Unit, Proposal, Options.FullSimulation));
+    // Rejected for sure above Current * (1 - ln(Coin) / Beta).
+    double Next = F(
+        Sim, propose(Sim, Unit, Proposal, Options.FullSimulation,
+                     Coin > 0 ? giveUpAbove(F, Current * (1 - std::log(Coin) /
+                                                                  Options.Beta))
+                              : std::numeric_limits<double>::infinity()));
     if (Next <= Current ||
         Coin < std::exp(-Options.Beta * (Next - Current) / Current))
       Accept(Next);
@@ -916,7 +931,8 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
         ++SinceGain;
         ++R.Tries;
         double Next =
-            F(Sim, propose(Sim, Op, {C.Config}, Options.FullSimulation));
+            F(Sim, propose(Sim, Op, {C.Config}, Options.FullSimulation,
+                           giveUpAbove(F, Current)));
         Progress.Iterations.fetch_add(1, std::memory_order_relaxed);
         if (Next < Current) {
           Current = Next;
