@@ -110,16 +110,18 @@ bool Simulator::schedule(double Limit) {
         Remaining[R] += Now.Nodes[Id].Duration;
       }
   }
-  auto GiveUp = [&] {
+  // Remaining is zero between runs.
+  auto ClearLoads = [&] {
     for (ResourceId R : Loaded)
       Remaining[R] = 0;
     Loaded.clear();
-    return false;
   };
   if (Bounded)
     for (ResourceId R : Loaded)
-      if (Now.Tails[R] + Remaining[R] > Limit)
-        return GiveUp();
+      if (Now.Tails[R] + Remaining[R] > Limit) {
+        ClearLoads();
+        return false;
+      }
   auto Push = [&](const Node &N, TaskId Id) {
     Heap.push_back({N.Ready, N.Key, Id});
     std::push_heap(Heap.begin(), Heap.end(), Later);
@@ -175,8 +177,10 @@ bool Simulator::schedule(double Limit) {
         Over |= N.End + Remaining[R] > Limit;
       }
     }
-    if (Over)
-      return GiveUp();
+    if (Over) {
+      ClearLoads();
+      return false;
+    }
     Now.Sequence.push_back({N.Ready, Id});
     N.Pending = false;
     for (TaskId Next : succs(N)) {
@@ -186,8 +190,7 @@ bool Simulator::schedule(double Limit) {
         Push(S, Next);
     }
   }
-  if (Bounded)
-    GiveUp(); // not given up: only the counts to clear
+  ClearLoads();
   return true;
 }
 

@@ -704,12 +704,11 @@ runChain(const ir::TrainingGraph &T, const simulator::Machine &M,
                      [&](const ParallelConfig &C) { return C == *Config; }))
       continue;
     Proposal.assign(Unit.size(), *Config);
-    // Rejected for sure above Current * (1 - ln(Coin) / Beta).
-    double Next = F(
-        Sim, propose(Sim, Unit, Proposal, Options.FullSimulation,
-                     Coin > 0 ? giveUpAbove(F, Current * (1 - std::log(Coin) /
-                                                                  Options.Beta))
-                              : std::numeric_limits<double>::infinity()));
+    // Rejected for sure above this cost (any cost, with a coin of 0).
+    double Rejects = Coin > 0 ? Current * (1 - std::log(Coin) / Options.Beta)
+                              : std::numeric_limits<double>::infinity();
+    double Next = F(Sim, propose(Sim, Unit, Proposal, Options.FullSimulation,
+                                 giveUpAbove(F, Rejects)));
     if (Next <= Current ||
         Coin < std::exp(-Options.Beta * (Next - Current) / Current))
       Accept(Next);
@@ -921,9 +920,8 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
       Gained = false;
       for (const AdditiveCost::Change &C :
            Additive->changesBySum(Sim.strategy())) {
-        ir::OpId Op[1] = {C.Op};
-        ParallelConfig Old[1] = {Sim.strategy()[C.Op]};
-        if (Old[0] == C.Config || llvm::is_contained(Rejected[C.Op], C.Config))
+        if (Sim.strategy()[C.Op] == C.Config ||
+            llvm::is_contained(Rejected[C.Op], C.Config))
           continue;
         if (SinceGain == RefinePatience || R.Tries == RefineTries ||
             (!Options.Iterations && secondsSince(Begin) > ChainBudget))
@@ -931,7 +929,7 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
         ++SinceGain;
         ++R.Tries;
         double Next =
-            F(Sim, propose(Sim, Op, {C.Config}, Options.FullSimulation,
+            F(Sim, propose(Sim, C.Op, C.Config, Options.FullSimulation,
                            giveUpAbove(F, Current)));
         Progress.Iterations.fetch_add(1, std::memory_order_relaxed);
         if (Next < Current) {
