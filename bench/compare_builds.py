@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Two onnx2soap binaries side by side on the planner's search.
 
-Usage: bench/compare_builds.py OLD_BINARY NEW_BINARY [--rounds N]
+Usage: bench/compare_builds.py OLD_BINARY NEW_BINARY [--rounds N] [--skip-fixed]
            [--rows alexnet:paper-k80:64,...] [--budget SEC]
 
 For each row (model:cluster:GPUs), alternating the binaries in each round so
@@ -74,6 +74,8 @@ def main():
                         "alexnet:paper-k80:64,inception_v3:paper-k80:16,"
                         "rnnlm:paper-k80:16,nmt:paper-k80:16")
     parser.add_argument("--budget", type=float, default=0)
+    parser.add_argument("--skip-fixed", action="store_true",
+                        help="only the --budget table")
     args = parser.parse_args()
     rows = []
     for spec in args.rows.split(","):
@@ -81,6 +83,13 @@ def main():
         rows.append((model, cluster, int(gpus)))
     scratch = tempfile.mkdtemp(prefix="compare_builds.")
 
+    if not args.skip_fixed:
+        compare_fixed_work(args, rows, scratch)
+    if args.budget:
+        compare_budgeted(args, rows)
+
+
+def compare_fixed_work(args, rows, scratch):
     print("Fixed work (`--iterations 100 --chains 2 --threads 1`), wall "
           "seconds per round, old / new:\n")
     print("| model | cluster | GPUs | delta old s | delta new s | delta "
@@ -111,24 +120,25 @@ def main():
             ratio(False), cell(True, "old"), cell(True, "new"), ratio(True),
             "yes" if len(hashes) == 1 else "no"), flush=True)
 
-    if args.budget:
-        print("\nWith `--budget %g` (2 threads): the answer's ms, when it "
-              "came and when it came within 1 %%, per round:\n" % args.budget)
-        print("| model | cluster | GPUs | binary | answer ms | found s | "
-              "within 1 % s |")
-        print("|---|---|---:|---|---|---|---|")
-        for row in rows:
-            results = {"old": [], "new": []}
-            for _ in range(args.rounds):
-                for name, binary in (("old", args.old), ("new", args.new)):
-                    results[name].append(budgeted(binary, row, args.budget))
-            for name in ("old", "new"):
-                rs = results[name]
-                print("| %s | %s | %d | %s | %s | %s | %s |" % (
-                    row[0], row[1], row[2], name,
-                    ", ".join("%.2f" % (r[0] * 1e3) for r in rs),
-                    ", ".join("%.2f" % r[1] for r in rs),
-                    ", ".join("%.2f" % r[2] for r in rs)), flush=True)
+
+def compare_budgeted(args, rows):
+    print("\nWith `--budget %g` (2 threads): the answer's ms, when it "
+          "came and when it came within 1 %%, per round:\n" % args.budget)
+    print("| model | cluster | GPUs | binary | answer ms | found s | "
+          "within 1 % s |")
+    print("|---|---|---:|---|---|---|---|")
+    for row in rows:
+        results = {"old": [], "new": []}
+        for _ in range(args.rounds):
+            for name, binary in (("old", args.old), ("new", args.new)):
+                results[name].append(budgeted(binary, row, args.budget))
+        for name in ("old", "new"):
+            rs = results[name]
+            print("| %s | %s | %d | %s | %s | %s | %s |" % (
+                row[0], row[1], row[2], name,
+                ", ".join("%.2f" % (r[0] * 1e3) for r in rs),
+                ", ".join("%.2f" % r[1] for r in rs),
+                ", ".join("%.2f" % r[2] for r in rs)), flush=True)
 
 
 if __name__ == "__main__":

@@ -363,6 +363,15 @@ llvm::Error runSearch() {
                                                {"fits", I.Fits},
                                                {"found_by", I.Source}});
     Out["progression"] = std::move(Progression);
+    llvm::json::Array Refinements;
+    for (const soap_search::Refinement &W : R.Refinements)
+      Refinements.push_back(llvm::json::Object{{"minimum", W.Source},
+                                               {"start_time", W.Start},
+                                               {"probed_time", W.Probed},
+                                               {"time", W.Time},
+                                               {"tries", int64_t(W.Tries)},
+                                               {"ended_seconds", W.EndedAt}});
+    Out["refinements"] = std::move(Refinements);
     if (Options->Goal == Objective::Frontier) {
       llvm::json::Array Frontier;
       for (const Candidate &C : R.Frontier)

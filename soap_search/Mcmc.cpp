@@ -16,6 +16,7 @@
 #include <deque>
 #include <future>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <numeric>
 #include <set>
@@ -404,7 +405,8 @@ runChain(const ir::TrainingGraph &T, const simulator::Machine &M,
          const SearchOptions &Options, const ConfigSpace &Space,
          const Strategy &Start, llvm::StringRef StartName,
          llvm::ArrayRef<Strategy> Alternatives, CostFunction F, unsigned Index,
-         Shared &Progress, Clock::time_point Begin, double Budget) {
+         Shared &Progress, Clock::time_point Begin, double Budget,
+         const std::function<void()> &Aside) {
   Rng R = chainRng(Options.Seed, Index);
   std::string FoundBy =
       "chain " + std::to_string(Index) + " from " + StartName.str();
@@ -473,6 +475,8 @@ runChain(const ir::TrainingGraph &T, const simulator::Machine &M,
       ++Result.Steps;
       Progress.Iterations.fetch_add(1, std::memory_order_relaxed);
       Proposal.assign(Unit.size(), Try);
+      if (Aside)
+        Aside();
       double Next = F(Sim, propose(Sim, Unit, Proposal, Options.FullSimulation,
                                    giveUpAbove(F, BestCost)));
       if (Next < BestCost) {
@@ -707,6 +711,8 @@ runChain(const ir::TrainingGraph &T, const simulator::Machine &M,
     // Rejected for sure above this cost (any cost, with a coin of 0).
     double Rejects = Coin > 0 ? Current * (1 - std::log(Coin) / Options.Beta)
                               : std::numeric_limits<double>::infinity();
+    if (Aside)
+      Aside();
     double Next = F(Sim, propose(Sim, Unit, Proposal, Options.FullSimulation,
                                  giveUpAbove(F, Rejects)));
     if (Next <= Current ||
@@ -825,17 +831,24 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
   const simulator::SimOptions Unsized = SimOpts; // SimOpts is sized below
   simulator::SimOptions Sized = Unsized;         // for the minima
   std::optional<AdditiveCost> Additive;
-  std::vector<Strategy> Minima; // fastest first
-  // Refinement K's best (when better than minimum 0 simulated), its
-  // improvements on the way, and its steps.
-  struct Refinement {
+  std::vector<Strategy> Minima;    // fastest first
+  std::vector<double> MinimaTimes; // as simulated with data parallelism's
+                                   // gradient buckets
+  // Refinement K: its best (when better than minimum 0 simulated), its
+  // improvements on the way, what it did, and its walk while it may go on
+  // (a walk may pause after its probe, HelpRefine below).
+  struct Walk {
     std::optional<Candidate> Best;
     std::vector<Improvement> Steps;
-    uint64_t Tries = 0;
+    Refinement Summary;
+    std::unique_ptr<Simulator> Sim;
+    double Current = 0;
+    std::vector<std::vector<ParallelConfig>> Rejected;
+    unsigned SinceGain = 0;
   };
-  std::vector<Refinement> Refinements;
+  std::vector<Walk> Walks;
   // The simulator that simulated the minima, when it holds the fastest.
-  std::optional<Simulator> Held;
+  std::unique_ptr<Simulator> Held;
   auto FindMinima = [&] {
     Additive.emplace(T, M, Cost, Unsized, Space);
     std::vector<Strategy> Found =
@@ -844,7 +857,7 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
     if (!Found.empty()) {
       // Last to first, so that the simulator holds the first (the usual
       // fastest) for its refinement.
-      Held.emplace(T, M, Cost, Sized);
+      Held = std::make_unique<Simulator>(T, M, Cost, Sized);
       std::vector<Candidate> Simulated(Found.size());
       for (size_t K = Found.size(); K-- > 0;) {
         Held->simulate(Found[K]);
@@ -855,8 +868,10 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
       std::stable_sort(Order.begin(), Order.end(), [&](size_t A, size_t B) {
         return better(Options.Goal, Simulated[A], Simulated[B]);
       });
-      for (size_t K : Order)
+      for (size_t K : Order) {
         Minima.push_back(std::move(Found[K]));
+        MinimaTimes.push_back(Simulated[K].Time);
+      }
       if (Order[0] != 0)
         Held.reset();
       Simulated[Order[0]].FoundAt = secondsSince(Begin);
@@ -864,99 +879,221 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
       ByEliminationSteps.push_back(improvement(*ByElimination));
       Progress.improved(ByElimination->Time);
     }
-    Refinements.resize(Minima.size());
+    Walks.resize(Minima.size());
   };
   std::vector<std::vector<ir::OpId>> Near;
-  auto Refine = [&](size_t K) {
-    Refinement &R = Refinements[K];
-    std::string Name = K == 0
+  // W's strategy as its best, when better than the one before (at first,
+  // minimum 0 as simulated).
+  auto Found = [&](Walk &W, const std::string &Source) {
+    Candidate Now =
+        candidate(*W.Sim, Options.MemoryLimit, Source, secondsSince(Begin));
+    if (!better(Options.Goal, Now, W.Best ? *W.Best : *ByElimination))
+      return;
+    W.Best = std::move(Now);
+    W.Steps.push_back(improvement(*W.Best));
+    Progress.improved(W.Best->Time);
+  };
+  // Where each walk stands (RefineMinima, HelpRefine below).
+  enum class Stage { Waiting, Started, Paused, Ended };
+  std::mutex WalksLock;
+  std::vector<Stage> Stages; // under WalksLock
+  // Each walk's Current once started (until then +inf), under WalksLock.
+  std::vector<double> Leads;
+  auto Publish = [&](size_t K) {
+    std::lock_guard<std::mutex> Guard(WalksLock);
+    Leads[K] = Walks[K].Current;
+  };
+  // Walk K's start: minimum K simulated with the bucket size it runs
+  // fastest with, since it synchronizes other gradients among other
+  // replicas than data parallelism (AlexNet on 8 K80s: 61.6 ms with 1 MiB,
+  // 64.2 with data parallelism's 16). After the candidate with data
+  // parallelism's, which comes first (5 simulations sooner).
+  auto StartWalk = [&](size_t K) {
+    Walk &W = Walks[K];
+    W.Summary.Source = K == 0
                            ? std::string("optcnn")
                            : "optcnn (minimum " + std::to_string(K + 1) +
                                  " of " + std::to_string(Minima.size()) + ")";
-    std::optional<Simulator> Own;
-    if (K != 0 || !Held) {
-      Own.emplace(T, M, Cost, Sized);
-      Own->simulate(Minima[K]);
+    if (K == 0 && Held) {
+      W.Sim = std::move(Held);
+    } else {
+      W.Sim = std::make_unique<Simulator>(T, M, Cost, Sized);
+      W.Sim->simulate(Minima[K]);
     }
-    Simulator &Sim = Own ? *Own : *Held;
-    // Sim's strategy as the refinement's best, when better than the one
-    // before (at first, minimum 0 as simulated).
-    auto Found = [&](const std::string &Source) {
-      Candidate Now =
-          candidate(Sim, Options.MemoryLimit, Source, secondsSince(Begin));
-      if (!better(Options.Goal, Now, R.Best ? *R.Best : *ByElimination))
-        return;
-      R.Best = std::move(Now);
-      R.Steps.push_back(improvement(*R.Best));
-      Progress.improved(R.Best->Time);
-    };
-    // Then with the bucket size it runs fastest with: it synchronizes other
-    // gradients among other replicas than data parallelism (AlexNet on 8
-    // K80s: 61.6 ms with 1 MiB, 64.2 with data parallelism's 16). After the
-    // candidate with data parallelism's, which comes first (5 simulations
-    // sooner).
     if (Options.GradientBuckets.size() > 1) {
-      fastestBucket(Sim, Minima[K], Options.GradientBuckets,
+      fastestBucket(*W.Sim, Minima[K], Options.GradientBuckets,
                     Options.MemoryLimit, /*Simulated=*/true);
-      Found(Name + " (gradient buckets resized)");
+      Found(W, W.Summary.Source + " (gradient buckets resized)");
     }
-    // Then the changes of one op that the sum ranks least costly, each
-    // delta simulated and kept when faster: near its minimum the sum ranks
-    // strategies nearly alike that the simulator, which sees overlap and
-    // contention, tells apart (AlexNet on 8 K80s: a dropout split 2 x 4
-    // over samples and features adds 0.04 ms to the sum and saves 1.5 ms
-    // simulated). After each gain the changes are ranked again from the new
-    // strategy; a change tried and not kept is not tried again until its op
-    // or one it exchanges activations with has changed (AlexNet on 16 K80s:
-    // the last gain was the first change of the strategy before it, which a
-    // walk down the old ranking reached 64 tries later). F's time and
-    // memory scales (set once data parallelism is simulated) play no part
-    // in the time objective. With a budget, the refinements stop when the
-    // chains' share of it is spent.
-    double Current = F(Sim, Sim.time());
-    std::vector<std::vector<ParallelConfig>> Rejected(G.numOps());
-    unsigned SinceGain = 0;
+    // F's time and memory scales (set once data parallelism is simulated)
+    // play no part in the time objective.
+    W.Current = F(*W.Sim, W.Sim->time());
+    W.Rejected.assign(G.numOps(), {});
+    W.Summary.Start = W.Sim->time();
+  };
+  // Walk K, until its tries reach Until or it ends (then its simulator is
+  // let go): the changes of one op that the sum ranks least costly, each
+  // delta simulated and kept when faster. Near its minimum the sum ranks
+  // strategies nearly alike that the simulator, which sees overlap and
+  // contention, tells apart (AlexNet on 8 K80s: a dropout split 2 x 4 over
+  // samples and features adds 0.04 ms to the sum and saves 1.5 ms
+  // simulated). After each gain the changes are ranked again from the new
+  // strategy; a change tried and not kept is not tried again until its op
+  // or one it exchanges activations with has changed (AlexNet on 16 K80s:
+  // the last gain was the first change of the strategy before it, which a
+  // walk down the old ranking reached 64 tries later). A paused walk goes
+  // on as if it had not paused: the ranking from the same strategy is the
+  // same, and each change it tried was kept or is among the rejected. With
+  // a budget, the walks stop when the chains' share of it is spent.
+  auto GoOn = [&](size_t K, uint64_t Until) {
+    Walk &W = Walks[K];
+    Simulator &Sim = *W.Sim;
+    std::string Name = W.Summary.Source + ", refined";
+    bool Ended = true;
     for (bool Gained = true; Gained;) {
       Gained = false;
       for (const AdditiveCost::Change &C :
            Additive->changesBySum(Sim.strategy())) {
         if (Sim.strategy()[C.Op] == C.Config ||
-            llvm::is_contained(Rejected[C.Op], C.Config))
+            llvm::is_contained(W.Rejected[C.Op], C.Config))
           continue;
-        if (SinceGain == RefinePatience || R.Tries == RefineTries ||
+        if (W.SinceGain == RefinePatience || W.Summary.Tries == RefineTries ||
             (!Options.Iterations && secondsSince(Begin) > ChainBudget))
           break;
-        ++SinceGain;
-        ++R.Tries;
+        if (W.Summary.Tries == Until) {
+          Ended = false;
+          break;
+        }
+        ++W.SinceGain;
+        ++W.Summary.Tries;
         double Next =
             F(Sim, propose(Sim, C.Op, C.Config, Options.FullSimulation,
-                           giveUpAbove(F, Current)));
+                           giveUpAbove(F, W.Current)));
         Progress.Iterations.fetch_add(1, std::memory_order_relaxed);
-        if (Next < Current) {
-          Current = Next;
-          SinceGain = 0;
-          Found(Name + ", refined");
-          Rejected[C.Op].clear();
+        if (Next < W.Current) {
+          W.Current = Next;
+          W.SinceGain = 0;
+          Publish(K);
+          Found(W, Name);
+          W.Rejected[C.Op].clear();
           for (ir::OpId Other : Near[C.Op])
-            Rejected[Other].clear();
+            W.Rejected[Other].clear();
           Gained = true;
           break;
         }
         Sim.revert();
-        Rejected[C.Op].push_back(C.Config);
+        W.Rejected[C.Op].push_back(C.Config);
       }
+    }
+    W.Summary.Time = Sim.time();
+    if (Ended) {
+      W.Summary.EndedAt = secondsSince(Begin);
+      W.Sim.reset();
+      W.Rejected = {};
     }
   };
   // The refinements (none under other objectives: the fastest minimum is
-  // the candidate).
-  auto RefineMinima = [&] {
+  // the candidate). Which minimum refines best varies (the fourth of four
+  // for AlexNet on 32 K80s, the third on 64, the first for ResNet-101), and
+  // a walk makes its large gains early. So the thread that found the minima
+  // walks the first (the fastest simulated) without pause when another
+  // thread helps (below), else for its probe (Options.RefineProbe tries),
+  // and then helps itself. Helping, a thread starts the others from the
+  // last (the slowest simulated); a walk that leads all others started
+  // after its probe goes on at once, one that does not pauses. With none
+  // left to start, the thread that found the minima goes on with the
+  // paused walk ahead (ties to the earlier minimum), and so on. With two
+  // threads or more, the first chain thread helps before its chains, but
+  // starts only the walks of minima that simulate FarFromTheFirst times the
+  // first's time or more: strategies unlike the first, whose walks the
+  // other thread would reach last, while the first's walk covers those
+  // near it. On AlexNet with 32 K80s it probes the fourth minimum (74.6 ms,
+  // the first 26.4; 21.7 ms after 32 tries, the first then at 24.9), which
+  // goes on to the answer while the first walks; on ResNet-101 and NMT,
+  // whose minima lie within 1.25 times the first's, it goes straight to
+  // its chains, which find those answers (helping with every walk, it had
+  // delayed NMT's answer on 8 K80s from 0.16 to 0.67-0.98 s, RNNTC's on 16
+  // from 0.27 to 1.2 s). Each walk is determined by its minimum alone, so
+  // the threads change only when its steps are found.
+  auto HelpRefine = [&](bool Owner) {
+    for (;;) {
+      size_t K = Stages.size();
+      bool Probe = false;
+      {
+        std::lock_guard<std::mutex> Guard(WalksLock);
+        for (size_t J = Stages.size(); J-- > 0;)
+          if (Stages[J] == Stage::Waiting &&
+              (Owner || MinimaTimes[J] >= FarFromTheFirst * MinimaTimes[0])) {
+            K = J;
+            Probe = true;
+            break;
+          }
+        if (!Probe && Owner)
+          for (size_t J = 0; J < Stages.size(); ++J)
+            if (Stages[J] == Stage::Paused &&
+                (K == Stages.size() || Leads[J] < Leads[K]))
+              K = J;
+        if (K == Stages.size())
+          return;
+        Stages[K] = Stage::Started;
+      }
+      if (Probe) {
+        StartWalk(K);
+        Publish(K);
+        GoOn(K, Options.RefineProbe);
+        Walks[K].Summary.Probed = Walks[K].Summary.Time;
+        std::lock_guard<std::mutex> Guard(WalksLock);
+        bool Leading = true;
+        for (size_t J = 0; J < Stages.size(); ++J)
+          if (J != K && Stages[J] != Stage::Waiting && Leads[J] <= Leads[K])
+            Leading = false;
+        if (!Walks[K].Sim) {
+          Stages[K] = Stage::Ended;
+          continue;
+        }
+        if (!Leading) {
+          Stages[K] = Stage::Paused;
+          continue;
+        }
+      }
+      GoOn(K, RefineTries);
+      std::lock_guard<std::mutex> Guard(WalksLock);
+      Stages[K] = Stage::Ended;
+    }
+  };
+  // Set once the minima are known, when some are far from the first: the
+  // first chain thread then helps, between two of its steps.
+  std::atomic<bool> HelpWanted{false};
+  auto RefineMinima = [&](bool Helped) {
     if (Options.Goal != Objective::Time || Minima.empty())
       return;
     Near = neighbours(G, simulator::weightOnlyOps(G));
-    for (size_t K = 0; K < Minima.size(); ++K)
-      Refine(K);
+    Stages.assign(Walks.size(), Stage::Waiting);
+    Leads.assign(Walks.size(), std::numeric_limits<double>::infinity());
+    Stages[0] = Stage::Started;
+    if (Helped && llvm::any_of(MinimaTimes, [&](double Time) {
+          return Time >= FarFromTheFirst * MinimaTimes[0];
+        }))
+      HelpWanted.store(true, std::memory_order_release);
+    StartWalk(0);
+    Publish(0);
+    GoOn(0, Helped ? RefineTries : Options.RefineProbe);
+    Walks[0].Summary.Probed = Walks[0].Summary.Time;
+    {
+      std::lock_guard<std::mutex> Guard(WalksLock);
+      Stages[0] = Walks[0].Sim ? Stage::Paused : Stage::Ended;
+    }
+    HelpRefine(/*Owner=*/true);
   };
-  auto Worker = [&] {
+  // The first chain thread's help, between two steps of its chains (they
+  // wait: the help uses simulators of its own), once it is wanted.
+  std::function<void()> Help = [&] {
+    if (!HelpWanted.load(std::memory_order_acquire))
+      return;
+    HelpRefine(/*Owner=*/false);
+    HelpWanted.store(false, std::memory_order_relaxed);
+  };
+  auto Worker = [&](const std::function<void()> &Aside) {
     for (unsigned C; (C = NextChain.fetch_add(1)) < Chains;) {
       Strategy Start;
       if (C < 3) {
@@ -982,7 +1119,7 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
             Alternatives.push_back(Space.admit(*A));
       Results[C] = runChain(T, M, Cost, SimOpts, Options, Space, Start,
                             C < 3 ? StartNames[C] : "random", Alternatives,
-                            Chain, C, Progress, Begin, ChainBudget);
+                            Chain, C, Progress, Begin, ChainBudget, Aside);
     }
   };
   // Ahead: the thread that seeks OptCNN's strategy from the start, then
@@ -994,9 +1131,9 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
   if (ChainThreads >= 2)
     Ahead = std::thread([&] {
       FindMinima();
-      RefineMinima();
+      RefineMinima(/*Helped=*/true);
       ChainsMayStart.wait();
-      Worker();
+      Worker({});
     });
   unsigned StartThreads = Ahead.joinable() ? Threads - 1 : Threads;
 
@@ -1048,12 +1185,14 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
   // On one thread: OptCNN's strategy, then the chains.
   if (!Ahead.joinable()) {
     FindMinima();
-    RefineMinima();
+    RefineMinima(/*Helped=*/false);
   }
 
   std::vector<std::thread> Pool;
   for (unsigned I = Ahead.joinable() ? 1 : 0; I < ChainThreads; ++I)
-    Pool.emplace_back(Worker);
+    Pool.emplace_back([&, Helps = Ahead.joinable() && I == 1] {
+      Worker(Helps ? Help : std::function<void()>());
+    });
   std::atomic<bool> Done{false};
   std::thread Reporter;
   if (Options.Progress)
@@ -1150,12 +1289,14 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
     if (better(Options.Goal, *B, Result.Best))
       Result.Best = *B;
   // The refinements' best, ties to the earlier minimum.
-  for (Refinement &R : Refinements) {
-    RefineSteps += R.Tries;
-    ByEliminationSteps.insert(ByEliminationSteps.end(), R.Steps.begin(),
-                              R.Steps.end());
-    if (R.Best && better(Options.Goal, *R.Best, *ByElimination))
-      ByElimination = std::move(R.Best);
+  for (Walk &W : Walks) {
+    RefineSteps += W.Summary.Tries;
+    ByEliminationSteps.insert(ByEliminationSteps.end(), W.Steps.begin(),
+                              W.Steps.end());
+    if (W.Best && better(Options.Goal, *W.Best, *ByElimination))
+      ByElimination = std::move(W.Best);
+    if (!W.Summary.Source.empty())
+      Result.Refinements.push_back(std::move(W.Summary));
   }
   if (ByElimination && better(Options.Goal, *ByElimination, Result.Best))
     Result.Best = *ByElimination;

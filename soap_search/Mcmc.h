@@ -69,6 +69,13 @@ struct SearchOptions {
   /// the answer the one it runs fastest with (except for
   /// Objective::Frontier). Empty: the SimOptions' own.
   std::vector<double> GradientBuckets;
+  /// The refinements of OptCNN's minima: a walk goes this many tries (its
+  /// probe) and goes on at once only if it leads the walks started before
+  /// it; the paused walks go on later, the one ahead first (the first
+  /// minimum's walk, with a thread of its own, goes on without pause). The
+  /// walks and the answer are the same whatever it is; it changes only when
+  /// each step is found (RefineTries: each walk to its end in turn).
+  unsigned RefineProbe = 32;
 };
 
 /// The gradient bucket sizes `--gradient-bucket auto` chooses from: 0 (one
@@ -83,9 +90,12 @@ constexpr double EliminationWork = 3.2e7;
 /// sum ranks least costly (AdditiveCost::changesBySum), each simulated and
 /// kept when faster, ranked again after each gain: at most RefineTries
 /// tries for each of the sum's minima, ending after RefinePatience in a row
-/// gain nothing.
+/// gain nothing (a walk may pause after SearchOptions::RefineProbe tries).
 constexpr unsigned RefineTries = 768;
 constexpr unsigned RefinePatience = 64;
+/// A chain thread helps refine, before its chains, the minima that
+/// simulate this many times the fastest minimum's time or more.
+constexpr double FarFromTheFirst = 1.5;
 
 /// Of Candidates, the gradient bucket size (SimOptions::GradientBucketBytes)
 /// under which S is fastest, among those under which it fits MemoryLimit
@@ -141,6 +151,17 @@ struct Improvement {
   std::string Source; ///< as Candidate::Source
 };
 
+/// What the refinement of one of OptCNN's minima did (Objective::Time).
+struct Refinement {
+  std::string Source; ///< "optcnn" or "optcnn (minimum K of N)"
+  /// Its time with its gradient buckets sized, after its probe
+  /// (SearchOptions::RefineProbe tries; the first minimum's walk, on a
+  /// thread of its own, does not probe: its end), and at the end.
+  double Start = 0, Probed = 0, Time = 0;
+  uint64_t Tries = 0;
+  double EndedAt = 0; ///< seconds from the start of the search
+};
+
 struct SearchResult {
   Candidate Best;
   /// Objective::Frontier: the Pareto set, by increasing peak memory.
@@ -159,6 +180,8 @@ struct SearchResult {
   /// together, in time order; the last is Best. Seconds depend on the
   /// machine, the strategies only on the seed (with --iterations).
   std::vector<Improvement> Progression;
+  /// One per minimum of OptCNN's sum, the fastest simulated first.
+  std::vector<Refinement> Refinements;
 };
 
 SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,

@@ -208,13 +208,17 @@ struct AlexNetOnK80s {
   SimOptions Sim;
   SearchResult R;
 
-  explicit AlexNetOnK80s(unsigned Gpus) : M(test::machine("paper-k80", Gpus)) {
+  explicit AlexNetOnK80s(unsigned Gpus,
+                         unsigned RefineProbe = SearchOptions().RefineProbe,
+                         unsigned Threads = 1)
+      : M(test::machine("paper-k80", Gpus)) {
     Sim.setProgramModel(false);
     SearchOptions O = fixedWork(1);
     O.Iterations = 1;
-    O.Chains = 1;
-    O.Threads = 1;
+    O.Chains = Threads; // a thread for each
+    O.Threads = Threads;
     O.GradientBuckets = defaultGradientBuckets();
+    O.RefineProbe = RefineProbe;
     R = search(T, M, Cost, Sim, O);
   }
   /// C's strategy simulated afresh with its gradient bucket size.
@@ -249,11 +253,11 @@ TEST(Search, RefinesOptcnnStrategyByTheSimulator) {
   }
 }
 
-// Each of the sum's minima is refined, the fastest first: AlexNet on 32 K80s
-// (FlexFlow's model of communication), the fastest minimum simulates 26.4 ms
-// and refines to 23.1; the one with the gradient all-reduces free simulates
-// 77.4 ms (every convolution over all 32 devices) and refines to 20.3. One
-// thread, one chain step: the refinements come in order, then the chain.
+// Each of the sum's minima is refined: AlexNet on 32 K80s (FlexFlow's model
+// of communication), the fastest minimum simulates 26.4 ms and refines to
+// 23.1; the one with the gradient all-reduces free simulates 77.4 ms (every
+// convolution over all 32 devices) and refines to 20.3. One thread, one
+// chain step: the refinements come first, then the chain.
 TEST(Search, RefinesEveryMinimumOfTheSum) {
   AlexNetOnK80s A(32);
   SearchResult &R = A.R;
@@ -273,6 +277,57 @@ TEST(Search, RefinesEveryMinimumOfTheSum) {
   EXPECT_LT(R.Best.Time, 0.95 * Fastest->Time);
   EXPECT_EQ(R.Best.Time, A.simulate(R.Best));
   EXPECT_EQ(R.Progression.back().Source, R.Best.Source);
+}
+
+// Each walk but the first goes a few tries (its probe) before the others
+// go on: on AlexNet with 32 K80s, one thread, the first minimum's walk is
+// at 24.9 ms after 32 tries; then the fourth's, probed next (walks after the
+// first start from the last), leads at 21.7 ms, goes on at once and ends at
+// the answer, found before the first walk ends. The second and third pause
+// behind it, then the paused walks go on in the order of their times.
+// Walked in turn, the first walk ends before any other starts. A paused walk
+// goes on as if it had not paused: the same tries, the same ends, the same
+// answer, whatever the probe or the threads.
+TEST(Search, TheRefinementAheadAfterItsProbeGoesOnFirst) {
+  AlexNetOnK80s Probed(32), InTurn(32, RefineTries), Threads(32, 32, 2);
+  const std::vector<Refinement> &W = Probed.R.Refinements;
+  ASSERT_EQ(W.size(), 4u);
+  for (const AlexNetOnK80s *Other : {&InTurn, &Threads}) {
+    ASSERT_EQ(Other->R.Refinements.size(), 4u);
+    for (size_t K = 0; K < W.size(); ++K) {
+      const Refinement &O = Other->R.Refinements[K];
+      EXPECT_EQ(W[K].Source, O.Source);
+      EXPECT_EQ(W[K].Tries, O.Tries) << W[K].Source;
+      EXPECT_EQ(W[K].Time, O.Time) << W[K].Source;
+    }
+    EXPECT_EQ(Probed.R.Best.Source, Other->R.Best.Source);
+    EXPECT_EQ(Probed.R.Best.Time, Other->R.Best.Time);
+    EXPECT_TRUE(Probed.R.Best.S == Other->R.Best.S);
+  }
+  for (const Refinement &R : W) {
+    EXPECT_LE(R.Time, R.Probed);
+    EXPECT_LE(R.Probed, R.Start);
+  }
+  // Probed first, the first walk paused; the fourth went on at once; the
+  // others went on in the order of their times after their probes.
+  std::vector<const Refinement *> ByProbe, ByEnd;
+  for (const Refinement &R : W)
+    ByProbe.push_back(&R), ByEnd.push_back(&R);
+  llvm::stable_sort(ByProbe, [](const Refinement *A, const Refinement *B) {
+    return A->Probed < B->Probed;
+  });
+  llvm::stable_sort(ByEnd, [](const Refinement *A, const Refinement *B) {
+    return A->EndedAt < B->EndedAt;
+  });
+  EXPECT_EQ(ByProbe, ByEnd);
+  EXPECT_EQ(ByEnd.front(), &W[3]);
+  EXPECT_GT(W[0].Tries, 32u);
+  EXPECT_EQ(Probed.R.Best.Source, "optcnn (minimum 4 of 4), refined");
+  EXPECT_LT(Probed.R.Best.FoundAt, W[0].EndedAt);
+  for (const Refinement &R : InTurn.R.Refinements)
+    if (&R != &InTurn.R.Refinements[0])
+      EXPECT_LT(InTurn.R.Refinements[0].EndedAt, R.EndedAt);
+  EXPECT_GT(InTurn.R.Best.FoundAt, InTurn.R.Refinements[0].EndedAt);
 }
 
 // A bucket is packed into each device's message buffer: with a memory limit
