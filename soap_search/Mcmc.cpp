@@ -1003,18 +1003,20 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
   // after its probe goes on at once, one that does not pauses. With none
   // left to start, the thread that found the minima goes on with the
   // paused walk ahead (ties to the earlier minimum), and so on. With two
-  // threads or more, the first chain thread helps before its chains, but
-  // starts only the walks of minima that simulate FarFromTheFirst times the
-  // first's time or more: strategies unlike the first, whose walks the
-  // other thread would reach last, while the first's walk covers those
-  // near it. On AlexNet with 32 K80s it probes the fourth minimum (74.6 ms,
-  // the first 26.4; 21.7 ms after 32 tries, the first then at 24.9), which
-  // goes on to the answer while the first walks; on ResNet-101 and NMT,
-  // whose minima lie within 1.25 times the first's, it goes straight to
-  // its chains, which find those answers (helping with every walk, it had
-  // delayed NMT's answer on 8 K80s from 0.16 to 0.67-0.98 s, RNNTC's on 16
-  // from 0.27 to 1.2 s). Each walk is determined by its minimum alone, so
-  // the threads change only when its steps are found.
+  // threads or more, the first chain thread helps between two steps of its
+  // chains, once the minima are known, but starts only the walks of minima
+  // that simulate FarFromTheFirst times the first's time or more:
+  // strategies unlike the first, whose walks the other thread would reach
+  // last, while the first's walk covers those near it. On AlexNet with 32
+  // K80s it probes the fourth minimum (74.6 ms, the first 26.4; 21.7 ms
+  // after 32 tries, the first then at 24.9), which goes on to the answer
+  // while the first walks; on ResNet-101 and NMT, whose minima lie within
+  // 1.25 times the first's, it does not help, and its chains find those
+  // answers as soon as before (waiting for the minima and helping with
+  // every walk before its chains had delayed NMT's answer on 8 K80s from
+  // 0.16 to 0.67-0.98 s, RNNTC's on 16 from 0.27 to 1.2 s). Each walk is
+  // determined by its minimum alone, so the threads change only when its
+  // steps are found.
   auto HelpRefine = [&](bool Owner) {
     for (;;) {
       size_t K = Stages.size();

@@ -93,8 +93,9 @@ constexpr double EliminationWork = 3.2e7;
 /// gain nothing (a walk may pause after SearchOptions::RefineProbe tries).
 constexpr unsigned RefineTries = 768;
 constexpr unsigned RefinePatience = 64;
-/// A chain thread helps refine, before its chains, the minima that
-/// simulate this many times the fastest minimum's time or more.
+/// With two threads or more, the first chain thread helps refine, between
+/// two steps of its chains, the minima that simulate this many times the
+/// fastest minimum's time or more.
 constexpr double FarFromTheFirst = 1.5;
 
 /// Of Candidates, the gradient bucket size (SimOptions::GradientBucketBytes)
