@@ -930,6 +930,7 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
     W.Current = F(*W.Sim, W.Sim->time());
     W.Rejected.assign(G.numOps(), {});
     W.Summary.Start = W.Sim->time();
+    Publish(K);
   };
   // Walk K, until its tries reach Until or it ends (then its simulator is
   // let go): the changes of one op that the sum ranks least costly, each
@@ -992,6 +993,16 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
       W.Rejected = {};
     }
   };
+  // Walk K from its start until its tries reach Until: its probe.
+  auto Probe = [&](size_t K, uint64_t Until) {
+    StartWalk(K);
+    GoOn(K, Until);
+    Walks[K].Summary.Probed = Walks[K].Summary.Time;
+  };
+  // Whether minimum K is far from the first (FarFromTheFirst).
+  auto Far = [&](size_t K) {
+    return MinimaTimes[K] >= FarFromTheFirst * MinimaTimes[0];
+  };
   // The refinements (none under other objectives: the fastest minimum is
   // the candidate). Which minimum refines best varies (the fourth of four
   // for AlexNet on 32 K80s, the third on 64, the first for ResNet-101), and
@@ -1020,17 +1031,16 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
   auto HelpRefine = [&](bool Owner) {
     for (;;) {
       size_t K = Stages.size();
-      bool Probe = false;
+      bool Start = false;
       {
         std::lock_guard<std::mutex> Guard(WalksLock);
         for (size_t J = Stages.size(); J-- > 0;)
-          if (Stages[J] == Stage::Waiting &&
-              (Owner || MinimaTimes[J] >= FarFromTheFirst * MinimaTimes[0])) {
+          if (Stages[J] == Stage::Waiting && (Owner || Far(J))) {
             K = J;
-            Probe = true;
+            Start = true;
             break;
           }
-        if (!Probe && Owner)
+        if (!Start && Owner)
           for (size_t J = 0; J < Stages.size(); ++J)
             if (Stages[J] == Stage::Paused &&
                 (K == Stages.size() || Leads[J] < Leads[K]))
@@ -1039,20 +1049,17 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
           return;
         Stages[K] = Stage::Started;
       }
-      if (Probe) {
-        StartWalk(K);
-        Publish(K);
-        GoOn(K, Options.RefineProbe);
-        Walks[K].Summary.Probed = Walks[K].Summary.Time;
+      if (Start) {
+        Probe(K, Options.RefineProbe);
         std::lock_guard<std::mutex> Guard(WalksLock);
-        bool Leading = true;
-        for (size_t J = 0; J < Stages.size(); ++J)
-          if (J != K && Stages[J] != Stage::Waiting && Leads[J] <= Leads[K])
-            Leading = false;
         if (!Walks[K].Sim) {
           Stages[K] = Stage::Ended;
           continue;
         }
+        bool Leading = true;
+        for (size_t J = 0; J < Stages.size(); ++J)
+          Leading &=
+              J == K || Stages[J] == Stage::Waiting || Leads[K] < Leads[J];
         if (!Leading) {
           Stages[K] = Stage::Paused;
           continue;
@@ -1073,14 +1080,10 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
     Stages.assign(Walks.size(), Stage::Waiting);
     Leads.assign(Walks.size(), std::numeric_limits<double>::infinity());
     Stages[0] = Stage::Started;
-    if (Helped && llvm::any_of(MinimaTimes, [&](double Time) {
-          return Time >= FarFromTheFirst * MinimaTimes[0];
-        }))
-      HelpWanted.store(true, std::memory_order_release);
-    StartWalk(0);
-    Publish(0);
-    GoOn(0, Helped ? RefineTries : Options.RefineProbe);
-    Walks[0].Summary.Probed = Walks[0].Summary.Time;
+    for (size_t K = 1; Helped && K < Walks.size(); ++K)
+      if (Far(K))
+        HelpWanted.store(true, std::memory_order_release);
+    Probe(0, Helped ? RefineTries : Options.RefineProbe);
     {
       std::lock_guard<std::mutex> Guard(WalksLock);
       Stages[0] = Walks[0].Sim ? Stage::Paused : Stage::Ended;
