@@ -1,5 +1,5 @@
 # Front door for people and CI. `make test` installs what is missing, builds
-# everything (including the clang-built fuzzer) and runs every test;
+# everything (including the clang-built fuzzers) and runs every test;
 # `make demo` runs the main job on the bundled models, from import to a
 # generated program training on two MPI ranks.
 BUILD ?= build
@@ -31,11 +31,19 @@ fuzz-build: setup
 test: fuzz-build build
 	ctest --test-dir $(BUILD) --output-on-failure -j2
 
-# A longer fuzzing session (FUZZ_SECONDS=3600 make fuzz).
+# A longer fuzzing session (FUZZ_SECONDS=3600 make fuzz): each fuzzer in
+# turn (the importer, cluster files, strategy files) for FUZZ_SECONDS.
 fuzz: fuzz-build
-	mkdir -p $(FUZZ_BUILD)/corpus
+	mkdir -p $(FUZZ_BUILD)/corpus $(FUZZ_BUILD)/corpus-cluster \
+	  $(FUZZ_BUILD)/corpus-strategy
 	$(FUZZ_BUILD)/bin/importer_fuzz -max_total_time=$(FUZZ_SECONDS) \
 	  -timeout=10 -rss_limit_mb=2048 $(FUZZ_BUILD)/corpus tests/fuzz/corpus
+	$(FUZZ_BUILD)/bin/cluster_fuzz -max_total_time=$(FUZZ_SECONDS) \
+	  -timeout=10 -rss_limit_mb=2048 $(FUZZ_BUILD)/corpus-cluster \
+	  tests/fuzz/cluster-corpus
+	$(FUZZ_BUILD)/bin/strategy_fuzz -max_total_time=$(FUZZ_SECONDS) \
+	  -timeout=10 -rss_limit_mb=2048 $(FUZZ_BUILD)/corpus-strategy \
+	  tests/fuzz/strategy-corpus
 
 demo: build
 	@scripts/demo.sh $(BUILD)/bin/onnx2soap $(BUILD)
