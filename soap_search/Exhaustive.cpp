@@ -45,7 +45,7 @@ public:
   Search(const ir::TrainingGraph &T, const simulator::Machine &M,
          const simulator::CostModel &Cost, simulator::SimOptions SimOpts,
          const ConfigSpace &Space, ExhaustiveLimits Limits)
-      : T(T), G(T.G), Sim(T, M, Cost, SimOpts), Limits(Limits),
+      : G(T.G), Sim(T, M, Cost, SimOpts), Limits(Limits),
         NumDevices(M.numDevices()) {
     std::vector<bool> WeightOnly = simulator::weightOnlyOps(G);
     Strategy Start;
@@ -350,7 +350,6 @@ private:
     }
   }
 
-  const ir::TrainingGraph &T;
   const ir::Graph &G;
   Simulator Sim;
   ExhaustiveLimits Limits;
