@@ -3,6 +3,7 @@
 
 Usage: bench/compare_builds.py OLD_BINARY NEW_BINARY [--rounds N] [--skip-fixed]
            [--rows alexnet:paper-k80:64,...] [--budget SEC]
+           [--comm-model flexflow|program]
 
 For each row (model:cluster:GPUs), alternating the binaries in each round so
 that the machine's load falls on both alike:
@@ -15,7 +16,7 @@ that the machine's load falls on both alike:
   (`best_found_seconds`) and when it came within 1 % of its final time.
 
 Communication is FlexFlow's model (`--comm-model flexflow`), as in the
-planner benchmark. Prints Markdown tables; the machine is noisy, so read the
+planner benchmark, unless --comm-model program (the CLI's default) is given. Prints Markdown tables; the machine is noisy, so read the
 ratios of the same round, and the spread over rounds.
 """
 import argparse
@@ -30,12 +31,13 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BATCH = {"alexnet": 256}
 UNROLL = {"rnntc", "rnnlm", "nmt"}
+COMM_MODEL = "flexflow"
 
 
 def command(binary, model, cluster, gpus):
     cmd = [binary, "search", os.path.join(ROOT, "samples", model + ".onnx"),
            "--batch", str(BATCH.get(model, 64)), "--cluster", cluster,
-           "--gpus", str(gpus), "--seed", "1", "--comm-model", "flexflow"]
+           "--gpus", str(gpus), "--seed", "1", "--comm-model", COMM_MODEL]
     if model in UNROLL:
         cmd.append("--unroll-rnn")
     return cmd
@@ -76,7 +78,11 @@ def main():
     parser.add_argument("--budget", type=float, default=0)
     parser.add_argument("--skip-fixed", action="store_true",
                         help="only the --budget table")
+    parser.add_argument("--comm-model", default="flexflow",
+                        choices=["flexflow", "program"])
     args = parser.parse_args()
+    global COMM_MODEL
+    COMM_MODEL = args.comm_model
     rows = []
     for spec in args.rows.split(","):
         model, cluster, gpus = spec.split(":")
