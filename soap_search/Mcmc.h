@@ -93,6 +93,10 @@ constexpr double EliminationWork = 3.2e7;
 /// gain nothing (a walk may pause after SearchOptions::RefineProbe tries).
 constexpr unsigned RefineTries = 768;
 constexpr unsigned RefinePatience = 64;
+/// The most simulations the relinking of the best refinement towards data
+/// parallelism may take, over all gradient bucket sizes (a path of D ops
+/// costs D (D + 1) / 2 a size; longer paths are not relinked).
+constexpr double RelinkWork = 768;
 /// With two threads or more, the first chain thread helps refine, between
 /// two steps of its chains, the minima that simulate this many times the
 /// fastest minimum's time or more.
@@ -152,13 +156,20 @@ struct Improvement {
   std::string Source; ///< as Candidate::Source
 };
 
-/// What the refinement of one of OptCNN's minima did (Objective::Time).
+/// What the refinement of one of OptCNN's minima did (Objective::Time),
+/// or the relinking of the best refinement under one gradient bucket size.
 struct Refinement {
-  std::string Source; ///< "optcnn" or "optcnn (minimum K of N)"
+  /// "optcnn" or "optcnn (minimum K of N)"; relinked: the best
+  /// refinement's Candidate::Source, then ", relinked with 4 MiB buckets"
+  /// (or "with one all-reduce per tensor").
+  std::string Source;
   /// Its time with its gradient buckets sized, after its probe
   /// (SearchOptions::RefineProbe tries; the first minimum's walk, on a
   /// thread of its own, does not probe: its end), and at the end.
+  /// Relinked: with that bucket size, at the fastest point of the path,
+  /// and at the end (walked on from there only for the fastest path).
   double Start = 0, Probed = 0, Time = 0;
+  /// Relinked: with the path's simulations.
   uint64_t Tries = 0;
   double EndedAt = 0; ///< seconds from the start of the search
 };
@@ -181,7 +192,8 @@ struct SearchResult {
   /// together, in time order; the last is Best. Seconds depend on the
   /// machine, the strategies only on the seed (with --iterations).
   std::vector<Improvement> Progression;
-  /// One per minimum of OptCNN's sum, the fastest simulated first.
+  /// One per minimum of OptCNN's sum, the fastest simulated first; then
+  /// one per gradient bucket size the best of them was relinked under.
   std::vector<Refinement> Refinements;
 };
 
