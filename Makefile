@@ -34,19 +34,12 @@ test: fuzz-build build
 # A longer fuzzing session (FUZZ_SECONDS=3600 make fuzz): each fuzzer in
 # turn (the importer, cluster, strategy and profile files) for FUZZ_SECONDS.
 fuzz: fuzz-build
-	mkdir -p $(FUZZ_BUILD)/corpus $(FUZZ_BUILD)/corpus-cluster \
-	  $(FUZZ_BUILD)/corpus-strategy $(FUZZ_BUILD)/corpus-profile
-	$(FUZZ_BUILD)/bin/importer_fuzz -max_total_time=$(FUZZ_SECONDS) \
-	  -timeout=10 -rss_limit_mb=2048 $(FUZZ_BUILD)/corpus tests/fuzz/corpus
-	$(FUZZ_BUILD)/bin/cluster_fuzz -max_total_time=$(FUZZ_SECONDS) \
-	  -timeout=10 -rss_limit_mb=2048 $(FUZZ_BUILD)/corpus-cluster \
-	  tests/fuzz/cluster-corpus
-	$(FUZZ_BUILD)/bin/strategy_fuzz -max_total_time=$(FUZZ_SECONDS) \
-	  -timeout=10 -rss_limit_mb=2048 $(FUZZ_BUILD)/corpus-strategy \
-	  tests/fuzz/strategy-corpus
-	$(FUZZ_BUILD)/bin/profile_fuzz -max_total_time=$(FUZZ_SECONDS) \
-	  -timeout=10 -rss_limit_mb=2048 $(FUZZ_BUILD)/corpus-profile \
-	  tests/fuzz/profile-corpus
+	for f in importer cluster strategy profile; do \
+	  mkdir -p $(FUZZ_BUILD)/corpus-$$f && \
+	  $(FUZZ_BUILD)/bin/$${f}_fuzz -max_total_time=$(FUZZ_SECONDS) \
+	    -timeout=10 -rss_limit_mb=2048 $(FUZZ_BUILD)/corpus-$$f \
+	    tests/fuzz/$$f-corpus || exit 1; \
+	done
 
 demo: build
 	@scripts/demo.sh $(BUILD)/bin/onnx2soap $(BUILD)

@@ -2,7 +2,7 @@
 //
 // Feeds arbitrary bytes to the importer as a model file: it must return a
 // model or an Error, never crash, hang or trip a sanitizer. The seed corpus
-// (tests/fuzz/corpus) holds small valid models.
+// (tests/fuzz/importer-corpus) holds small valid models.
 //
 //===----------------------------------------------------------------------===//
 #include "onnx_import/Importer.h"
