@@ -837,8 +837,8 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
   std::vector<double> MinimaTimes; // as simulated with data parallelism's
                                    // gradient buckets
   // Refinement K: its best (when better than minimum 0 simulated), its
-  // improvements on the way, what it did, and its walk while it may go on
-  // (a walk may pause after its probe, HelpRefine below).
+  // improvements on the way, what it did, its walk while it may go on (a
+  // walk may pause after its probe, HelpRefine below) and where it ended.
   struct Walk {
     std::optional<Candidate> Best;
     std::vector<Improvement> Steps;
@@ -847,8 +847,14 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
     double Current = 0;
     std::vector<std::vector<ParallelConfig>> Rejected;
     unsigned SinceGain = 0;
+    Strategy End;
+    double EndBucket = 0;
   };
+  // The walks of the minima, then the relinkings of each walk's end, one
+  // per gradient bucket size (Relink below): all there from the start, so
+  // that no thread's walk moves while another's is added.
   std::vector<Walk> Walks;
+  size_t Relinkings = std::max<size_t>(1, Options.GradientBuckets.size());
   // The simulator that simulated the minima, when it holds the fastest.
   std::unique_ptr<Simulator> Held;
   auto FindMinima = [&] {
@@ -881,7 +887,7 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
       ByEliminationSteps.push_back(improvement(*ByElimination));
       Progress.improved(ByElimination->Time);
     }
-    Walks.resize(Minima.size());
+    Walks.resize(Minima.size() * (1 + Relinkings));
   };
   std::vector<std::vector<ir::OpId>> Near;
   // W's strategy as its best, when better than the one before (at first,
@@ -900,7 +906,7 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
   std::mutex WalksLock;
   // Notified when a walk the first chain thread started pauses or ends.
   std::condition_variable WalkChanged;
-  std::vector<Stage> Stages; // under WalksLock
+  std::vector<Stage> Stages; // the minima's walks', under WalksLock
   // Each walk's Current once started (until then +inf), under WalksLock.
   std::vector<double> Leads;
   auto Publish = [&](size_t K) {
@@ -993,6 +999,8 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
     W.Summary.Time = Sim.time();
     if (Ended) {
       W.Summary.EndedAt = secondsSince(Begin);
+      W.End = Sim.strategy();
+      W.EndBucket = Sim.graph().options().GradientBucketBytes;
       W.Sim.reset();
       W.Rejected = {};
     }
@@ -1006,6 +1014,113 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
   // Whether minimum K is far from the first (FarFromTheFirst).
   auto Far = [&](size_t K) {
     return MinimaTimes[K] >= FarFromTheFirst * MinimaTimes[0];
+  };
+  // When a walk ends, its end is relinked towards data parallelism under
+  // each gradient bucket size: path relinking (Glover's), where the path is
+  // the ops the two strategies place differently. Each op's move alone is
+  // simulated from the walk's end, and the ops then move in that order (the
+  // fastest alone first), each kept even when slower, until none is left.
+  // The fastest strategy on the paths (its own size's path first, ties to
+  // the earlier) is walked on (GoOn) when faster than the walk's end. So a
+  // strategy and its bucket size are chosen together, where a walk steps
+  // under one size: on 64 K80s AlexNet's best refinement takes 15.30 ms
+  // with 16 MiB buckets and 17.71 with 4 MiB; with its last three
+  // convolutions data parallel and 4 MiB buckets, 14.15, which no one-op
+  // step under either size leads to (the chains' answer there is 15.07).
+  // Each walk is relinked by the thread that ended it, at once: the answer
+  // comes soon after the walk that leads to it ends, not after the last
+  // (ResNet-101 on 16 K80s: the first walk ends after 0.5 s, the last after
+  // 3.2), and each relinking is determined by its walk's end alone. A path
+  // of D ops costs 2 D simulations a size (the greedy path that ranks the
+  // moves again after each step, D (D + 1) / 2, found the same strategies
+  // on AlexNet and ResNet-101); there is no relinking where that, over all
+  // sizes, exceeds RelinkWork.
+  auto Relink = [&](size_t K) {
+    if (Options.Goal != Objective::Time)
+      return;
+    const Walk &From = Walks[K];
+    Strategy Guide = Space.admit(Starts[0]);
+    std::vector<ir::OpId> Path;
+    for (const ir::Op &O : G.ops())
+      if (!(From.End[O.Id] == Guide[O.Id]))
+        Path.push_back(O.Id);
+    std::vector<double> Sizes(Options.GradientBuckets.begin(),
+                              Options.GradientBuckets.end());
+    if (Sizes.empty())
+      Sizes.push_back(Sized.GradientBucketBytes);
+    if (Path.empty() || 2.0 * Path.size() * Sizes.size() > RelinkWork)
+      return;
+    // Its own size first.
+    std::stable_partition(Sizes.begin(), Sizes.end(), [&](double Bytes) {
+      return Bytes == From.EndBucket;
+    });
+    std::optional<size_t> Walked;
+    for (size_t I = 0; I < Sizes.size(); ++I) {
+      if (!Options.Iterations && secondsSince(Begin) > ChainBudget)
+        break;
+      size_t R = Minima.size() + K * Relinkings + I;
+      Walk &W = Walks[R];
+      double Bytes = Sizes[I];
+      double MiB = Bytes / (1 << 20);
+      W.Summary.Source =
+          From.Summary.Source + ", refined, relinked " +
+          (Bytes == 0 ? std::string("with one all-reduce per tensor")
+           : MiB == std::floor(MiB)
+               ? llvm::formatv("with {0} MiB buckets", int64_t(MiB)).str()
+               : llvm::formatv("with {0}-byte buckets", int64_t(Bytes)).str());
+      simulator::SimOptions With = Sized;
+      With.GradientBucketBytes = Bytes;
+      W.Sim = std::make_unique<Simulator>(T, M, Cost, With);
+      Simulator &Sim = *W.Sim;
+      W.Summary.Start = Sim.simulate(From.End);
+      double Fastest = W.Summary.Start;
+      Strategy AtFastest = From.End;
+      std::vector<double> Alone(Path.size());
+      for (size_t J = 0; J < Path.size(); ++J) {
+        Alone[J] = propose(Sim, Path[J], Guide[Path[J]], Options.FullSimulation,
+                           std::numeric_limits<double>::infinity());
+        Sim.revert();
+      }
+      std::vector<size_t> Order(Path.size());
+      std::iota(Order.begin(), Order.end(), 0);
+      std::stable_sort(Order.begin(), Order.end(),
+                       [&](size_t A, size_t B) { return Alone[A] < Alone[B]; });
+      for (size_t J : Order) {
+        Sim.change(Path[J], Guide[Path[J]]);
+        if (Sim.time() < Fastest) {
+          Fastest = Sim.time();
+          AtFastest = Sim.strategy();
+        }
+      }
+      uint64_t Simulations = 2 * Path.size();
+      Progress.Iterations.fetch_add(Simulations, std::memory_order_relaxed);
+      Sim.simulate(AtFastest);
+      W.Current = F(Sim, Sim.time());
+      W.Summary.Probed = W.Summary.Time = Sim.time();
+      W.Summary.Tries = Simulations;
+      W.Summary.EndedAt = secondsSince(Begin);
+      Found(W, W.Summary.Source);
+      // Only the fastest path's end goes on (ties to the earlier size).
+      if (Walked && Walks[*Walked].Summary.Probed <= W.Summary.Probed) {
+        W.Sim.reset();
+        continue;
+      }
+      if (Walked)
+        Walks[*Walked].Sim.reset();
+      Walked = R;
+    }
+    if (!Walked)
+      return;
+    Walk &W = Walks[*Walked];
+    if (!(W.Summary.Probed < From.Summary.Time)) {
+      W.Sim.reset();
+      return;
+    }
+    W.Rejected.assign(G.numOps(), {});
+    uint64_t Simulations = W.Summary.Tries;
+    W.Summary.Tries = 0;
+    GoOn(*Walked, RefineTries);
+    W.Summary.Tries += Simulations;
   };
   // The refinements (none under other objectives: the fastest minimum is
   // the candidate). Which minimum refines best varies (the fourth of four
@@ -1063,12 +1178,14 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
       }
       if (Start) {
         Probe(K, Options.RefineProbe);
-        std::lock_guard<std::mutex> Guard(WalksLock);
         if (!Walks[K].Sim) {
+          Relink(K);
+          std::lock_guard<std::mutex> Guard(WalksLock);
           Stages[K] = Stage::Ended;
           WalkChanged.notify_all();
           continue;
         }
+        std::lock_guard<std::mutex> Guard(WalksLock);
         bool Leading = true;
         for (size_t J = 0; J < Stages.size(); ++J)
           Leading &=
@@ -1080,6 +1197,7 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
         }
       }
       GoOn(K, RefineTries);
+      Relink(K);
       std::lock_guard<std::mutex> Guard(WalksLock);
       Stages[K] = Stage::Ended;
       WalkChanged.notify_all();
@@ -1092,139 +1210,21 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
     if (Options.Goal != Objective::Time || Minima.empty())
       return;
     Near = neighbours(G, simulator::weightOnlyOps(G));
-    Stages.assign(Walks.size(), Stage::Waiting);
+    Stages.assign(Minima.size(), Stage::Waiting);
     Leads.assign(Walks.size(), std::numeric_limits<double>::infinity());
     Stages[0] = Stage::Started;
-    for (size_t K = 1; Helped && K < Walks.size(); ++K)
+    for (size_t K = 1; Helped && K < Minima.size(); ++K)
       if (Far(K))
         HelpWanted.store(true, std::memory_order_release);
     Probe(0, Helped ? RefineTries : Options.RefineProbe);
+    bool Ended = !Walks[0].Sim;
+    if (Ended)
+      Relink(0);
     {
       std::lock_guard<std::mutex> Guard(WalksLock);
-      Stages[0] = Walks[0].Sim ? Stage::Paused : Stage::Ended;
+      Stages[0] = Ended ? Stage::Ended : Stage::Paused;
     }
     HelpRefine(/*Owner=*/true);
-  };
-  // Then the best refinement (ties to the earlier minimum) is relinked
-  // towards data parallelism under each gradient bucket size: path
-  // relinking (Glover's), where the path is the ops the two strategies
-  // place differently. Each step moves the op that then simulates fastest
-  // to its data-parallel config, kept even when slower, until none is left.
-  // The fastest strategy on the paths (its own size's path first, ties to
-  // the earlier) is walked on (GoOn) when faster than the best refinement.
-  // So a strategy and its bucket size are chosen together, where a walk
-  // steps under one size: on 64 K80s AlexNet's best refinement takes 15.30
-  // ms with 16 MiB buckets and 17.71 with 4 MiB; with its last three
-  // convolutions data parallel and 4 MiB buckets, 14.15, which no one-op step
-  // under either size leads to (the chains' answer there is 15.07). A path of
-  // D ops costs D (D + 1) / 2 simulations a size; there is no relinking
-  // where that, over all sizes, exceeds RelinkWork (Inception-v3 on 16 K80s:
-  // 24 ops, 1,500 simulations, 9 s on one thread, for nothing).
-  auto Relink = [&] {
-    // After RefineMinima: every walk has ended.
-    if (Options.Goal != Objective::Time || Minima.empty())
-      return;
-    // A copy: the relinked walks join Walks.
-    Candidate From = *ByElimination;
-    for (const Walk &W : Walks)
-      if (W.Best && better(Options.Goal, *W.Best, From))
-        From = *W.Best;
-    Strategy Guide = Space.admit(Starts[0]);
-    std::vector<ir::OpId> Path;
-    for (const ir::Op &O : G.ops())
-      if (!(From.S[O.Id] == Guide[O.Id]))
-        Path.push_back(O.Id);
-    std::vector<double> Sizes(Options.GradientBuckets.begin(),
-                              Options.GradientBuckets.end());
-    if (Sizes.empty())
-      Sizes.push_back(Sized.GradientBucketBytes);
-    double Work = double(Path.size()) * (Path.size() + 1) / 2 * Sizes.size();
-    if (Path.empty() || Work > RelinkWork)
-      return;
-    // Its own size first.
-    std::stable_partition(Sizes.begin(), Sizes.end(), [&](double Bytes) {
-      return Bytes == From.GradientBucketBytes;
-    });
-    std::optional<size_t> Walked;
-    for (double Bytes : Sizes) {
-      if (!Options.Iterations && secondsSince(Begin) > ChainBudget)
-        break;
-      {
-        // The first chain thread may still look for walks to help with
-        // (none: every one has ended).
-        std::lock_guard<std::mutex> Guard(WalksLock);
-        Walks.emplace_back();
-        Stages.push_back(Stage::Ended);
-        Leads.push_back(std::numeric_limits<double>::infinity());
-      }
-      size_t K = Walks.size() - 1;
-      Walk &W = Walks[K];
-      double MiB = Bytes / (1 << 20);
-      W.Summary.Source =
-          From.Source + ", relinked " +
-          (Bytes == 0 ? std::string("with one all-reduce per tensor")
-           : MiB == std::floor(MiB)
-               ? llvm::formatv("with {0} MiB buckets", int64_t(MiB)).str()
-               : llvm::formatv("with {0}-byte buckets", int64_t(Bytes)).str());
-      simulator::SimOptions With = Sized;
-      With.GradientBucketBytes = Bytes;
-      W.Sim = std::make_unique<Simulator>(T, M, Cost, With);
-      Simulator &Sim = *W.Sim;
-      W.Summary.Start = Sim.simulate(From.S);
-      double Fastest = W.Summary.Start;
-      Strategy AtFastest = From.S;
-      uint64_t Simulations = 0;
-      std::vector<ir::OpId> Left = Path;
-      while (!Left.empty()) {
-        if (!Options.Iterations && secondsSince(Begin) > ChainBudget)
-          break;
-        double StepTime = std::numeric_limits<double>::infinity();
-        size_t Step = 0;
-        for (size_t I = 0; I < Left.size(); ++I) {
-          double Next = propose(Sim, Left[I], Guide[Left[I]],
-                                Options.FullSimulation, StepTime);
-          ++Simulations;
-          Sim.revert();
-          if (Next < StepTime) {
-            StepTime = Next;
-            Step = I;
-          }
-        }
-        Sim.change(Left[Step], Guide[Left[Step]]);
-        Left.erase(Left.begin() + Step);
-        if (Sim.time() < Fastest) {
-          Fastest = Sim.time();
-          AtFastest = Sim.strategy();
-        }
-      }
-      Progress.Iterations.fetch_add(Simulations, std::memory_order_relaxed);
-      Sim.simulate(AtFastest);
-      W.Current = F(Sim, Sim.time());
-      W.Summary.Probed = W.Summary.Time = Sim.time();
-      W.Summary.Tries = Simulations;
-      W.Summary.EndedAt = secondsSince(Begin);
-      Found(W, W.Summary.Source);
-      // Only the fastest path's end goes on (ties to the earlier size).
-      if (Walked && Walks[*Walked].Summary.Probed <= W.Summary.Probed) {
-        W.Sim.reset();
-        continue;
-      }
-      if (Walked)
-        Walks[*Walked].Sim.reset();
-      Walked = K;
-    }
-    if (!Walked)
-      return;
-    Walk &W = Walks[*Walked];
-    if (!(W.Summary.Probed < From.Time)) {
-      W.Sim.reset();
-      return;
-    }
-    W.Rejected.assign(G.numOps(), {});
-    uint64_t Simulations = W.Summary.Tries;
-    W.Summary.Tries = 0;
-    GoOn(*Walked, RefineTries);
-    W.Summary.Tries += Simulations;
   };
   // The first chain thread's help, between two steps of its chains (they
   // wait: the help uses simulators of its own), once it is wanted.
@@ -1273,7 +1273,6 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
     Ahead = std::thread([&] {
       FindMinima();
       RefineMinima(/*Helped=*/true);
-      Relink();
       ChainsMayStart.wait();
       Worker({});
     });
@@ -1328,7 +1327,6 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
   if (!Ahead.joinable()) {
     FindMinima();
     RefineMinima(/*Helped=*/false);
-    Relink();
   }
 
   std::vector<std::thread> Pool;
@@ -1431,8 +1429,16 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
   for (Candidate *B : {&Result.Expert, &Result.ModelParallel})
     if (better(Options.Goal, *B, Result.Best))
       Result.Best = *B;
-  // The refinements' best, ties to the earlier minimum.
-  for (Walk &W : Walks) {
+  // The refinements' best, ties to the earlier minimum (each walk before
+  // its relinkings, which come before the next walk's).
+  std::vector<size_t> Listed;
+  for (size_t K = 0; K < Minima.size(); ++K) {
+    Listed.push_back(K);
+    for (size_t I = 0; I < Relinkings; ++I)
+      Listed.push_back(Minima.size() + K * Relinkings + I);
+  }
+  for (size_t K : Listed) {
+    Walk &W = Walks[K];
     RefineSteps += W.Summary.Tries;
     ByEliminationSteps.insert(ByEliminationSteps.end(), W.Steps.begin(),
                               W.Steps.end());

@@ -93,9 +93,9 @@ constexpr double EliminationWork = 3.2e7;
 /// gain nothing (a walk may pause after SearchOptions::RefineProbe tries).
 constexpr unsigned RefineTries = 768;
 constexpr unsigned RefinePatience = 64;
-/// The most simulations the relinking of the best refinement towards data
+/// The most simulations the relinking of a refinement's end towards data
 /// parallelism may take, over all gradient bucket sizes (a path of D ops
-/// costs D (D + 1) / 2 a size; longer paths are not relinked).
+/// costs 2 D a size; longer paths are not relinked).
 constexpr double RelinkWork = 768;
 /// With two threads or more, the first chain thread helps refine, between
 /// two steps of its chains, the minima that simulate this many times the

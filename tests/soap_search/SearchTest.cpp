@@ -256,41 +256,59 @@ TEST(Search, RefinesOptcnnStrategyByTheSimulator) {
   }
 }
 
-// The best refinement is relinked towards data parallelism under each
-// gradient bucket size, and each path's fastest strategy walked on: on 64
-// K80s (FlexFlow's model of communication) AlexNet's best refinement takes
-// 15.30 ms with 16 MiB buckets and 17.71 with 4 MiB; with its last three
-// convolutions data parallel and 4 MiB buckets, 14.15, where no one-op step
-// of a walk under either size leads.
-TEST(Search, RelinksTheBestRefinementUnderEachBucketSize) {
+// Each refinement's end is relinked towards data parallelism under each
+// gradient bucket size as soon as its walk ends, and each path's fastest
+// strategy walked on: on 64 K80s (FlexFlow's model of communication)
+// AlexNet's best refinement takes 15.30 ms with 16 MiB buckets and 17.71
+// with 4 MiB; with its last three convolutions data parallel and 4 MiB
+// buckets, 14.15, where no one-op step of a walk under either size leads.
+// The first minimum's end, relinked and walked on, goes further: 14.07.
+TEST(Search, RelinksEachRefinementUnderEachBucketSize) {
   AlexNetOnK80s A(64);
   SearchResult &R = A.R;
-  std::vector<const Refinement *> Minima, Relinked;
-  for (const Refinement &W : R.Refinements)
-    (llvm::StringRef(W.Source).contains(", relinked ") ? Relinked : Minima)
-        .push_back(&W);
-  ASSERT_EQ(Minima.size(), 4u);
-  ASSERT_EQ(Relinked.size(), defaultGradientBuckets().size());
-  const Refinement *Best = Minima.front();
-  for (const Refinement *W : Minima)
-    if (W->Time < Best->Time)
-      Best = W;
-  for (const Refinement *W : Relinked) {
-    EXPECT_TRUE(llvm::StringRef(W->Source).startswith(Best->Source))
-        << W->Source;
-    // The fastest on the path is never slower than where it started.
-    EXPECT_LE(W->Probed, W->Start);
-    EXPECT_LE(W->Time, W->Probed);
+  const size_t Sizes = defaultGradientBuckets().size();
+  // Each walk, then its relinkings, its own size's first.
+  std::vector<const Refinement *> Minima;
+  std::vector<std::vector<const Refinement *>> Relinked;
+  for (const Refinement &W : R.Refinements) {
+    if (!llvm::StringRef(W.Source).contains(", relinked ")) {
+      Minima.push_back(&W);
+      Relinked.emplace_back();
+      continue;
+    }
+    ASSERT_FALSE(Minima.empty()) << W.Source;
+    EXPECT_TRUE(llvm::StringRef(W.Source).startswith(
+        Minima.back()->Source + ", refined, relinked with "))
+        << W.Source;
+    Relinked.back().push_back(&W);
   }
-  // Its own size's path first (16 MiB), then the others in order.
-  std::string Name = Best->Source + ", refined, relinked with ";
-  EXPECT_EQ(Relinked[0]->Source, Name + "16 MiB buckets");
-  EXPECT_EQ(Relinked[1]->Source, Name + "one all-reduce per tensor");
-  EXPECT_EQ(Relinked[3]->Source, Name + "4 MiB buckets");
-  EXPECT_TRUE(llvm::StringRef(R.Best.Source).startswith(Relinked[3]->Source))
-      << R.Best.Source;
+  ASSERT_EQ(Minima.size(), 4u);
+  const Refinement *Best = Minima.front();
+  for (size_t K = 0; K < Minima.size(); ++K) {
+    if (Minima[K]->Time < Best->Time)
+      Best = Minima[K];
+    ASSERT_EQ(Relinked[K].size(), Sizes) << Minima[K]->Source;
+    // Its own size's path starts where the walk ended.
+    EXPECT_EQ(Relinked[K][0]->Start, Minima[K]->Time) << Minima[K]->Source;
+    EXPECT_GT(Relinked[K][0]->EndedAt, Minima[K]->EndedAt);
+    for (const Refinement *W : Relinked[K]) {
+      // The fastest on the path is never slower than where it started.
+      EXPECT_LE(W->Probed, W->Start) << W->Source;
+      EXPECT_LE(W->Time, W->Probed) << W->Source;
+    }
+  }
+  // The best refinement (16 MiB buckets) relinked with 4 MiB (the fourth
+  // path after its own size's: 0, 1, 4) is 14.15 ms.
+  const Refinement *FromBest =
+      Relinked[std::find(Minima.begin(), Minima.end(), Best) - Minima.begin()]
+              [3];
+  EXPECT_EQ(FromBest->Source,
+            Best->Source + ", refined, relinked with 4 MiB buckets");
+  EXPECT_LT(FromBest->Time, 0.95 * Best->Time);
   EXPECT_EQ(R.Best.GradientBucketBytes, 4 * 1024.0 * 1024.0);
-  EXPECT_LT(R.Best.Time, 0.95 * Best->Time);
+  EXPECT_LE(R.Best.Time, FromBest->Time);
+  EXPECT_TRUE(llvm::StringRef(R.Best.Source).contains(", relinked with "))
+      << R.Best.Source;
   EXPECT_EQ(R.Best.Time, A.simulate(R.Best));
 }
 
@@ -331,10 +349,15 @@ TEST(Search, RefinesEveryMinimumOfTheSum) {
 // answer, whatever the probe or the threads.
 TEST(Search, TheRefinementAheadAfterItsProbeGoesOnFirst) {
   AlexNetOnK80s Probed(32), InTurn(32, RefineTries), Threads(32, 32, 2);
-  // The minima's walks, then the relinked ones (compared too, below).
+  // The minima's walks, each followed by its relinkings (compared too,
+  // below).
   const std::vector<Refinement> All = Probed.R.Refinements;
+  std::vector<Refinement> W;
+  for (const Refinement &R : All)
+    if (!llvm::StringRef(R.Source).contains(", relinked "))
+      W.push_back(R);
+  ASSERT_EQ(W.size(), 4u);
   ASSERT_GT(All.size(), 4u);
-  const std::vector<Refinement> W(All.begin(), All.begin() + 4);
   for (const AlexNetOnK80s *Other : {&InTurn, &Threads}) {
     ASSERT_EQ(Other->R.Refinements.size(), All.size());
     for (size_t K = 0; K < All.size(); ++K) {
