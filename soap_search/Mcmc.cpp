@@ -849,6 +849,11 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
     unsigned SinceGain = 0;
     Strategy End;
     double EndBucket = 0;
+    // Its relinking (RunRelink): the path, the bucket sizes in order, and
+    // how many of the paths are not done yet (under WalksLock).
+    std::vector<ir::OpId> Path;
+    std::vector<double> Sizes;
+    size_t RelinksLeft = 0;
   };
   // The walks of the minima, then the relinkings of each walk's end, one
   // per gradient bucket size (Relink below): all there from the start, so
@@ -902,7 +907,7 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
     Progress.improved(W.Best->Time);
   };
   // Where each walk stands (RefineMinima, HelpRefine below).
-  enum class Stage { Waiting, Started, Paused, Ended };
+  enum class Stage { Waiting, Started, Paused, Relinking, Ended };
   std::mutex WalksLock;
   // Notified when a walk the first chain thread started pauses or ends.
   std::condition_variable WalkChanged;
@@ -1027,100 +1032,138 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
   // with 16 MiB buckets and 17.71 with 4 MiB; with its last three
   // convolutions data parallel and 4 MiB buckets, 14.15, which no one-op
   // step under either size leads to (the chains' answer there is 15.07).
-  // Each walk is relinked by the thread that ended it, at once: the answer
-  // comes soon after the walk that leads to it ends, not after the last
-  // (ResNet-101 on 16 K80s: the first walk ends after 0.5 s, the last after
-  // 3.2), and each relinking is determined by its walk's end alone. A path
-  // of D ops costs 2 D simulations a size (the greedy path that ranks the
-  // moves again after each step, D (D + 1) / 2, found the same strategies
-  // on AlexNet and ResNet-101); there is no relinking where that, over all
-  // sizes, exceeds RelinkWork.
-  auto Relink = [&](size_t K) {
-    if (Options.Goal != Objective::Time)
+  // Each size's path is a task (walk, size) of its own, queued as soon as
+  // the walk ends and taken before any walk goes on, by the refining
+  // threads (HelpRefine): the answer comes soon after the walk that leads
+  // to it ends, not after the last (ResNet-101 on 16 K80s: the first walk
+  // ends after 0.5 s, the last after 3.2). The thread that ends a walk's
+  // last path walks on. Each relinking is determined by its walk's end
+  // alone. A path of D ops costs 2 D simulations a size (the greedy path
+  // that ranks the moves again after each step, D (D + 1) / 2, found the
+  // same strategies on AlexNet and ResNet-101); there is no relinking where
+  // that, over all sizes, exceeds RelinkWork.
+  const Strategy Toward = Space.admit(Starts[0]);
+  // Relinking tasks (walk, index into its Sizes) not yet taken, under
+  // WalksLock.
+  std::vector<std::pair<size_t, size_t>> Relinks;
+  // Walk K's path and sizes (its own first); false when it is not relinked.
+  auto PlanRelink = [&](size_t K) {
+    Walk &From = Walks[K];
+    if (Options.Goal != Objective::Time ||
+        (!Options.Iterations && secondsSince(Begin) > ChainBudget))
+      return false;
+    for (const ir::Op &O : G.ops())
+      if (!(From.End[O.Id] == Toward[O.Id]))
+        From.Path.push_back(O.Id);
+    From.Sizes.assign(Options.GradientBuckets.begin(),
+                      Options.GradientBuckets.end());
+    if (From.Sizes.empty())
+      From.Sizes.push_back(Sized.GradientBucketBytes);
+    if (From.Path.empty() ||
+        2.0 * From.Path.size() * From.Sizes.size() > RelinkWork)
+      return false;
+    std::stable_partition(
+        From.Sizes.begin(), From.Sizes.end(),
+        [&](double Bytes) { return Bytes == From.EndBucket; });
+    return true;
+  };
+  // Walk K's path under its I-th size; its fastest point is the entry's
+  // End (not walked on here).
+  auto RunRelink = [&](size_t K, size_t I) {
+    if (!Options.Iterations && secondsSince(Begin) > ChainBudget)
       return;
     const Walk &From = Walks[K];
-    Strategy Guide = Space.admit(Starts[0]);
-    std::vector<ir::OpId> Path;
-    for (const ir::Op &O : G.ops())
-      if (!(From.End[O.Id] == Guide[O.Id]))
-        Path.push_back(O.Id);
-    std::vector<double> Sizes(Options.GradientBuckets.begin(),
-                              Options.GradientBuckets.end());
-    if (Sizes.empty())
-      Sizes.push_back(Sized.GradientBucketBytes);
-    if (Path.empty() || 2.0 * Path.size() * Sizes.size() > RelinkWork)
-      return;
-    // Its own size first.
-    std::stable_partition(Sizes.begin(), Sizes.end(), [&](double Bytes) {
-      return Bytes == From.EndBucket;
-    });
-    std::optional<size_t> Walked;
-    for (size_t I = 0; I < Sizes.size(); ++I) {
-      if (!Options.Iterations && secondsSince(Begin) > ChainBudget)
-        break;
-      size_t R = Minima.size() + K * Relinkings + I;
-      Walk &W = Walks[R];
-      double Bytes = Sizes[I];
-      double MiB = Bytes / (1 << 20);
-      W.Summary.Source =
-          From.Summary.Source + ", refined, relinked " +
-          (Bytes == 0 ? std::string("with one all-reduce per tensor")
-           : MiB == std::floor(MiB)
-               ? llvm::formatv("with {0} MiB buckets", int64_t(MiB)).str()
-               : llvm::formatv("with {0}-byte buckets", int64_t(Bytes)).str());
-      simulator::SimOptions With = Sized;
-      With.GradientBucketBytes = Bytes;
-      W.Sim = std::make_unique<Simulator>(T, M, Cost, With);
-      Simulator &Sim = *W.Sim;
-      W.Summary.Start = Sim.simulate(From.End);
-      double Fastest = W.Summary.Start;
-      Strategy AtFastest = From.End;
-      std::vector<double> Alone(Path.size());
-      for (size_t J = 0; J < Path.size(); ++J) {
-        Alone[J] = propose(Sim, Path[J], Guide[Path[J]], Options.FullSimulation,
-                           std::numeric_limits<double>::infinity());
-        Sim.revert();
-      }
-      std::vector<size_t> Order(Path.size());
-      std::iota(Order.begin(), Order.end(), 0);
-      std::stable_sort(Order.begin(), Order.end(),
-                       [&](size_t A, size_t B) { return Alone[A] < Alone[B]; });
-      for (size_t J : Order) {
-        Sim.change(Path[J], Guide[Path[J]]);
-        if (Sim.time() < Fastest) {
-          Fastest = Sim.time();
-          AtFastest = Sim.strategy();
-        }
-      }
-      uint64_t Simulations = 2 * Path.size();
-      Progress.Iterations.fetch_add(Simulations, std::memory_order_relaxed);
-      Sim.simulate(AtFastest);
-      W.Current = F(Sim, Sim.time());
-      W.Summary.Probed = W.Summary.Time = Sim.time();
-      W.Summary.Tries = Simulations;
-      W.Summary.EndedAt = secondsSince(Begin);
-      Found(W, W.Summary.Source);
-      // Only the fastest path's end goes on (ties to the earlier size).
-      if (Walked && Walks[*Walked].Summary.Probed <= W.Summary.Probed) {
-        W.Sim.reset();
-        continue;
-      }
-      if (Walked)
-        Walks[*Walked].Sim.reset();
-      Walked = R;
+    Walk &W = Walks[Minima.size() + K * Relinkings + I];
+    double Bytes = From.Sizes[I];
+    double MiB = Bytes / (1 << 20);
+    W.Summary.Source =
+        From.Summary.Source + ", refined, relinked " +
+        (Bytes == 0 ? std::string("with one all-reduce per tensor")
+         : MiB == std::floor(MiB)
+             ? llvm::formatv("with {0} MiB buckets", int64_t(MiB)).str()
+             : llvm::formatv("with {0}-byte buckets", int64_t(Bytes)).str());
+    simulator::SimOptions With = Sized;
+    With.GradientBucketBytes = Bytes;
+    Simulator Sim(T, M, Cost, With);
+    W.Summary.Start = Sim.simulate(From.End);
+    double Fastest = W.Summary.Start;
+    W.End = From.End;
+    W.EndBucket = Bytes;
+    const std::vector<ir::OpId> &Path = From.Path;
+    std::vector<double> Alone(Path.size());
+    for (size_t J = 0; J < Path.size(); ++J) {
+      Alone[J] = propose(Sim, Path[J], Toward[Path[J]], Options.FullSimulation,
+                         std::numeric_limits<double>::infinity());
+      Sim.revert();
     }
-    if (!Walked)
+    std::vector<size_t> Order(Path.size());
+    std::iota(Order.begin(), Order.end(), 0);
+    std::stable_sort(Order.begin(), Order.end(),
+                     [&](size_t A, size_t B) { return Alone[A] < Alone[B]; });
+    for (size_t J : Order) {
+      Sim.change(Path[J], Toward[Path[J]]);
+      if (Sim.time() < Fastest) {
+        Fastest = Sim.time();
+        W.End = Sim.strategy();
+      }
+    }
+    uint64_t Simulations = 2 * Path.size();
+    Progress.Iterations.fetch_add(Simulations, std::memory_order_relaxed);
+    Sim.simulate(W.End);
+    W.Current = F(Sim, Sim.time());
+    W.Summary.Probed = W.Summary.Time = Sim.time();
+    W.Summary.Tries = Simulations;
+    W.Summary.EndedAt = secondsSince(Begin);
+    Candidate Now = candidate(Sim, Options.MemoryLimit, W.Summary.Source,
+                              W.Summary.EndedAt);
+    if (better(Options.Goal, Now, *ByElimination)) {
+      W.Best = std::move(Now);
+      W.Steps.push_back(improvement(*W.Best));
+      Progress.improved(W.Best->Time);
+    }
+  };
+  // Once every path of walk K is done: the fastest (ties to the earlier
+  // size) goes on when faster than the walk's end.
+  auto FinishRelink = [&](size_t K) {
+    const Walk &From = Walks[K];
+    std::optional<size_t> Walked;
+    for (size_t I = 0; I < From.Sizes.size(); ++I) {
+      size_t R = Minima.size() + K * Relinkings + I;
+      if (!Walks[R].Summary.Source.empty() &&
+          (!Walked || Walks[R].Summary.Probed < Walks[*Walked].Summary.Probed))
+        Walked = R;
+    }
+    if (!Walked || !(Walks[*Walked].Summary.Probed < From.Summary.Time))
       return;
     Walk &W = Walks[*Walked];
-    if (!(W.Summary.Probed < From.Summary.Time)) {
-      W.Sim.reset();
-      return;
-    }
+    simulator::SimOptions With = Sized;
+    With.GradientBucketBytes = W.EndBucket;
+    W.Sim = std::make_unique<Simulator>(T, M, Cost, With);
+    W.Sim->simulate(W.End);
     W.Rejected.assign(G.numOps(), {});
     uint64_t Simulations = W.Summary.Tries;
     W.Summary.Tries = 0;
     GoOn(*Walked, RefineTries);
     W.Summary.Tries += Simulations;
+  };
+  // Set when there is work for the first chain thread (far minima to walk,
+  // paths to relink), under WalksLock: it then helps, between two of its
+  // steps.
+  std::atomic<bool> HelpWanted{false};
+  const bool Helper = ChainThreads >= 2; // the first chain thread
+  // Walk K has ended: its relinkings are queued, else it is done.
+  auto EndWalk = [&](size_t K) {
+    bool Relinked = PlanRelink(K);
+    std::lock_guard<std::mutex> Guard(WalksLock);
+    if (Relinked) {
+      Walks[K].RelinksLeft = Walks[K].Sizes.size();
+      for (size_t I = 0; I < Walks[K].Sizes.size(); ++I)
+        Relinks.push_back({K, I});
+      if (Helper)
+        HelpWanted.store(true, std::memory_order_release);
+    }
+    Stages[K] = Relinked ? Stage::Relinking : Stage::Ended;
+    WalkChanged.notify_all();
   };
   // The refinements (none under other objectives: the fastest minimum is
   // the candidate). Which minimum refines best varies (the fourth of four
@@ -1144,45 +1187,81 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
   // 1.25 times the first's, it does not help, and its chains find those
   // answers as soon as before (waiting for the minima and helping with
   // every walk before its chains had delayed NMT's answer on 8 K80s from
-  // 0.16 to 0.67-0.98 s, RNNTC's on 16 from 0.27 to 1.2 s). Each walk is
-  // determined by its minimum alone, so the threads change only when its
-  // steps are found.
+  // 0.16 to 0.67-0.98 s, RNNTC's on 16 from 0.27 to 1.2 s). Both threads
+  // take the paths of ended walks (relinking, above) before anything else,
+  // the first chain thread any walk's (Inception-v3 on 8 K80s: the answer
+  // after 1.5 s, where the thread that found the minima, relinking each
+  // walk it ended before walking the next, had found it after 2.0 s; the
+  // RNNs' paths are too long to relink, so their chains are not held up).
+  // Each walk is determined by its minimum alone, and each path by its
+  // walk's end, so the threads change only when their steps are found.
   auto HelpRefine = [&](bool Owner) {
     for (;;) {
       size_t K = Stages.size();
       bool Start = false;
+      std::optional<std::pair<size_t, size_t>> Task;
       {
         std::unique_lock<std::mutex> Lock(WalksLock);
-        for (size_t J = Stages.size(); J-- > 0;)
-          if (Stages[J] == Stage::Waiting && (Owner || Far(J))) {
-            K = J;
-            Start = true;
-            break;
-          }
-        if (!Start && Owner)
-          for (size_t J = 0; J < Stages.size(); ++J)
-            if (Stages[J] == Stage::Paused &&
-                (K == Stages.size() || Leads[J] < Leads[K]))
+        if (!Relinks.empty()) {
+          // The path of the walk that ended fastest (ties to the earlier
+          // minimum, then size) first.
+          auto First = std::min_element(
+              Relinks.begin(), Relinks.end(), [&](auto A, auto B) {
+                double TA = Walks[A.first].Summary.Time,
+                       TB = Walks[B.first].Summary.Time;
+                return TA != TB ? TA < TB : A < B;
+              });
+          Task = *First;
+          Relinks.erase(First);
+        } else {
+          for (size_t J = Stages.size(); J-- > 0;)
+            if (Stages[J] == Stage::Waiting && (Owner || Far(J))) {
               K = J;
-        if (K == Stages.size()) {
-          // The thread that found the minima ends only with every walk:
-          // one the first chain thread is probing may pause.
-          if (!Owner || llvm::none_of(Stages, [](Stage S) {
-                return S == Stage::Started;
-              }))
-            return;
-          WalkChanged.wait(Lock);
-          continue;
+              Start = true;
+              break;
+            }
+          if (!Start && Owner)
+            for (size_t J = 0; J < Stages.size(); ++J)
+              if (Stages[J] == Stage::Paused &&
+                  (K == Stages.size() || Leads[J] < Leads[K]))
+                K = J;
+          if (K == Stages.size()) {
+            if (!Owner) {
+              HelpWanted.store(false, std::memory_order_relaxed);
+              return;
+            }
+            // The thread that found the minima ends only with every walk
+            // and relinking: one the first chain thread is probing may
+            // pause, and paths it relinks may leave a walk to go on.
+            if (llvm::none_of(Stages, [](Stage S) {
+                  return S == Stage::Started || S == Stage::Relinking;
+                }))
+              return;
+            WalkChanged.wait(Lock);
+            continue;
+          }
+          Stages[K] = Stage::Started;
         }
-        Stages[K] = Stage::Started;
+      }
+      if (Task) {
+        RunRelink(Task->first, Task->second);
+        bool Last;
+        {
+          std::lock_guard<std::mutex> Guard(WalksLock);
+          Last = --Walks[Task->first].RelinksLeft == 0;
+        }
+        if (Last) {
+          FinishRelink(Task->first);
+          std::lock_guard<std::mutex> Guard(WalksLock);
+          Stages[Task->first] = Stage::Ended;
+          WalkChanged.notify_all();
+        }
+        continue;
       }
       if (Start) {
         Probe(K, Options.RefineProbe);
         if (!Walks[K].Sim) {
-          Relink(K);
-          std::lock_guard<std::mutex> Guard(WalksLock);
-          Stages[K] = Stage::Ended;
-          WalkChanged.notify_all();
+          EndWalk(K);
           continue;
         }
         std::lock_guard<std::mutex> Guard(WalksLock);
@@ -1197,15 +1276,9 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
         }
       }
       GoOn(K, RefineTries);
-      Relink(K);
-      std::lock_guard<std::mutex> Guard(WalksLock);
-      Stages[K] = Stage::Ended;
-      WalkChanged.notify_all();
+      EndWalk(K);
     }
   };
-  // Set once the minima are known, when some are far from the first: the
-  // first chain thread then helps, between two of its steps.
-  std::atomic<bool> HelpWanted{false};
   auto RefineMinima = [&](bool Helped) {
     if (Options.Goal != Objective::Time || Minima.empty())
       return;
@@ -1217,22 +1290,19 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
       if (Far(K))
         HelpWanted.store(true, std::memory_order_release);
     Probe(0, Helped ? RefineTries : Options.RefineProbe);
-    bool Ended = !Walks[0].Sim;
-    if (Ended)
-      Relink(0);
-    {
+    if (!Walks[0].Sim) {
+      EndWalk(0);
+    } else {
       std::lock_guard<std::mutex> Guard(WalksLock);
-      Stages[0] = Ended ? Stage::Ended : Stage::Paused;
+      Stages[0] = Stage::Paused;
     }
     HelpRefine(/*Owner=*/true);
   };
   // The first chain thread's help, between two steps of its chains (they
   // wait: the help uses simulators of its own), once it is wanted.
   std::function<void()> Help = [&] {
-    if (!HelpWanted.load(std::memory_order_acquire))
-      return;
-    HelpRefine(/*Owner=*/false);
-    HelpWanted.store(false, std::memory_order_relaxed);
+    if (HelpWanted.load(std::memory_order_acquire))
+      HelpRefine(/*Owner=*/false);
   };
   auto Worker = [&](const std::function<void()> &Aside) {
     for (unsigned C; (C = NextChain.fetch_add(1)) < Chains;) {
