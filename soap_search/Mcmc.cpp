@@ -1191,8 +1191,9 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
   // take the paths of ended walks (relinking, above) before anything else,
   // the first chain thread any walk's (Inception-v3 on 8 K80s: the answer
   // after 1.5 s, where the thread that found the minima, relinking each
-  // walk it ended before walking the next, had found it after 2.0 s; the
-  // RNNs' paths are too long to relink, so their chains are not held up).
+  // walk it ended before walking the next, had found it after 2.0 s; most
+  // RNN walks' paths are too long to relink, so their chains are seldom
+  // held up).
   // Each walk is determined by its minimum alone, and each path by its
   // walk's end, so the threads change only when their steps are found.
   auto HelpRefine = [&](bool Owner) {
