@@ -856,7 +856,7 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
     size_t RelinksLeft = 0;
   };
   // The walks of the minima, then the relinkings of each walk's end, one
-  // per gradient bucket size (Relink below): all there from the start, so
+  // per gradient bucket size (RunRelink below): all there from the start, so
   // that no thread's walk moves while another's is added.
   std::vector<Walk> Walks;
   size_t Relinkings = std::max<size_t>(1, Options.GradientBuckets.size());
@@ -895,11 +895,11 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
     Walks.resize(Minima.size() * (1 + Relinkings));
   };
   std::vector<std::vector<ir::OpId>> Near;
-  // W's strategy as its best, when better than the one before (at first,
+  // Sim's strategy as W's best, when better than the one before (at first,
   // minimum 0 as simulated).
-  auto Found = [&](Walk &W, const std::string &Source) {
+  auto Found = [&](Walk &W, const Simulator &Sim, const std::string &Source) {
     Candidate Now =
-        candidate(*W.Sim, Options.MemoryLimit, Source, secondsSince(Begin));
+        candidate(Sim, Options.MemoryLimit, Source, secondsSince(Begin));
     if (!better(Options.Goal, Now, W.Best ? *W.Best : *ByElimination))
       return;
     W.Best = std::move(Now);
@@ -938,7 +938,7 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
     if (Options.GradientBuckets.size() > 1) {
       fastestBucket(*W.Sim, Minima[K], Options.GradientBuckets,
                     Options.MemoryLimit, /*Simulated=*/true);
-      Found(W, W.Summary.Source + " (gradient buckets resized)");
+      Found(W, *W.Sim, W.Summary.Source + " (gradient buckets resized)");
     }
     // F's time and memory scales (set once data parallelism is simulated)
     // play no part in the time objective.
@@ -990,7 +990,7 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
           W.Current = Next;
           W.SinceGain = 0;
           Publish(K);
-          Found(W, Name);
+          Found(W, Sim, Name);
           W.Rejected[C.Op].clear();
           for (ir::OpId Other : Near[C.Op])
             W.Rejected[Other].clear();
@@ -1043,6 +1043,10 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
   // same strategies on AlexNet and ResNet-101); there is no relinking where
   // that, over all sizes, exceeds RelinkWork.
   const Strategy Toward = Space.admit(Starts[0]);
+  // The entry in Walks of walk K's path under its I-th size.
+  auto RelinkEntry = [&](size_t K, size_t I) {
+    return Minima.size() + K * Relinkings + I;
+  };
   // Relinking tasks (walk, index into its Sizes) not yet taken, under
   // WalksLock.
   std::vector<std::pair<size_t, size_t>> Relinks;
@@ -1073,7 +1077,7 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
     if (!Options.Iterations && secondsSince(Begin) > ChainBudget)
       return;
     const Walk &From = Walks[K];
-    Walk &W = Walks[Minima.size() + K * Relinkings + I];
+    Walk &W = Walks[RelinkEntry(K, I)];
     double Bytes = From.Sizes[I];
     double MiB = Bytes / (1 << 20);
     W.Summary.Source =
@@ -1114,13 +1118,7 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
     W.Summary.Probed = W.Summary.Time = Sim.time();
     W.Summary.Tries = Simulations;
     W.Summary.EndedAt = secondsSince(Begin);
-    Candidate Now = candidate(Sim, Options.MemoryLimit, W.Summary.Source,
-                              W.Summary.EndedAt);
-    if (better(Options.Goal, Now, *ByElimination)) {
-      W.Best = std::move(Now);
-      W.Steps.push_back(improvement(*W.Best));
-      Progress.improved(W.Best->Time);
-    }
+    Found(W, Sim, W.Summary.Source);
   };
   // Once every path of walk K is done: the fastest (ties to the earlier
   // size) goes on when faster than the walk's end.
@@ -1128,7 +1126,7 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
     const Walk &From = Walks[K];
     std::optional<size_t> Walked;
     for (size_t I = 0; I < From.Sizes.size(); ++I) {
-      size_t R = Minima.size() + K * Relinkings + I;
+      size_t R = RelinkEntry(K, I);
       if (!Walks[R].Summary.Source.empty() &&
           (!Walked || Walks[R].Summary.Probed < Walks[*Walked].Summary.Probed))
         Walked = R;
@@ -1150,7 +1148,6 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
   // paths to relink), under WalksLock: it then helps, between two of its
   // steps.
   std::atomic<bool> HelpWanted{false};
-  const bool Helper = ChainThreads >= 2; // the first chain thread
   // Walk K has ended: its relinkings are queued, else it is done.
   auto EndWalk = [&](size_t K) {
     bool Relinked = PlanRelink(K);
@@ -1159,8 +1156,7 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
       Walks[K].RelinksLeft = Walks[K].Sizes.size();
       for (size_t I = 0; I < Walks[K].Sizes.size(); ++I)
         Relinks.push_back({K, I});
-      if (Helper)
-        HelpWanted.store(true, std::memory_order_release);
+      HelpWanted.store(true, std::memory_order_release);
     }
     Stages[K] = Relinked ? Stage::Relinking : Stage::Ended;
     WalkChanged.notify_all();
@@ -1506,7 +1502,7 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
   for (size_t K = 0; K < Minima.size(); ++K) {
     Listed.push_back(K);
     for (size_t I = 0; I < Relinkings; ++I)
-      Listed.push_back(Minima.size() + K * Relinkings + I);
+      Listed.push_back(RelinkEntry(K, I));
   }
   for (size_t K : Listed) {
     Walk &W = Walks[K];

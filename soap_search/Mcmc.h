@@ -157,17 +157,18 @@ struct Improvement {
 };
 
 /// What the refinement of one of OptCNN's minima did (Objective::Time),
-/// or the relinking of the best refinement under one gradient bucket size.
+/// or the relinking of a refinement's end under one gradient bucket size.
 struct Refinement {
-  /// "optcnn" or "optcnn (minimum K of N)"; relinked: the best
-  /// refinement's Candidate::Source, then ", relinked with 4 MiB buckets"
-  /// (or "with one all-reduce per tensor").
+  /// "optcnn" or "optcnn (minimum K of N)"; relinked: the refinement's,
+  /// then ", refined, relinked with 4 MiB buckets" (or "with one all-reduce
+  /// per tensor").
   std::string Source;
   /// Its time with its gradient buckets sized, after its probe
   /// (SearchOptions::RefineProbe tries; the first minimum's walk, on a
   /// thread of its own, does not probe: its end), and at the end.
-  /// Relinked: with that bucket size, at the fastest point of the path,
-  /// and at the end (walked on from there only for the fastest path).
+  /// Relinked: the refinement's end with that bucket size, at the fastest
+  /// point of the path, and at the end (walked on from there only for the
+  /// fastest of the refinement's paths).
   double Start = 0, Probed = 0, Time = 0;
   /// Relinked: with the path's simulations.
   uint64_t Tries = 0;
@@ -192,8 +193,8 @@ struct SearchResult {
   /// together, in time order; the last is Best. Seconds depend on the
   /// machine, the strategies only on the seed (with --iterations).
   std::vector<Improvement> Progression;
-  /// One per minimum of OptCNN's sum, the fastest simulated first; then
-  /// one per gradient bucket size the best of them was relinked under.
+  /// One per minimum of OptCNN's sum, the fastest simulated first, each
+  /// followed by one per gradient bucket size its end was relinked under.
   std::vector<Refinement> Refinements;
 };
 
