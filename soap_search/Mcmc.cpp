@@ -1,14 +1,18 @@
 //===- soap_search/Mcmc.cpp - Metropolis-Hastings over strategies ---------===//
 //
-// Each chain owns a Simulator: a proposal is one delta simulation, a
-// rejected proposal another one back. Only improvements copy a strategy.
+// The chains and search(), which runs them beside the refinement of
+// OptCNN's minima (MinimaRefiner.h) and then searches the first half of the
+// devices. Each chain owns a Simulator: a proposal is one delta simulation,
+// and a rejected one is reverted (Simulator::revert). Only improvements copy
+// a strategy.
 //
 //===----------------------------------------------------------------------===//
 #include "soap_search/Mcmc.h"
 #include "ir/BatchDims.h"
 #include "soap_search/Builtins.h"
 #include "soap_search/ConfigSpace.h"
-#include "soap_search/Elimination.h"
+#include "soap_search/MinimaRefiner.h"
+#include "soap_search/SearchCommon.h"
 #include "llvm/Support/FormatVariadic.h"
 #include <algorithm>
 #include <atomic>
@@ -28,55 +32,8 @@ namespace onnx2soap::soap_search {
 using simulator::ParallelConfig;
 using simulator::Simulator;
 using simulator::Strategy;
-using Clock = std::chrono::steady_clock;
 
 namespace {
-
-/// What a chain minimizes, and how two candidates compare for the answer.
-struct CostFunction {
-  Objective Goal;
-  double Limit;      ///< bytes per device, 0 for each device's capacity
-  double LimitScale; ///< bytes that make the overflow penalty double
-  double TimeScale;  ///< the data-parallel time, to mix time and memory
-  double MemoryScale;
-  double Lambda = 0; ///< frontier chains: weight of memory against time
-
-  double operator()(const Simulator &Sim, double Time) const {
-    double Over = Sim.memoryOverflow(Limit);
-    double Penalty = Over > 0 ? 1 + 4 * Over / LimitScale : 1;
-    double Peak = Sim.peakMemory();
-    switch (Goal) {
-    case Objective::Time:
-      return Time * Penalty;
-    case Objective::Memory:
-      return Peak * (1 + 1e-3 * Time / TimeScale);
-    case Objective::Frontier:
-      return Time * Penalty + Lambda * TimeScale * Peak / MemoryScale;
-    }
-    llvm_unreachable("unknown Objective");
-  }
-};
-
-/// The time above which a step whose cost must not exceed Cost is sure to
-/// be rejected (delta simulation may then give up on it): under the time
-/// objective a cost is at least the time; under the others, none.
-double giveUpAbove(const CostFunction &F, double Cost) {
-  return F.Goal == Objective::Time ? Cost
-                                   : std::numeric_limits<double>::infinity();
-}
-
-double secondsSince(Clock::time_point Begin) {
-  return std::chrono::duration<double>(Clock::now() - Begin).count();
-}
-
-/// The strategy Sim holds, found by Source FoundAt seconds into the search.
-Candidate candidate(const Simulator &Sim, double Limit, std::string Source = {},
-                    double FoundAt = 0) {
-  return {Sim.strategy(),   Sim.time(),
-          Sim.peakMemory(), Sim.memoryOverflow(Limit) <= 0,
-          FoundAt,          Sim.graph().options().GradientBucketBytes,
-          std::move(Source)};
-}
 
 /// Adds C to a Pareto set over (time, peak memory) unless it is dominated.
 void addToFrontier(std::vector<Candidate> &Set, const Simulator &Sim,
@@ -93,27 +50,12 @@ void addToFrontier(std::vector<Candidate> &Set, const Simulator &Sim,
   Set.push_back(candidate(Sim, Limit, Source));
 }
 
-Improvement improvement(const Candidate &C) {
-  return {C.FoundAt, C.Time, C.PeakMemory, C.Fits, C.Source};
-}
-
 struct ChainResult {
   Candidate Best;
   std::vector<Candidate> Frontier;
   /// Each improvement of Best after the start.
   std::vector<Improvement> Improvements;
   uint64_t Steps = 0;
-};
-
-struct Shared {
-  std::atomic<uint64_t> Iterations{0};
-  std::mutex Lock;
-  double BestTime = 0;
-  void improved(double Time) {
-    std::lock_guard<std::mutex> Guard(Lock);
-    if (BestTime == 0 || Time < BestTime)
-      BestTime = Time;
-  }
 };
 
 } // namespace
@@ -133,20 +75,6 @@ Candidate evaluate(const ir::TrainingGraph &T, const simulator::Machine &M,
   Simulator Run(T, M, Cost, Sim);
   Run.simulate(C.S);
   return candidate(Run, MemoryLimit);
-}
-
-/// Ops[I] takes Configs[I]: by delta simulation, or by simulating the
-/// changed strategy from scratch.
-static double
-propose(Simulator &Sim, llvm::ArrayRef<ir::OpId> Ops,
-        llvm::ArrayRef<ParallelConfig> Configs, bool Full,
-        double GiveUpAbove = std::numeric_limits<double>::infinity()) {
-  if (!Full)
-    return Sim.changeUnless(Ops, Configs, GiveUpAbove);
-  Strategy S = Sim.strategy();
-  for (size_t I = 0; I < Ops.size(); ++I)
-    S[Ops[I]] = Configs[I];
-  return Sim.simulate(S, /*Revertible=*/true);
 }
 
 /// An op's name without a trailing "_<digits>": exporters number the
@@ -289,32 +217,6 @@ heavyUnits(const ir::Graph &G, const std::vector<std::vector<ir::OpId>> &Units,
   return Order;
 }
 
-/// Per op: the ops it exchanges activations with (producers of its inputs,
-/// consumers of its outputs), weight-only ops left out.
-static std::vector<std::vector<ir::OpId>>
-neighbours(const ir::Graph &G, const std::vector<bool> &WeightOnly) {
-  std::vector<llvm::SmallVector<ir::OpId, 2>> Consumers = G.allConsumers();
-  std::vector<std::vector<ir::OpId>> Near(G.numOps());
-  for (const ir::Op &O : G.ops()) {
-    if (WeightOnly[O.Id])
-      continue;
-    for (ir::TensorId In : O.Inputs) {
-      if (In == ir::NoTensor)
-        continue;
-      ir::OpId P = G.tensor(In).Producer;
-      if (P != ir::NoOp && !WeightOnly[P])
-        Near[O.Id].push_back(P);
-    }
-    for (ir::TensorId Out : O.Outputs)
-      for (ir::OpId C : Consumers[Out])
-        Near[O.Id].push_back(C);
-    llvm::sort(Near[O.Id]);
-    Near[O.Id].erase(std::unique(Near[O.Id].begin(), Near[O.Id].end()),
-                     Near[O.Id].end());
-  }
-  return Near;
-}
-
 /// Calls Job(I, Sim) for I = 0 .. Count - 1 on up to Threads threads (this
 /// one among them), each with a Simulator of its own, which the calls on
 /// that thread share.
@@ -338,76 +240,13 @@ static void onThreads(unsigned Count, unsigned Threads,
     Thread.join();
 }
 
-/// The index of the fastest of the simulated times of some bucket sizes,
-/// among those under which the strategy fits if any does (the bucket is
-/// packed into the message buffer, so a larger one can make it not fit).
-/// Only a real gain counts: sizes that make no difference (one device, no
-/// all-reduce) differ by rounding alone, and the first of them stays.
-static size_t fastestOf(llvm::ArrayRef<double> Times,
-                        llvm::ArrayRef<char> Fits) {
-  size_t Best = 0;
-  for (size_t I = 1; I < Times.size(); ++I)
-    if ((Fits[I] && !Fits[Best]) ||
-        (Fits[I] == Fits[Best] && Times[I] < Times[Best] * (1 - 1e-9)))
-      Best = I;
-  return Best;
-}
-
-/// Of Candidates, the gradient bucket size under which S is fastest, among
-/// those under which it fits MemoryLimit if any does; ties (within a
-/// relative 1e-9): the first. Sim is left holding S simulated with it. When
-/// Simulated, Sim holds S simulated already with the size it has, which is
-/// not simulated again.
-struct BucketChoice {
-  double Bytes = 0;
-  unsigned Simulations = 0;
-};
-static BucketChoice fastestBucket(Simulator &Sim, const Strategy &S,
-                                  llvm::ArrayRef<double> Candidates,
-                                  double MemoryLimit, bool Simulated = false) {
-  assert(!Candidates.empty() && "no bucket size to choose from");
-  BucketChoice Choice;
-  // The size Sim holds S simulated with; Known: the one whose time and fit
-  // are known without simulating it again.
-  std::optional<double> Held, Known;
-  double KnownTime = 0;
-  char KnownFits = 0;
-  if (Simulated) {
-    Held = Known = Sim.graph().options().GradientBucketBytes;
-    KnownTime = Sim.time();
-    KnownFits = Sim.memoryOverflow(MemoryLimit) <= 0;
-  }
-  std::vector<double> Times;
-  std::vector<char> Fits;
-  for (double Bytes : Candidates) {
-    if (Known && Bytes == *Known) {
-      Times.push_back(KnownTime);
-      Fits.push_back(KnownFits);
-      Known.reset();
-      continue;
-    }
-    Sim.setGradientBucket(Bytes);
-    Times.push_back(Sim.simulate(S));
-    Fits.push_back(Sim.memoryOverflow(MemoryLimit) <= 0);
-    ++Choice.Simulations;
-    Held = Bytes;
-  }
-  Choice.Bytes = Candidates[fastestOf(Times, Fits)];
-  if (Choice.Bytes != *Held) {
-    Sim.setGradientBucket(Choice.Bytes);
-    Sim.simulate(S);
-    ++Choice.Simulations;
-  }
-  return Choice;
-}
-
 static ChainResult
 runChain(const ir::TrainingGraph &T, const simulator::Machine &M,
          const simulator::CostModel &Cost, simulator::SimOptions SimOpts,
          const SearchOptions &Options, const ConfigSpace &Space,
          const Strategy &Start, llvm::StringRef StartName,
          llvm::ArrayRef<Strategy> Alternatives, CostFunction F, unsigned Index,
-         Shared &Progress, Clock::time_point Begin, double Budget,
+         SharedProgress &Progress, Clock::time_point Begin, double Budget,
          const std::function<void()> &Aside) {
   Rng R = chainRng(Options.Seed, Index);
   std::string FoundBy =
@@ -773,11 +612,6 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
   // RNNs: each recurrent layer data parallel on its own group of devices
   // (a pipeline of layers), which no op-by-op walk reaches either.
   std::optional<Strategy> LayerGroups = layerGroups(G, M);
-  // OptCNN's strategy, refined; ByEliminationSteps: its improvements on
-  // the way (for the progression).
-  std::optional<Candidate> ByElimination;
-  std::vector<Improvement> ByEliminationSteps;
-  uint64_t RefineSteps = 0;
   CostFunction F{Options.Goal, Options.MemoryLimit,
                  Options.MemoryLimit > 0
                      ? Options.MemoryLimit
@@ -799,508 +633,16 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
   double ChainBudget =
       (Halve ? Options.BudgetSeconds / 2 : Options.BudgetSeconds) / Waves;
   std::vector<ChainResult> Results(Chains);
-  Shared Progress;
+  SharedProgress Progress;
   std::atomic<unsigned> NextChain{0};
 
-  // OptCNN's strategy (Elimination.h), where costing the graph's edges
-  // takes at most EliminationWork pairs of partitions (0.05 s or so), then
-  // refined by the simulator: a candidate answer. On 2-8 GPUs it is often
-  // as good as the chains' answer or better (RNNTC on 4 P100s 33.8 ms, the
-  // chains 36.1), found in milliseconds; on more the sum misjudges what
-  // overlaps, less so once refined (AlexNet on 16 K80s: 33.6 ms refined,
-  // 39.8 not, the chains' 34.1 after 5 s). Not a chain's start: the
-  // data-parallel chain's heavy-layer splits from it end worse than from
-  // data parallelism (AlexNet on 16 K80s 41.2 ms against 39.5).
-  //
-  // The sum's minima (one per charge of shared weights and weight of the
-  // gradient all-reduces, optcnnMinima) need no simulator: on two threads
-  // or more they are sought on a thread of their own from the search's
-  // start (Ahead, below), beside the simulations of the bucket sizes and
-  // the built-ins, which take the other threads. They are simulated once
-  // the bucket size is known (BucketChosen); the fastest is the candidate
-  // "optcnn". Then each is refined, the fastest first: one that simulates
-  // slower may refine to a faster strategy (AlexNet on 32 K80s: the minimum
-  // with the all-reduces free simulates 77.4 ms and refines to 20.3, the
-  // fastest 26.4 and 23.1; on 16 P100s 29.8 -> 14.0 against 18.1 -> 15.1).
-  // The thread that found the minima refines them, one after another,
-  // before its chains (the other threads start theirs: on RNNs, whose
-  // refinements take seconds, the chains find the answers). Each refinement
-  // is determined by its minimum alone, and the best of them (ties to the
-  // earlier minimum) is the candidate, so the result does not depend on
-  // the thread timing.
+  // OptCNN's strategy, refined (MinimaRefiner.h). Its minima are simulated
+  // with the search's gradient bucket size (BucketChosen), once known.
   std::promise<double> BucketChosen;
   std::shared_future<double> Bucket = BucketChosen.get_future().share();
-  const simulator::SimOptions Unsized = SimOpts; // SimOpts is sized below
-  simulator::SimOptions Sized = Unsized;         // for the minima
-  std::optional<AdditiveCost> Additive;
-  std::vector<Strategy> Minima;    // fastest first
-  std::vector<double> MinimaTimes; // as simulated with data parallelism's
-                                   // gradient buckets
-  // Refinement K: its best (when better than minimum 0 simulated), its
-  // improvements on the way, what it did, its walk while it may go on (a
-  // walk may pause after its probe, HelpRefine below) and where it ended.
-  struct Walk {
-    std::optional<Candidate> Best;
-    std::vector<Improvement> Steps;
-    Refinement Summary;
-    std::unique_ptr<Simulator> Sim;
-    double Current = 0;
-    std::vector<std::vector<ParallelConfig>> Rejected;
-    unsigned SinceGain = 0;
-    Strategy End;
-    double EndBucket = 0;
-    // Its relinking (RunRelink): the path, the bucket sizes in order, and
-    // how many of the paths are not done yet (under WalksLock).
-    std::vector<ir::OpId> Path;
-    std::vector<double> Sizes;
-    size_t RelinksLeft = 0;
-  };
-  // The walks of the minima, then the relinkings of each walk's end, one
-  // per gradient bucket size (RunRelink below): all there from the start, so
-  // that no thread's walk moves while another's is added.
-  std::vector<Walk> Walks;
-  size_t Relinkings = std::max<size_t>(1, Options.GradientBuckets.size());
-  // The simulator that simulated the minima, when it holds the fastest.
-  std::unique_ptr<Simulator> Held;
-  auto FindMinima = [&] {
-    Additive.emplace(T, M, Cost, Unsized, Space);
-    std::vector<Strategy> Found =
-        optcnnMinima(*Additive, Starts[0], EliminationWork);
-    Sized.GradientBucketBytes = Bucket.get();
-    if (!Found.empty()) {
-      // Last to first, so that the simulator holds the first (the usual
-      // fastest) for its refinement.
-      Held = std::make_unique<Simulator>(T, M, Cost, Sized);
-      std::vector<Candidate> Simulated(Found.size());
-      for (size_t K = Found.size(); K-- > 0;) {
-        Held->simulate(Found[K]);
-        Simulated[K] = candidate(*Held, Options.MemoryLimit, "optcnn");
-      }
-      std::vector<size_t> Order(Found.size());
-      std::iota(Order.begin(), Order.end(), 0);
-      std::stable_sort(Order.begin(), Order.end(), [&](size_t A, size_t B) {
-        return better(Options.Goal, Simulated[A], Simulated[B]);
-      });
-      for (size_t K : Order) {
-        Minima.push_back(std::move(Found[K]));
-        MinimaTimes.push_back(Simulated[K].Time);
-      }
-      if (Order[0] != 0)
-        Held.reset();
-      Simulated[Order[0]].FoundAt = secondsSince(Begin);
-      ByElimination = Simulated[Order[0]];
-      ByEliminationSteps.push_back(improvement(*ByElimination));
-      Progress.improved(ByElimination->Time);
-    }
-    Walks.resize(Minima.size() * (1 + Relinkings));
-  };
-  std::vector<std::vector<ir::OpId>> Near;
-  // Sim's strategy as W's best, when better than the one before (at first,
-  // minimum 0 as simulated).
-  auto Found = [&](Walk &W, const Simulator &Sim, const std::string &Source) {
-    Candidate Now =
-        candidate(Sim, Options.MemoryLimit, Source, secondsSince(Begin));
-    if (!better(Options.Goal, Now, W.Best ? *W.Best : *ByElimination))
-      return;
-    W.Best = std::move(Now);
-    W.Steps.push_back(improvement(*W.Best));
-    Progress.improved(W.Best->Time);
-  };
-  // Where each walk stands (RefineMinima, HelpRefine below).
-  enum class Stage { Waiting, Started, Paused, Relinking, Ended };
-  std::mutex WalksLock;
-  // Notified when a walk the first chain thread started pauses or ends.
-  std::condition_variable WalkChanged;
-  std::vector<Stage> Stages; // the minima's walks', under WalksLock
-  // Each walk's Current once started (until then +inf), under WalksLock.
-  std::vector<double> Leads;
-  auto Publish = [&](size_t K) {
-    std::lock_guard<std::mutex> Guard(WalksLock);
-    Leads[K] = Walks[K].Current;
-  };
-  // Walk K's start: minimum K simulated with the bucket size it runs
-  // fastest with, since it synchronizes other gradients among other
-  // replicas than data parallelism (AlexNet on 8 K80s: 61.6 ms with 1 MiB,
-  // 64.2 with data parallelism's 16). After the candidate with data
-  // parallelism's, which comes first (5 simulations sooner).
-  auto StartWalk = [&](size_t K) {
-    Walk &W = Walks[K];
-    W.Summary.Source = K == 0
-                           ? std::string("optcnn")
-                           : "optcnn (minimum " + std::to_string(K + 1) +
-                                 " of " + std::to_string(Minima.size()) + ")";
-    if (K == 0 && Held) {
-      W.Sim = std::move(Held);
-    } else {
-      W.Sim = std::make_unique<Simulator>(T, M, Cost, Sized);
-      W.Sim->simulate(Minima[K]);
-    }
-    if (Options.GradientBuckets.size() > 1) {
-      fastestBucket(*W.Sim, Minima[K], Options.GradientBuckets,
-                    Options.MemoryLimit, /*Simulated=*/true);
-      Found(W, *W.Sim, W.Summary.Source + " (gradient buckets resized)");
-    }
-    // F's time and memory scales (set once data parallelism is simulated)
-    // play no part in the time objective.
-    W.Current = F(*W.Sim, W.Sim->time());
-    W.Rejected.assign(G.numOps(), {});
-    W.Summary.Start = W.Sim->time();
-    Publish(K);
-  };
-  // Walk K, until its tries reach Until or it ends (then its simulator is
-  // let go): the changes of one op that the sum ranks least costly, each
-  // delta simulated and kept when faster. Near its minimum the sum ranks
-  // strategies nearly alike that the simulator, which sees overlap and
-  // contention, tells apart (AlexNet on 8 K80s: a dropout split 2 x 4 over
-  // samples and features adds 0.04 ms to the sum and saves 1.5 ms
-  // simulated). After each gain the changes are ranked again from the new
-  // strategy; a change tried and not kept is not tried again until its op
-  // or one it exchanges activations with has changed (AlexNet on 16 K80s:
-  // the last gain was the first change of the strategy before it, which a
-  // walk down the old ranking reached 64 tries later). A paused walk goes
-  // on as if it had not paused: the ranking from the same strategy is the
-  // same, and each change it tried was kept or is among the rejected. With
-  // a budget, the walks stop when the chains' share of it is spent.
-  auto GoOn = [&](size_t K, uint64_t Until) {
-    Walk &W = Walks[K];
-    Simulator &Sim = *W.Sim;
-    std::string Name = W.Summary.Source + ", refined";
-    bool Ended = true;
-    for (bool Gained = true; Gained;) {
-      Gained = false;
-      for (const AdditiveCost::Change &C :
-           Additive->changesBySum(Sim.strategy())) {
-        if (Sim.strategy()[C.Op] == C.Config ||
-            llvm::is_contained(W.Rejected[C.Op], C.Config))
-          continue;
-        if (W.SinceGain == RefinePatience || W.Summary.Tries == RefineTries ||
-            (!Options.Iterations && secondsSince(Begin) > ChainBudget))
-          break;
-        if (W.Summary.Tries == Until) {
-          Ended = false;
-          break;
-        }
-        ++W.SinceGain;
-        ++W.Summary.Tries;
-        double Next =
-            F(Sim, propose(Sim, C.Op, C.Config, Options.FullSimulation,
-                           giveUpAbove(F, W.Current)));
-        Progress.Iterations.fetch_add(1, std::memory_order_relaxed);
-        if (Next < W.Current) {
-          W.Current = Next;
-          W.SinceGain = 0;
-          Publish(K);
-          Found(W, Sim, Name);
-          W.Rejected[C.Op].clear();
-          for (ir::OpId Other : Near[C.Op])
-            W.Rejected[Other].clear();
-          Gained = true;
-          break;
-        }
-        Sim.revert();
-        W.Rejected[C.Op].push_back(C.Config);
-      }
-    }
-    W.Summary.Time = Sim.time();
-    if (Ended) {
-      W.Summary.EndedAt = secondsSince(Begin);
-      W.End = Sim.strategy();
-      W.EndBucket = Sim.graph().options().GradientBucketBytes;
-      W.Sim.reset();
-      W.Rejected = {};
-    }
-  };
-  // Walk K from its start until its tries reach Until: its probe.
-  auto Probe = [&](size_t K, uint64_t Until) {
-    StartWalk(K);
-    GoOn(K, Until);
-    Walks[K].Summary.Probed = Walks[K].Summary.Time;
-  };
-  // Whether minimum K is far from the first (FarFromTheFirst).
-  auto Far = [&](size_t K) {
-    return MinimaTimes[K] >= FarFromTheFirst * MinimaTimes[0];
-  };
-  // When a walk ends, its end is relinked towards data parallelism under
-  // each gradient bucket size: path relinking (Glover's), where the path is
-  // the ops the two strategies place differently. Each op's move alone is
-  // simulated from the walk's end, and the ops then move in that order (the
-  // fastest alone first), each kept even when slower, until none is left.
-  // The fastest strategy on the paths (its own size's path first, ties to
-  // the earlier) is walked on (GoOn) when faster than the walk's end. So a
-  // strategy and its bucket size are chosen together, where a walk steps
-  // under one size: on 64 K80s AlexNet's best refinement takes 15.30 ms
-  // with 16 MiB buckets and 17.71 with 4 MiB; with its last three
-  // convolutions data parallel and 4 MiB buckets, 14.15, which no one-op
-  // step under either size leads to (the chains' answer there is 15.07).
-  // Each size's path is a task (walk, size) of its own, queued as soon as
-  // the walk ends and taken before any walk goes on, by the refining
-  // threads (HelpRefine): the answer comes soon after the walk that leads
-  // to it ends, not after the last (ResNet-101 on 16 K80s: the first walk
-  // ends after 0.5 s, the last after 3.2). The thread that ends a walk's
-  // last path walks on. Each relinking is determined by its walk's end
-  // alone. A path of D ops costs 2 D simulations a size (the greedy path
-  // that ranks the moves again after each step, D (D + 1) / 2, found the
-  // same strategies on AlexNet and ResNet-101); there is no relinking where
-  // that, over all sizes, exceeds RelinkWork.
-  const Strategy Toward = Space.admit(Starts[0]);
-  // The entry in Walks of walk K's path under its I-th size.
-  auto RelinkEntry = [&](size_t K, size_t I) {
-    return Minima.size() + K * Relinkings + I;
-  };
-  // Relinking tasks (walk, index into its Sizes) not yet taken, under
-  // WalksLock.
-  std::vector<std::pair<size_t, size_t>> Relinks;
-  // Walk K's path and sizes (its own first); false when it is not relinked.
-  auto PlanRelink = [&](size_t K) {
-    Walk &From = Walks[K];
-    if (Options.Goal != Objective::Time ||
-        (!Options.Iterations && secondsSince(Begin) > ChainBudget))
-      return false;
-    for (const ir::Op &O : G.ops())
-      if (!(From.End[O.Id] == Toward[O.Id]))
-        From.Path.push_back(O.Id);
-    From.Sizes.assign(Options.GradientBuckets.begin(),
-                      Options.GradientBuckets.end());
-    if (From.Sizes.empty())
-      From.Sizes.push_back(Sized.GradientBucketBytes);
-    if (From.Path.empty() ||
-        2.0 * From.Path.size() * From.Sizes.size() > RelinkWork)
-      return false;
-    std::stable_partition(
-        From.Sizes.begin(), From.Sizes.end(),
-        [&](double Bytes) { return Bytes == From.EndBucket; });
-    return true;
-  };
-  // Walk K's path under its I-th size; its fastest point is the entry's
-  // End (not walked on here).
-  auto RunRelink = [&](size_t K, size_t I) {
-    if (!Options.Iterations && secondsSince(Begin) > ChainBudget)
-      return;
-    const Walk &From = Walks[K];
-    Walk &W = Walks[RelinkEntry(K, I)];
-    double Bytes = From.Sizes[I];
-    double MiB = Bytes / (1 << 20);
-    W.Summary.Source =
-        From.Summary.Source + ", refined, relinked " +
-        (Bytes == 0 ? std::string("with one all-reduce per tensor")
-         : MiB == std::floor(MiB)
-             ? llvm::formatv("with {0} MiB buckets", int64_t(MiB)).str()
-             : llvm::formatv("with {0}-byte buckets", int64_t(Bytes)).str());
-    simulator::SimOptions With = Sized;
-    With.GradientBucketBytes = Bytes;
-    Simulator Sim(T, M, Cost, With);
-    W.Summary.Start = Sim.simulate(From.End);
-    double Fastest = W.Summary.Start;
-    W.End = From.End;
-    W.EndBucket = Bytes;
-    const std::vector<ir::OpId> &Path = From.Path;
-    std::vector<double> Alone(Path.size());
-    for (size_t J = 0; J < Path.size(); ++J) {
-      Alone[J] = propose(Sim, Path[J], Toward[Path[J]], Options.FullSimulation,
-                         std::numeric_limits<double>::infinity());
-      Sim.revert();
-    }
-    std::vector<size_t> Order(Path.size());
-    std::iota(Order.begin(), Order.end(), 0);
-    std::stable_sort(Order.begin(), Order.end(),
-                     [&](size_t A, size_t B) { return Alone[A] < Alone[B]; });
-    for (size_t J : Order) {
-      Sim.change(Path[J], Toward[Path[J]]);
-      if (Sim.time() < Fastest) {
-        Fastest = Sim.time();
-        W.End = Sim.strategy();
-      }
-    }
-    uint64_t Simulations = 2 * Path.size();
-    Progress.Iterations.fetch_add(Simulations, std::memory_order_relaxed);
-    Sim.simulate(W.End);
-    W.Current = F(Sim, Sim.time());
-    W.Summary.Probed = W.Summary.Time = Sim.time();
-    W.Summary.Tries = Simulations;
-    W.Summary.EndedAt = secondsSince(Begin);
-    Found(W, Sim, W.Summary.Source);
-  };
-  // Once every path of walk K is done: the fastest (ties to the earlier
-  // size) goes on when faster than the walk's end.
-  auto FinishRelink = [&](size_t K) {
-    const Walk &From = Walks[K];
-    std::optional<size_t> Walked;
-    for (size_t I = 0; I < From.Sizes.size(); ++I) {
-      size_t R = RelinkEntry(K, I);
-      if (!Walks[R].Summary.Source.empty() &&
-          (!Walked || Walks[R].Summary.Probed < Walks[*Walked].Summary.Probed))
-        Walked = R;
-    }
-    if (!Walked || !(Walks[*Walked].Summary.Probed < From.Summary.Time))
-      return;
-    Walk &W = Walks[*Walked];
-    simulator::SimOptions With = Sized;
-    With.GradientBucketBytes = W.EndBucket;
-    W.Sim = std::make_unique<Simulator>(T, M, Cost, With);
-    W.Sim->simulate(W.End);
-    W.Rejected.assign(G.numOps(), {});
-    uint64_t Simulations = W.Summary.Tries;
-    W.Summary.Tries = 0;
-    GoOn(*Walked, RefineTries);
-    W.Summary.Tries += Simulations;
-  };
-  // Set when there is work for the first chain thread (far minima to walk,
-  // paths to relink), under WalksLock: it then helps, between two of its
-  // steps.
-  std::atomic<bool> HelpWanted{false};
-  // Walk K has ended: its relinkings are queued, else it is done.
-  auto EndWalk = [&](size_t K) {
-    bool Relinked = PlanRelink(K);
-    std::lock_guard<std::mutex> Guard(WalksLock);
-    if (Relinked) {
-      Walks[K].RelinksLeft = Walks[K].Sizes.size();
-      for (size_t I = 0; I < Walks[K].Sizes.size(); ++I)
-        Relinks.push_back({K, I});
-      HelpWanted.store(true, std::memory_order_release);
-    }
-    Stages[K] = Relinked ? Stage::Relinking : Stage::Ended;
-    WalkChanged.notify_all();
-  };
-  // The refinements (none under other objectives: the fastest minimum is
-  // the candidate). Which minimum refines best varies (the fourth of four
-  // for AlexNet on 32 K80s, the third on 64, the first for ResNet-101), and
-  // a walk makes its large gains early. So the thread that found the minima
-  // walks the first (the fastest simulated) without pause when another
-  // thread helps (below), else for its probe (Options.RefineProbe tries),
-  // and then helps itself. Helping, a thread starts the others from the
-  // last (the slowest simulated); a walk that leads all others started
-  // after its probe goes on at once, one that does not pauses. With none
-  // left to start, the thread that found the minima goes on with the
-  // paused walk ahead (ties to the earlier minimum), and so on. With two
-  // threads or more, the first chain thread helps between two steps of its
-  // chains, once the minima are known, but starts only the walks of minima
-  // that simulate FarFromTheFirst times the first's time or more:
-  // strategies unlike the first, whose walks the other thread would reach
-  // last, while the first's walk covers those near it. On AlexNet with 32
-  // K80s it probes the fourth minimum (74.6 ms, the first 26.4; 21.7 ms
-  // after 32 tries, the first then at 24.9), which goes on to the answer
-  // while the first walks; on ResNet-101 and NMT, whose minima lie within
-  // 1.25 times the first's, it does not help, and its chains find those
-  // answers as soon as before (waiting for the minima and helping with
-  // every walk before its chains had delayed NMT's answer on 8 K80s from
-  // 0.16 to 0.67-0.98 s, RNNTC's on 16 from 0.27 to 1.2 s). Both threads
-  // take the paths of ended walks (relinking, above) before anything else,
-  // the first chain thread any walk's (Inception-v3 on 8 K80s: the answer
-  // after 1.5 s, where the thread that found the minima, relinking each
-  // walk it ended before walking the next, had found it after 2.0 s; most
-  // RNN walks' paths are too long to relink, so their chains are seldom
-  // held up).
-  // Each walk is determined by its minimum alone, and each path by its
-  // walk's end, so the threads change only when their steps are found.
-  auto HelpRefine = [&](bool Owner) {
-    for (;;) {
-      size_t K = Stages.size();
-      bool Start = false;
-      std::optional<std::pair<size_t, size_t>> Task;
-      {
-        std::unique_lock<std::mutex> Lock(WalksLock);
-        if (!Relinks.empty()) {
-          // The path of the walk that ended fastest (ties to the earlier
-          // minimum, then size) first.
-          auto First = std::min_element(
-              Relinks.begin(), Relinks.end(), [&](auto A, auto B) {
-                double TA = Walks[A.first].Summary.Time,
-                       TB = Walks[B.first].Summary.Time;
-                return TA != TB ? TA < TB : A < B;
-              });
-          Task = *First;
-          Relinks.erase(First);
-        } else {
-          for (size_t J = Stages.size(); J-- > 0;)
-            if (Stages[J] == Stage::Waiting && (Owner || Far(J))) {
-              K = J;
-              Start = true;
-              break;
-            }
-          if (!Start && Owner)
-            for (size_t J = 0; J < Stages.size(); ++J)
-              if (Stages[J] == Stage::Paused &&
-                  (K == Stages.size() || Leads[J] < Leads[K]))
-                K = J;
-          if (K == Stages.size()) {
-            if (!Owner) {
-              HelpWanted.store(false, std::memory_order_relaxed);
-              return;
-            }
-            // The thread that found the minima ends only with every walk
-            // and relinking: one the first chain thread is probing may
-            // pause, and paths it relinks may leave a walk to go on.
-            if (llvm::none_of(Stages, [](Stage S) {
-                  return S == Stage::Started || S == Stage::Relinking;
-                }))
-              return;
-            WalkChanged.wait(Lock);
-            continue;
-          }
-          Stages[K] = Stage::Started;
-        }
-      }
-      if (Task) {
-        RunRelink(Task->first, Task->second);
-        bool Last;
-        {
-          std::lock_guard<std::mutex> Guard(WalksLock);
-          Last = --Walks[Task->first].RelinksLeft == 0;
-        }
-        if (Last) {
-          FinishRelink(Task->first);
-          std::lock_guard<std::mutex> Guard(WalksLock);
-          Stages[Task->first] = Stage::Ended;
-          WalkChanged.notify_all();
-        }
-        continue;
-      }
-      if (Start) {
-        Probe(K, Options.RefineProbe);
-        if (!Walks[K].Sim) {
-          EndWalk(K);
-          continue;
-        }
-        std::lock_guard<std::mutex> Guard(WalksLock);
-        bool Leading = true;
-        for (size_t J = 0; J < Stages.size(); ++J)
-          Leading &=
-              J == K || Stages[J] == Stage::Waiting || Leads[K] < Leads[J];
-        if (!Leading) {
-          Stages[K] = Stage::Paused;
-          WalkChanged.notify_all();
-          continue;
-        }
-      }
-      GoOn(K, RefineTries);
-      EndWalk(K);
-    }
-  };
-  auto RefineMinima = [&](bool Helped) {
-    if (Options.Goal != Objective::Time || Minima.empty())
-      return;
-    Near = neighbours(G, simulator::weightOnlyOps(G));
-    Stages.assign(Minima.size(), Stage::Waiting);
-    Leads.assign(Walks.size(), std::numeric_limits<double>::infinity());
-    Stages[0] = Stage::Started;
-    for (size_t K = 1; Helped && K < Minima.size(); ++K)
-      if (Far(K))
-        HelpWanted.store(true, std::memory_order_release);
-    Probe(0, Helped ? RefineTries : Options.RefineProbe);
-    if (!Walks[0].Sim) {
-      EndWalk(0);
-    } else {
-      std::lock_guard<std::mutex> Guard(WalksLock);
-      Stages[0] = Stage::Paused;
-    }
-    HelpRefine(/*Owner=*/true);
-  };
-  // The first chain thread's help, between two steps of its chains (they
-  // wait: the help uses simulators of its own), once it is wanted.
-  std::function<void()> Help = [&] {
-    if (HelpWanted.load(std::memory_order_acquire))
-      HelpRefine(/*Owner=*/false);
-  };
+  MinimaRefiner Refiner(T, M, Cost, SimOpts, Options, Space, Starts[0], F,
+                        Progress, Begin, ChainBudget);
+  std::function<void()> Help = [&] { Refiner.helpIfWanted(); };
   auto Worker = [&](const std::function<void()> &Aside) {
     for (unsigned C; (C = NextChain.fetch_add(1)) < Chains;) {
       Strategy Start;
@@ -1338,8 +680,8 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
   std::thread Ahead;
   if (ChainThreads >= 2)
     Ahead = std::thread([&] {
-      FindMinima();
-      RefineMinima(/*Helped=*/true);
+      Refiner.findMinima(Bucket);
+      Refiner.refine(/*Helped=*/true);
       ChainsMayStart.wait();
       Worker({});
     });
@@ -1392,8 +734,8 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
   StartsSimulated.set_value();
   // On one thread: OptCNN's strategy, then the chains.
   if (!Ahead.joinable()) {
-    FindMinima();
-    RefineMinima(/*Helped=*/false);
+    Refiner.findMinima(Bucket);
+    Refiner.refine(/*Helped=*/false);
   }
 
   std::vector<std::thread> Pool;
@@ -1496,27 +838,11 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
   for (Candidate *B : {&Result.Expert, &Result.ModelParallel})
     if (better(Options.Goal, *B, Result.Best))
       Result.Best = *B;
-  // The refinements' best, ties to the earlier minimum (each walk before
-  // its relinkings, which come before the next walk's).
-  std::vector<size_t> Listed;
-  for (size_t K = 0; K < Minima.size(); ++K) {
-    Listed.push_back(K);
-    for (size_t I = 0; I < Relinkings; ++I)
-      Listed.push_back(RelinkEntry(K, I));
-  }
-  for (size_t K : Listed) {
-    Walk &W = Walks[K];
-    RefineSteps += W.Summary.Tries;
-    ByEliminationSteps.insert(ByEliminationSteps.end(), W.Steps.begin(),
-                              W.Steps.end());
-    if (W.Best && better(Options.Goal, *W.Best, *ByElimination))
-      ByElimination = std::move(W.Best);
-    if (!W.Summary.Source.empty())
-      Result.Refinements.push_back(std::move(W.Summary));
-  }
-  if (ByElimination && better(Options.Goal, *ByElimination, Result.Best))
-    Result.Best = *ByElimination;
-  Result.Iterations += RefineSteps;
+  // The refinements' best, ties to the earlier minimum.
+  MinimaRefiner::Outcome Refined = Refiner.collect(Result.Refinements);
+  if (Refined.Best && better(Options.Goal, *Refined.Best, Result.Best))
+    Result.Best = *Refined.Best;
+  Result.Iterations += Refined.Tries;
   for (unsigned I = 0; I < Results.size(); ++I) {
     ChainResult &C = Results[I];
     Result.Iterations += C.Steps;
@@ -1571,7 +897,7 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
   for (const Candidate *B :
        {&Result.DataParallel, &Result.Expert, &Result.ModelParallel})
     Seen.push_back(improvement(*B));
-  Seen.insert(Seen.end(), ByEliminationSteps.begin(), ByEliminationSteps.end());
+  Seen.insert(Seen.end(), Refined.Steps.begin(), Refined.Steps.end());
   Seen.insert(Seen.end(), HalfProgression.begin(), HalfProgression.end());
   if (HalfAnswer)
     Seen.push_back(improvement(*HalfAnswer));

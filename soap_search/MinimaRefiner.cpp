@@ -1,0 +1,484 @@
+//===- soap_search/MinimaRefiner.cpp - OptCNN's minima, refined -----------===//
+//
+// See MinimaRefiner.h.
+//
+//===----------------------------------------------------------------------===//
+#include "soap_search/MinimaRefiner.h"
+#include "simulator/TaskGraph.h"
+#include "llvm/Support/FormatVariadic.h"
+#include <cmath>
+#include <numeric>
+
+namespace onnx2soap::soap_search {
+using simulator::ParallelConfig;
+using simulator::Simulator;
+using simulator::Strategy;
+
+MinimaRefiner::MinimaRefiner(
+    const ir::TrainingGraph &T, const simulator::Machine &M,
+    const simulator::CostModel &Cost, const simulator::SimOptions &Unsized,
+    const SearchOptions &Options, const ConfigSpace &Space,
+    const Strategy &DataParallel, const CostFunction &F,
+    SharedProgress &Progress, Clock::time_point Begin, double ChainBudget)
+    : T(T), G(T.G), M(M), Cost(Cost), Unsized(Unsized), Sized(Unsized),
+      Options(Options), Space(Space), DataParallel(DataParallel), F(F),
+      Progress(Progress), Begin(Begin), ChainBudget(ChainBudget),
+      Relinkings(std::max<size_t>(1, Options.GradientBuckets.size())),
+      Toward(Space.admit(DataParallel)) {}
+
+void MinimaRefiner::findMinima(std::shared_future<double> Bucket) {
+  Additive.emplace(T, M, Cost, Unsized, Space);
+  std::vector<Strategy> Found =
+      optcnnMinima(*Additive, DataParallel, EliminationWork);
+  Sized.GradientBucketBytes = Bucket.get();
+  if (!Found.empty()) {
+    // Last to first, so that the simulator holds the first (the usual
+    // fastest) for its refinement.
+    Held = std::make_unique<Simulator>(T, M, Cost, Sized);
+    std::vector<Candidate> Simulated(Found.size());
+    for (size_t K = Found.size(); K-- > 0;) {
+      Held->simulate(Found[K]);
+      Simulated[K] = candidate(*Held, Options.MemoryLimit, "optcnn");
+    }
+    std::vector<size_t> Order(Found.size());
+    std::iota(Order.begin(), Order.end(), 0);
+    std::stable_sort(Order.begin(), Order.end(), [&](size_t A, size_t B) {
+      return better(Options.Goal, Simulated[A], Simulated[B]);
+    });
+    for (size_t K : Order) {
+      Minima.push_back(std::move(Found[K]));
+      MinimaTimes.push_back(Simulated[K].Time);
+    }
+    if (Order[0] != 0)
+      Held.reset();
+    Simulated[Order[0]].FoundAt = secondsSince(Begin);
+    ByElimination = Simulated[Order[0]];
+    ByEliminationSteps.push_back(improvement(*ByElimination));
+    Progress.improved(ByElimination->Time);
+  }
+  Walks.resize(Minima.size() * (1 + Relinkings));
+}
+
+// Sim's strategy as W's best, when better than the one before (at first,
+// minimum 0 as simulated).
+void MinimaRefiner::found(Walk &W, const Simulator &Sim,
+                          const std::string &Source) {
+  Candidate Now =
+      candidate(Sim, Options.MemoryLimit, Source, secondsSince(Begin));
+  if (!better(Options.Goal, Now, W.Best ? *W.Best : *ByElimination))
+    return;
+  W.Best = std::move(Now);
+  W.Steps.push_back(improvement(*W.Best));
+  Progress.improved(W.Best->Time);
+}
+
+void MinimaRefiner::publish(size_t K) {
+  std::lock_guard<std::mutex> Guard(WalksLock);
+  Leads[K] = Walks[K].Current;
+}
+
+// Walk K's start: minimum K simulated with the bucket size it runs
+// fastest with, since it synchronizes other gradients among other
+// replicas than data parallelism (AlexNet on 8 K80s: 61.6 ms with 1 MiB,
+// 64.2 with data parallelism's 16). After the candidate with data
+// parallelism's, which comes first (5 simulations sooner).
+void MinimaRefiner::startWalk(size_t K) {
+  Walk &W = Walks[K];
+  W.Summary.Source = K == 0 ? std::string("optcnn")
+                            : "optcnn (minimum " + std::to_string(K + 1) +
+                                  " of " + std::to_string(Minima.size()) + ")";
+  if (K == 0 && Held) {
+    W.Sim = std::move(Held);
+  } else {
+    W.Sim = std::make_unique<Simulator>(T, M, Cost, Sized);
+    W.Sim->simulate(Minima[K]);
+  }
+  if (Options.GradientBuckets.size() > 1) {
+    fastestBucket(*W.Sim, Minima[K], Options.GradientBuckets,
+                  Options.MemoryLimit, /*Simulated=*/true);
+    found(W, *W.Sim, W.Summary.Source + " (gradient buckets resized)");
+  }
+  // F's time and memory scales (set once data parallelism is simulated)
+  // play no part in the time objective.
+  W.Current = F(*W.Sim, W.Sim->time());
+  W.Rejected.assign(G.numOps(), {});
+  W.Summary.Start = W.Sim->time();
+  publish(K);
+}
+
+// Walk K, until its tries reach Until or it ends (then its simulator is
+// let go): the changes of one op that the sum ranks least costly, each
+// delta simulated and kept when faster. Near its minimum the sum ranks
+// strategies nearly alike that the simulator, which sees overlap and
+// contention, tells apart (AlexNet on 8 K80s: a dropout split 2 x 4 over
+// samples and features adds 0.04 ms to the sum and saves 1.5 ms
+// simulated). After each gain the changes are ranked again from the new
+// strategy; a change tried and not kept is not tried again until its op
+// or one it exchanges activations with has changed (AlexNet on 16 K80s:
+// the last gain was the first change of the strategy before it, which a
+// walk down the old ranking reached 64 tries later). A paused walk goes
+// on as if it had not paused: the ranking from the same strategy is the
+// same, and each change it tried was kept or is among the rejected. With
+// a budget, the walks stop when the chains' share of it is spent.
+void MinimaRefiner::goOn(size_t K, uint64_t Until) {
+  Walk &W = Walks[K];
+  Simulator &Sim = *W.Sim;
+  std::string Name = W.Summary.Source + ", refined";
+  bool Ended = true;
+  for (bool Gained = true; Gained;) {
+    Gained = false;
+    for (const AdditiveCost::Change &C :
+         Additive->changesBySum(Sim.strategy())) {
+      if (Sim.strategy()[C.Op] == C.Config ||
+          llvm::is_contained(W.Rejected[C.Op], C.Config))
+        continue;
+      if (W.SinceGain == RefinePatience || W.Summary.Tries == RefineTries ||
+          (!Options.Iterations && secondsSince(Begin) > ChainBudget))
+        break;
+      if (W.Summary.Tries == Until) {
+        Ended = false;
+        break;
+      }
+      ++W.SinceGain;
+      ++W.Summary.Tries;
+      double Next = F(Sim, propose(Sim, C.Op, C.Config, Options.FullSimulation,
+                                   giveUpAbove(F, W.Current)));
+      Progress.Iterations.fetch_add(1, std::memory_order_relaxed);
+      if (Next < W.Current) {
+        W.Current = Next;
+        W.SinceGain = 0;
+        publish(K);
+        found(W, Sim, Name);
+        W.Rejected[C.Op].clear();
+        for (ir::OpId Other : Near[C.Op])
+          W.Rejected[Other].clear();
+        Gained = true;
+        break;
+      }
+      Sim.revert();
+      W.Rejected[C.Op].push_back(C.Config);
+    }
+  }
+  W.Summary.Time = Sim.time();
+  if (Ended) {
+    W.Summary.EndedAt = secondsSince(Begin);
+    W.End = Sim.strategy();
+    W.EndBucket = Sim.graph().options().GradientBucketBytes;
+    W.Sim.reset();
+    W.Rejected = {};
+  }
+}
+
+// Walk K from its start until its tries reach Until: its probe.
+void MinimaRefiner::probe(size_t K, uint64_t Until) {
+  startWalk(K);
+  goOn(K, Until);
+  Walks[K].Summary.Probed = Walks[K].Summary.Time;
+}
+
+// Whether minimum K is far from the first (FarFromTheFirst).
+bool MinimaRefiner::far(size_t K) const {
+  return MinimaTimes[K] >= FarFromTheFirst * MinimaTimes[0];
+}
+
+// When a walk ends, its end is relinked towards data parallelism under
+// each gradient bucket size: path relinking (Glover's), where the path is
+// the ops the two strategies place differently. Each op's move alone is
+// simulated from the walk's end, and the ops then move in that order (the
+// fastest alone first), each kept even when slower, until none is left.
+// The fastest strategy on the paths (its own size's path first, ties to
+// the earlier) is walked on (goOn()) when faster than the walk's end. So a
+// strategy and its bucket size are chosen together, where a walk steps
+// under one size: on 64 K80s AlexNet's best refinement takes 15.30 ms
+// with 16 MiB buckets and 17.71 with 4 MiB; with its last three
+// convolutions data parallel and 4 MiB buckets, 14.15, which no one-op
+// step under either size leads to (the chains' answer there is 15.07).
+// Each size's path is a task (walk, size) of its own, queued as soon as
+// the walk ends and taken before any walk goes on, by the refining
+// threads (helpRefine()): the answer comes soon after the walk that leads
+// to it ends, not after the last (ResNet-101 on 16 K80s: the first walk
+// ends after 0.5 s, the last after 3.2). The thread that ends a walk's
+// last path walks on. Each relinking is determined by its walk's end
+// alone. A path of D ops costs 2 D simulations a size (the greedy path
+// that ranks the moves again after each step, D (D + 1) / 2, found the
+// same strategies on AlexNet and ResNet-101); there is no relinking where
+// that, over all sizes, exceeds RelinkWork.
+// The entry in Walks of walk K's path under its I-th size.
+size_t MinimaRefiner::relinkEntry(size_t K, size_t I) const {
+  return Minima.size() + K * Relinkings + I;
+}
+
+// Walk K's path and sizes (its own first); false when it is not relinked.
+bool MinimaRefiner::planRelink(size_t K) {
+  Walk &From = Walks[K];
+  if (Options.Goal != Objective::Time ||
+      (!Options.Iterations && secondsSince(Begin) > ChainBudget))
+    return false;
+  for (const ir::Op &O : G.ops())
+    if (!(From.End[O.Id] == Toward[O.Id]))
+      From.Path.push_back(O.Id);
+  From.Sizes.assign(Options.GradientBuckets.begin(),
+                    Options.GradientBuckets.end());
+  if (From.Sizes.empty())
+    From.Sizes.push_back(Sized.GradientBucketBytes);
+  if (From.Path.empty() ||
+      2.0 * From.Path.size() * From.Sizes.size() > RelinkWork)
+    return false;
+  std::stable_partition(From.Sizes.begin(), From.Sizes.end(),
+                        [&](double Bytes) { return Bytes == From.EndBucket; });
+  return true;
+}
+
+// Walk K's path under its I-th size; its fastest point is the entry's
+// End (not walked on here).
+void MinimaRefiner::runRelink(size_t K, size_t I) {
+  if (!Options.Iterations && secondsSince(Begin) > ChainBudget)
+    return;
+  const Walk &From = Walks[K];
+  Walk &W = Walks[relinkEntry(K, I)];
+  double Bytes = From.Sizes[I];
+  double MiB = Bytes / (1 << 20);
+  W.Summary.Source =
+      From.Summary.Source + ", refined, relinked " +
+      (Bytes == 0 ? std::string("with one all-reduce per tensor")
+       : MiB == std::floor(MiB)
+           ? llvm::formatv("with {0} MiB buckets", int64_t(MiB)).str()
+           : llvm::formatv("with {0}-byte buckets", int64_t(Bytes)).str());
+  simulator::SimOptions With = Sized;
+  With.GradientBucketBytes = Bytes;
+  Simulator Sim(T, M, Cost, With);
+  W.Summary.Start = Sim.simulate(From.End);
+  double Fastest = W.Summary.Start;
+  W.End = From.End;
+  W.EndBucket = Bytes;
+  const std::vector<ir::OpId> &Path = From.Path;
+  std::vector<double> Alone(Path.size());
+  for (size_t J = 0; J < Path.size(); ++J) {
+    Alone[J] = propose(Sim, Path[J], Toward[Path[J]], Options.FullSimulation,
+                       std::numeric_limits<double>::infinity());
+    Sim.revert();
+  }
+  std::vector<size_t> Order(Path.size());
+  std::iota(Order.begin(), Order.end(), 0);
+  std::stable_sort(Order.begin(), Order.end(),
+                   [&](size_t A, size_t B) { return Alone[A] < Alone[B]; });
+  for (size_t J : Order) {
+    Sim.change(Path[J], Toward[Path[J]]);
+    if (Sim.time() < Fastest) {
+      Fastest = Sim.time();
+      W.End = Sim.strategy();
+    }
+  }
+  uint64_t Simulations = 2 * Path.size();
+  Progress.Iterations.fetch_add(Simulations, std::memory_order_relaxed);
+  Sim.simulate(W.End);
+  W.Current = F(Sim, Sim.time());
+  W.Summary.Probed = W.Summary.Time = Sim.time();
+  W.Summary.Tries = Simulations;
+  W.Summary.EndedAt = secondsSince(Begin);
+  found(W, Sim, W.Summary.Source);
+}
+
+// Once every path of walk K is done: the fastest (ties to the earlier
+// size) goes on when faster than the walk's end.
+void MinimaRefiner::finishRelink(size_t K) {
+  const Walk &From = Walks[K];
+  std::optional<size_t> Walked;
+  for (size_t I = 0; I < From.Sizes.size(); ++I) {
+    size_t R = relinkEntry(K, I);
+    if (!Walks[R].Summary.Source.empty() &&
+        (!Walked || Walks[R].Summary.Probed < Walks[*Walked].Summary.Probed))
+      Walked = R;
+  }
+  if (!Walked || !(Walks[*Walked].Summary.Probed < From.Summary.Time))
+    return;
+  Walk &W = Walks[*Walked];
+  simulator::SimOptions With = Sized;
+  With.GradientBucketBytes = W.EndBucket;
+  W.Sim = std::make_unique<Simulator>(T, M, Cost, With);
+  W.Sim->simulate(W.End);
+  W.Rejected.assign(G.numOps(), {});
+  uint64_t Simulations = W.Summary.Tries;
+  W.Summary.Tries = 0;
+  goOn(*Walked, RefineTries);
+  W.Summary.Tries += Simulations;
+}
+
+// Walk K has ended: its relinkings are queued, else it is done.
+void MinimaRefiner::endWalk(size_t K) {
+  bool Relinked = planRelink(K);
+  std::lock_guard<std::mutex> Guard(WalksLock);
+  if (Relinked) {
+    Walks[K].RelinksLeft = Walks[K].Sizes.size();
+    for (size_t I = 0; I < Walks[K].Sizes.size(); ++I)
+      Relinks.push_back({K, I});
+    HelpWanted.store(true, std::memory_order_release);
+  }
+  Stages[K] = Relinked ? Stage::Relinking : Stage::Ended;
+  WalkChanged.notify_all();
+}
+
+// The refinements (none under other objectives: the fastest minimum is
+// the candidate). Which minimum refines best varies (the fourth of four
+// for AlexNet on 32 K80s, the third on 64, the first for ResNet-101), and
+// a walk makes its large gains early. So the thread that found the minima
+// walks the first (the fastest simulated) without pause when another
+// thread helps (below), else for its probe (Options.RefineProbe tries),
+// and then helps itself. Helping, a thread starts the others from the
+// last (the slowest simulated); a walk that leads all others started
+// after its probe goes on at once, one that does not pauses. With none
+// left to start, the thread that found the minima goes on with the
+// paused walk ahead (ties to the earlier minimum), and so on. With two
+// threads or more, the first chain thread helps between two steps of its
+// chains, once the minima are known, but starts only the walks of minima
+// that simulate FarFromTheFirst times the first's time or more:
+// strategies unlike the first, whose walks the other thread would reach
+// last, while the first's walk covers those near it. On AlexNet with 32
+// K80s it probes the fourth minimum (74.6 ms, the first 26.4; 21.7 ms
+// after 32 tries, the first then at 24.9), which goes on to the answer
+// while the first walks; on ResNet-101 and NMT, whose minima lie within
+// 1.25 times the first's, it does not help, and its chains find those
+// answers as soon as before (waiting for the minima and helping with
+// every walk before its chains had delayed NMT's answer on 8 K80s from
+// 0.16 to 0.67-0.98 s, RNNTC's on 16 from 0.27 to 1.2 s). Both threads
+// take the paths of ended walks (relinking, above) before anything else,
+// the first chain thread any walk's (Inception-v3 on 8 K80s: the answer
+// after 1.5 s, where the thread that found the minima, relinking each
+// walk it ended before walking the next, had found it after 2.0 s; most
+// RNN walks' paths are too long to relink, so their chains are seldom
+// held up).
+// Each walk is determined by its minimum alone, and each path by its
+// walk's end, so the threads change only when their steps are found.
+void MinimaRefiner::helpRefine(bool Owner) {
+  for (;;) {
+    size_t K = Stages.size();
+    bool Start = false;
+    std::optional<std::pair<size_t, size_t>> Task;
+    {
+      std::unique_lock<std::mutex> Lock(WalksLock);
+      if (!Relinks.empty()) {
+        // The path of the walk that ended fastest (ties to the earlier
+        // minimum, then size) first.
+        auto First = std::min_element(Relinks.begin(), Relinks.end(),
+                                      [&](auto A, auto B) {
+                                        double TA = Walks[A.first].Summary.Time,
+                                               TB = Walks[B.first].Summary.Time;
+                                        return TA != TB ? TA < TB : A < B;
+                                      });
+        Task = *First;
+        Relinks.erase(First);
+      } else {
+        for (size_t J = Stages.size(); J-- > 0;)
+          if (Stages[J] == Stage::Waiting && (Owner || far(J))) {
+            K = J;
+            Start = true;
+            break;
+          }
+        if (!Start && Owner)
+          for (size_t J = 0; J < Stages.size(); ++J)
+            if (Stages[J] == Stage::Paused &&
+                (K == Stages.size() || Leads[J] < Leads[K]))
+              K = J;
+        if (K == Stages.size()) {
+          if (!Owner) {
+            HelpWanted.store(false, std::memory_order_relaxed);
+            return;
+          }
+          // The thread that found the minima ends only with every walk
+          // and relinking: one the first chain thread is probing may
+          // pause, and paths it relinks may leave a walk to go on.
+          if (llvm::none_of(Stages, [](Stage S) {
+                return S == Stage::Started || S == Stage::Relinking;
+              }))
+            return;
+          WalkChanged.wait(Lock);
+          continue;
+        }
+        Stages[K] = Stage::Started;
+      }
+    }
+    if (Task) {
+      runRelink(Task->first, Task->second);
+      bool Last;
+      {
+        std::lock_guard<std::mutex> Guard(WalksLock);
+        Last = --Walks[Task->first].RelinksLeft == 0;
+      }
+      if (Last) {
+        finishRelink(Task->first);
+        std::lock_guard<std::mutex> Guard(WalksLock);
+        Stages[Task->first] = Stage::Ended;
+        WalkChanged.notify_all();
+      }
+      continue;
+    }
+    if (Start) {
+      probe(K, Options.RefineProbe);
+      if (!Walks[K].Sim) {
+        endWalk(K);
+        continue;
+      }
+      std::lock_guard<std::mutex> Guard(WalksLock);
+      bool Leading = true;
+      for (size_t J = 0; J < Stages.size(); ++J)
+        Leading &= J == K || Stages[J] == Stage::Waiting || Leads[K] < Leads[J];
+      if (!Leading) {
+        Stages[K] = Stage::Paused;
+        WalkChanged.notify_all();
+        continue;
+      }
+    }
+    goOn(K, RefineTries);
+    endWalk(K);
+  }
+}
+
+void MinimaRefiner::refine(bool Helped) {
+  if (Options.Goal != Objective::Time || Minima.empty())
+    return;
+  Near = neighbours(G, simulator::weightOnlyOps(G));
+  Stages.assign(Minima.size(), Stage::Waiting);
+  Leads.assign(Walks.size(), std::numeric_limits<double>::infinity());
+  Stages[0] = Stage::Started;
+  for (size_t K = 1; Helped && K < Minima.size(); ++K)
+    if (far(K))
+      HelpWanted.store(true, std::memory_order_release);
+  probe(0, Helped ? RefineTries : Options.RefineProbe);
+  if (!Walks[0].Sim) {
+    endWalk(0);
+  } else {
+    std::lock_guard<std::mutex> Guard(WalksLock);
+    Stages[0] = Stage::Paused;
+  }
+  helpRefine(/*Owner=*/true);
+}
+
+void MinimaRefiner::helpIfWanted() {
+  if (HelpWanted.load(std::memory_order_acquire))
+    helpRefine(/*Owner=*/false);
+}
+
+MinimaRefiner::Outcome
+MinimaRefiner::collect(std::vector<Refinement> &Refinements) {
+  Outcome Out;
+  Out.Best = std::move(ByElimination);
+  Out.Steps = std::move(ByEliminationSteps);
+  std::vector<size_t> Listed;
+  for (size_t K = 0; K < Minima.size(); ++K) {
+    Listed.push_back(K);
+    for (size_t I = 0; I < Relinkings; ++I)
+      Listed.push_back(relinkEntry(K, I));
+  }
+  for (size_t K : Listed) {
+    Walk &W = Walks[K];
+    Out.Tries += W.Summary.Tries;
+    Out.Steps.insert(Out.Steps.end(), W.Steps.begin(), W.Steps.end());
+    if (W.Best && better(Options.Goal, *W.Best, *Out.Best))
+      Out.Best = std::move(W.Best);
+    if (!W.Summary.Source.empty())
+      Refinements.push_back(std::move(W.Summary));
+  }
+  return Out;
+}
+
+} // namespace onnx2soap::soap_search

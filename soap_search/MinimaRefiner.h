@@ -1,0 +1,177 @@
+//===- soap_search/MinimaRefiner.h - OptCNN's minima, refined --*- C++ -*-===//
+//
+// Internal to soap_search (search() in Mcmc.cpp runs it): OptCNN's strategy
+// (Elimination.h), where costing the graph's edges takes at most
+// EliminationWork pairs of partitions (0.05 s or so), then refined by the
+// simulator: a candidate answer. On 2-8 GPUs it is often as good as the
+// chains' answer or better (RNNTC on 4 P100s 33.8 ms, the chains 36.1),
+// found in milliseconds; on more the sum misjudges what overlaps, less so
+// once refined (AlexNet on 16 K80s: 33.6 ms refined, 39.8 not, the chains'
+// 34.1 after 5 s). Not a chain's start: the data-parallel chain's
+// heavy-layer splits from it end worse than from data parallelism (AlexNet
+// on 16 K80s 41.2 ms against 39.5).
+//
+// The sum's minima (one per charge of shared weights and weight of the
+// gradient all-reduces, optcnnMinima) need no simulator: on two threads or
+// more they are sought on a thread of their own from the search's start,
+// beside the simulations of the bucket sizes and the built-ins, which take
+// the other threads. They are simulated once the bucket size is known; the
+// fastest is the candidate "optcnn". Then each is refined by a walk, the
+// fastest first: one that simulates slower may refine to a faster strategy
+// (AlexNet on 32 K80s: the minimum with the all-reduces free simulates 77.4
+// ms and refines to 20.3, the fastest 26.4 and 23.1; on 16 P100s 29.8 ->
+// 14.0 against 18.1 -> 15.1), and each walk's end is relinked towards data
+// parallelism under each gradient bucket size. The thread that found the
+// minima refines them before its chains (the other threads start theirs:
+// on RNNs, whose refinements take seconds, the chains find the answers);
+// the first chain thread helps between two of its steps. Each refinement is
+// determined by its minimum alone, each relinking by its walk's end, and
+// the best of them (ties to the earlier minimum) is the candidate, so the
+// result does not depend on the thread timing.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ONNX2SOAP_SOAP_SEARCH_MINIMAREFINER_H
+#define ONNX2SOAP_SOAP_SEARCH_MINIMAREFINER_H
+
+#include "soap_search/Elimination.h"
+#include "soap_search/SearchCommon.h"
+#include <condition_variable>
+#include <future>
+#include <memory>
+#include <optional>
+
+namespace onnx2soap::soap_search {
+
+class MinimaRefiner {
+public:
+  /// F is read as the search's threads go (its scales are set once data
+  /// parallelism is simulated; they play no part in the time objective,
+  /// the only one refined). Unsized: the options before the gradient
+  /// bucket size is chosen (the sum's own). With a budget, the walks stop
+  /// when ChainBudget seconds from Begin are spent.
+  MinimaRefiner(const ir::TrainingGraph &T, const simulator::Machine &M,
+                const simulator::CostModel &Cost,
+                const simulator::SimOptions &Unsized,
+                const SearchOptions &Options, const ConfigSpace &Space,
+                const simulator::Strategy &DataParallel, const CostFunction &F,
+                SharedProgress &Progress, Clock::time_point Begin,
+                double ChainBudget);
+
+  /// Seeks the sum's minima, then (once Bucket, the search's gradient
+  /// bucket size, is known) simulates them with it: the fastest is the
+  /// candidate. On the thread that refine() runs on, before it.
+  void findMinima(std::shared_future<double> Bucket);
+  /// The refinements (none under other objectives: the fastest minimum is
+  /// the candidate), on the thread that found the minima; Helped: the first
+  /// chain thread helps (helpIfWanted()).
+  void refine(bool Helped);
+  /// The first chain thread's help, between two steps of its chains (they
+  /// wait: the help uses simulators of its own), once it is wanted.
+  void helpIfWanted();
+
+  /// What the refinements found, once every thread is done.
+  struct Outcome {
+    /// The best of them (ties to the earlier minimum, each walk before
+    /// its relinkings, which come before the next walk's), or the fastest
+    /// minimum as simulated; none without minima.
+    std::optional<Candidate> Best;
+    /// Their improvements on the way (for the progression).
+    std::vector<Improvement> Steps;
+    /// Simulations they took.
+    uint64_t Tries = 0;
+  };
+  /// Moves out what was found; appends each walk's summary, then those of
+  /// its relinkings, to Refinements.
+  Outcome collect(std::vector<Refinement> &Refinements);
+
+private:
+  /// Refinement K: its best (when better than minimum 0 simulated), its
+  /// improvements on the way, what it did, its walk while it may go on (a
+  /// walk may pause after its probe, helpRefine()) and where it ended.
+  struct Walk {
+    std::optional<Candidate> Best;
+    std::vector<Improvement> Steps;
+    Refinement Summary;
+    std::unique_ptr<simulator::Simulator> Sim;
+    double Current = 0;
+    std::vector<std::vector<simulator::ParallelConfig>> Rejected;
+    unsigned SinceGain = 0;
+    simulator::Strategy End;
+    double EndBucket = 0;
+    // Its relinking (runRelink): the path, the bucket sizes in order, and
+    // how many of the paths are not done yet (under WalksLock).
+    std::vector<ir::OpId> Path;
+    std::vector<double> Sizes;
+    size_t RelinksLeft = 0;
+  };
+  /// Where each walk stands (refine(), helpRefine()).
+  enum class Stage { Waiting, Started, Paused, Relinking, Ended };
+
+  void found(Walk &W, const simulator::Simulator &Sim,
+             const std::string &Source);
+  void publish(size_t K);
+  void startWalk(size_t K);
+  void goOn(size_t K, uint64_t Until);
+  void probe(size_t K, uint64_t Until);
+  bool far(size_t K) const;
+  size_t relinkEntry(size_t K, size_t I) const;
+  bool planRelink(size_t K);
+  void runRelink(size_t K, size_t I);
+  void finishRelink(size_t K);
+  void endWalk(size_t K);
+  void helpRefine(bool Owner);
+
+  const ir::TrainingGraph &T;
+  const ir::Graph &G;
+  const simulator::Machine &M;
+  const simulator::CostModel &Cost;
+  const simulator::SimOptions Unsized;
+  /// For the minima: Unsized with the search's gradient bucket size.
+  simulator::SimOptions Sized;
+  const SearchOptions &Options;
+  const ConfigSpace &Space;
+  const simulator::Strategy &DataParallel;
+  const CostFunction &F;
+  SharedProgress &Progress;
+  const Clock::time_point Begin;
+  const double ChainBudget;
+
+  std::optional<AdditiveCost> Additive;
+  std::vector<simulator::Strategy> Minima; // fastest first
+  std::vector<double> MinimaTimes; // as simulated with data parallelism's
+                                   // gradient buckets
+  /// The fastest minimum as simulated, then the best refinement; the
+  /// improvements on the way.
+  std::optional<Candidate> ByElimination;
+  std::vector<Improvement> ByEliminationSteps;
+  /// The walks of the minima, then the relinkings of each walk's end, one
+  /// per gradient bucket size (runRelink()): all there from the start, so
+  /// that no thread's walk moves while another's is added.
+  std::vector<Walk> Walks;
+  const size_t Relinkings;
+  /// The simulator that simulated the minima, when it holds the fastest.
+  std::unique_ptr<simulator::Simulator> Held;
+  /// Per op, the ops it exchanges activations with (neighbours()).
+  std::vector<std::vector<ir::OpId>> Near;
+  /// Where relinking leads: data parallelism, in the search's space.
+  const simulator::Strategy Toward;
+
+  std::mutex WalksLock;
+  /// Notified when a walk the first chain thread started pauses or ends.
+  std::condition_variable WalkChanged;
+  /// The minima's walks', under WalksLock.
+  std::vector<Stage> Stages;
+  /// Each walk's Current once started (until then +inf), under WalksLock.
+  std::vector<double> Leads;
+  /// Relinking tasks (walk, index into its Sizes) not yet taken, under
+  /// WalksLock.
+  std::vector<std::pair<size_t, size_t>> Relinks;
+  /// Set when there is work for the first chain thread (far minima to
+  /// walk, paths to relink), under WalksLock: it then helps, between two of
+  /// its steps.
+  std::atomic<bool> HelpWanted{false};
+};
+
+} // namespace onnx2soap::soap_search
+
+#endif
