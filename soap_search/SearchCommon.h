@@ -1,6 +1,6 @@
 //===- soap_search/SearchCommon.h - What search's parts share --*- C++ -*-===//
 //
-// Internal to soap_search: what the Markov chains (Mcmc.cpp) and the
+// Internal to soap_search: what the Markov chains (Chain.h) and the
 // refinement of OptCNN's minima (MinimaRefiner.h) both use: the cost a step
 // is judged by, a strategy turned into a candidate answer, one proposal
 // simulated, the ops around each op, and the choice of a gradient bucket
