@@ -13,9 +13,6 @@
 #include "simulator/TaskGraph.h"
 
 #include "ir/BatchDims.h"
-#include "llvm/ADT/STLExtras.h"
-#include <algorithm>
-#include <cmath>
 
 namespace onnx2soap::simulator {
 
