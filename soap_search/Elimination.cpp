@@ -35,6 +35,15 @@ template <typename Fn> void AdditiveCost::forEachEdge(Fn &&Visit) const {
   }
 }
 
+std::vector<AdditiveCost::EdgeJob> AdditiveCost::edgeJobs() const {
+  std::vector<EdgeJob> Jobs;
+  forEachEdge([&](unsigned Producer, unsigned Output, unsigned Consumer,
+                  unsigned Slot) {
+    Jobs.push_back({Producer, Output, Consumer, Slot});
+  });
+  return Jobs;
+}
+
 void AdditiveCost::eliminateLeaf(unsigned J) {
   unsigned A = *Neighbours[J].begin();
   Step S{Step::Leaf, J, A, 0, {}};
@@ -181,12 +190,17 @@ void AdditiveCost::readBack() {
     }
 }
 
-double AdditiveCost::work() const {
-  // Per edge: every pair of configs, every pair of their partitions.
+std::vector<double> AdditiveCost::partitionsOffered() const {
   std::vector<double> Parts(Ops.size(), 0);
   for (unsigned J = 0; J < Ops.size(); ++J)
     for (const ParallelConfig &C : Configs[J])
       Parts[J] += C.numPartitions();
+  return Parts;
+}
+
+double AdditiveCost::work() const {
+  // Per edge: every pair of configs, every pair of their partitions.
+  std::vector<double> Parts = partitionsOffered();
   double Work = 0;
   forEachEdge([&](unsigned Producer, unsigned, unsigned Consumer, unsigned) {
     Work += Parts[Producer] * Parts[Consumer];
@@ -211,19 +225,10 @@ std::optional<Strategy> AdditiveCost::minimize(const Strategy &Base,
     for (const NodeParts &P : CostedParts[J])
       NodeCosts.back().push_back(charge(P));
   }
-  if (!EdgesCosted) {
-    Edges.clear();
-    Neighbours.assign(Ops.size(), {});
-    forEachEdge(
-        [&](unsigned Producer, unsigned Output, unsigned Consumer,
-            unsigned Slot) { addEdge(Producer, Output, Consumer, Slot); });
-    CostedEdges = Edges;
-    CostedNeighbours = Neighbours;
-    EdgesCosted = true;
-  } else {
-    Edges = CostedEdges;
-    Neighbours = CostedNeighbours;
-  }
+  if (!EdgesCosted)
+    costTheEdges();
+  Edges = CostedEdges;
+  Neighbours = CostedNeighbours;
   Steps.clear();
   Eliminated.assign(Ops.size(), false);
   reduce();
@@ -295,8 +300,7 @@ AdditiveCost::AdditiveCost(const ir::TrainingGraph &T,
                            simulator::SimOptions Options,
                            const ConfigSpace &Space)
     : T(T), G(T.G), M(M), Cost(Cost), Options(Options), Space(Space),
-      WeightOnly(simulator::weightOnlyOps(T.G)),
-      Load(M.numLinks() + 2 * M.numDevices(), 0.0) {
+      WeightOnly(simulator::weightOnlyOps(T.G)), Scratch(scratch()) {
   addNodes();
 }
 
@@ -310,7 +314,7 @@ double AdditiveCost::of(const Strategy &S) {
                             Slot, {S[Ops[Consumer]]});
     Total += edgeTime(overlaps(R.Written[0], R.Needed[0], R.ElementSize,
                                S[Ops[Producer]].Reduction > 1, R.Scale > 1),
-                      S[Ops[Producer]], S[Ops[Consumer]]);
+                      S[Ops[Producer]], S[Ops[Consumer]], Scratch);
   });
   return Total;
 }

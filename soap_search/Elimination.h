@@ -41,7 +41,11 @@
 #include "simulator/TaskGraph.h"
 #include "soap_search/ConfigSpace.h"
 #include "llvm/ADT/STLExtras.h"
+#include <atomic>
+#include <condition_variable>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <vector>
@@ -79,6 +83,14 @@ public:
   /// each on a 2.x GHz core); the edges are costed once per AdditiveCost.
   std::optional<simulator::Strategy> minimize(const simulator::Strategy &Base,
                                               double MaxWork);
+  /// Costs edges for the first minimize(), on another thread, while it
+  /// runs: both take whole edges from one list (the heaviest first) until
+  /// none is left, each edge's table is its own, and the tables are added
+  /// up in graph order, so they come out the same whichever thread costs
+  /// which. Returns at once when no costing is under way (before it, after
+  /// it, or with every edge taken). Safe to call from any thread at any
+  /// time during this object's life.
+  void helpCostEdges();
   /// The charge of shared weights of of() and minimize() (default Once).
   void setSharedWeights(SharedWeights Charge) { Shared = Charge; }
   /// The share of a weight's gradient all-reduce time its readers are
@@ -144,14 +156,51 @@ private:
   /// Calls Visit(Producer, Output, Consumer, Slot) (nodes, not ops) for
   /// every activation a node reads from another.
   template <typename Fn> void forEachEdge(Fn &&Visit) const;
+  /// Per node: the partitions of all its configs offered.
+  std::vector<double> partitionsOffered() const;
   double work() const;
   EdgeRegions
   regions(unsigned Producer, unsigned Output,
           llvm::ArrayRef<simulator::ParallelConfig> ProducerConfigs,
           unsigned Consumer, unsigned Slot,
           llvm::ArrayRef<simulator::ParallelConfig> ConsumerConfigs) const;
-  void addEdge(unsigned Producer, unsigned Output, unsigned Consumer,
-               unsigned Slot);
+  /// An edge to cost: Producer's output Output, read by Consumer's input
+  /// Slot (nodes, not ops).
+  struct EdgeJob {
+    unsigned Producer, Output, Consumer, Slot;
+  };
+  /// What edgeTime() adds up per link, engine and device, one per thread:
+  /// seconds each link, then each device's communication engine
+  /// (SimOptions::SerialCommunication), then each device, is busy with the
+  /// edge being costed, and those touched.
+  struct EdgeScratch {
+    std::vector<double> Load;
+    std::vector<unsigned> Touched;
+  };
+  EdgeScratch scratch() const {
+    return {std::vector<double>(M.numLinks() + 2 * M.numDevices(), 0.0), {}};
+  }
+  /// The edges of the first minimize(), costed by it and helpCostEdges().
+  struct EdgeWork {
+    std::vector<EdgeJob> Jobs;
+    /// Jobs by work, the heaviest first: what the threads take in turn.
+    std::vector<size_t> Order;
+    /// Per job: its table, added to its edge's in graph order.
+    std::vector<std::vector<double>> Tables;
+    std::atomic<size_t> Next{0}, Done{0};
+    std::mutex Lock;
+    std::condition_variable AllDone;
+  };
+  /// Every edge, in graph order (forEachEdge()).
+  std::vector<EdgeJob> edgeJobs() const;
+  /// Costs every edge (on this thread and any that helps) into
+  /// CostedEdges and CostedNeighbours.
+  void costTheEdges();
+  /// Takes jobs from Work until none is left.
+  void costEdges(EdgeWork &Work) const;
+  /// Job's table: the cost of its edge under each pair of configs,
+  /// row-major with the lower node's config first.
+  std::vector<double> costEdge(const EdgeJob &Job, EdgeScratch &Scratch) const;
   /// A non-empty overlap of what a producer's partition writes and a
   /// consumer's partition reads: the bytes the consumer's needs from it.
   struct Overlap {
@@ -187,7 +236,8 @@ private:
   /// (CopyTasks), as the simulator runs them.
   double edgeTime(const EdgeOverlaps &Overlaps,
                   const simulator::ParallelConfig &From,
-                  const simulator::ParallelConfig &To);
+                  const simulator::ParallelConfig &To,
+                  EdgeScratch &Scratch) const;
   std::vector<double> &edge(unsigned A, unsigned B) {
     return Edges[{std::min(A, B), std::max(A, B)}];
   }
@@ -255,11 +305,12 @@ private:
   std::vector<Step> Steps;
   std::vector<uint32_t> Chosen;
 
-  /// Seconds each link, then each device's communication engine
-  /// (SimOptions::SerialCommunication), then each device, is busy with the
-  /// edge being costed, and those touched.
-  std::vector<double> Load;
-  std::vector<unsigned> Touched;
+  /// of()'s.
+  EdgeScratch Scratch;
+  /// The costing of the first minimize() while it runs (helpCostEdges()),
+  /// under SharingLock.
+  std::shared_ptr<EdgeWork> Sharing;
+  std::mutex SharingLock;
   /// allReduceCost's time by (devices, bytes), as nodeParts asks for them.
   mutable std::map<std::pair<std::vector<simulator::DeviceId>, double>, double>
       ReduceTimes;

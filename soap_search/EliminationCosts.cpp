@@ -15,6 +15,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include <algorithm>
 #include <map>
+#include <numeric>
 
 namespace onnx2soap::soap_search {
 
@@ -215,12 +216,15 @@ AdditiveCost::overlaps(llvm::ArrayRef<ir::Region> Written,
 
 double AdditiveCost::edgeTime(const EdgeOverlaps &Overlaps,
                               const ParallelConfig &From,
-                              const ParallelConfig &To) {
+                              const ParallelConfig &To,
+                              EdgeScratch &Scratch) const {
   // As the simulator runs them: each transfer holds every link of its route
   // for its latency and its bytes at the route's bandwidth, and a link
   // carries its transfers one after another; the gradient comes back the
   // same way.
   double Scale = Overlaps.Gradient ? 2 : 1;
+  std::vector<double> &Load = Scratch.Load;
+  std::vector<unsigned> &Touched = Scratch.Touched;
   auto Busy = [&](unsigned Resource, double Seconds) {
     if (Load[Resource] == 0)
       Touched.push_back(Resource);
@@ -331,24 +335,21 @@ static std::vector<unsigned> shapesOf(llvm::ArrayRef<ParallelConfig> Configs,
   return ShapeOf;
 }
 
-void AdditiveCost::addEdge(unsigned Producer, unsigned Output,
-                           unsigned Consumer, unsigned Slot) {
+std::vector<double> AdditiveCost::costEdge(const EdgeJob &Job,
+                                           EdgeScratch &Scratch) const {
   // Which parts overlap and by how much depends on the configs' shapes, not
   // on their devices: measured once per pair of shapes (a quarter of the
   // pairs of configs where each shape is offered in two placements).
+  unsigned Producer = Job.Producer, Consumer = Job.Consumer;
   std::vector<ParallelConfig> ProducerShapes, ConsumerShapes;
   std::vector<unsigned> ProducerShape =
       shapesOf(Configs[Producer], ProducerShapes);
   std::vector<unsigned> ConsumerShape =
       shapesOf(Configs[Consumer], ConsumerShapes);
-  EdgeRegions R =
-      regions(Producer, Output, ProducerShapes, Consumer, Slot, ConsumerShapes);
+  EdgeRegions R = regions(Producer, Job.Output, ProducerShapes, Consumer,
+                          Job.Slot, ConsumerShapes);
   size_t KP = Configs[Producer].size(), KC = Configs[Consumer].size();
-  std::vector<double> &E = edge(Producer, Consumer);
-  if (E.empty())
-    E.assign(KP * KC, 0.0);
-  Neighbours[Producer].insert(Consumer);
-  Neighbours[Consumer].insert(Producer);
+  std::vector<double> E(KP * KC, 0.0);
   for (unsigned SP = 0; SP < ProducerShapes.size(); ++SP)
     for (unsigned SC = 0; SC < ConsumerShapes.size(); ++SC) {
       EdgeOverlaps List =
@@ -360,9 +361,79 @@ void AdditiveCost::addEdge(unsigned Producer, unsigned Output,
         for (size_t J = 0; J < KC; ++J)
           if (ConsumerShape[J] == SC)
             E[Producer < Consumer ? I * KC + J : J * KP + I] +=
-                edgeTime(List, Configs[Producer][I], Configs[Consumer][J]);
+                edgeTime(List, Configs[Producer][I], Configs[Consumer][J],
+                         Scratch);
       }
     }
+  return E;
+}
+
+void AdditiveCost::costEdges(EdgeWork &Work) const {
+  EdgeScratch Mine = scratch();
+  size_t Count = Work.Jobs.size();
+  for (size_t I; (I = Work.Next.fetch_add(1)) < Count;) {
+    size_t Job = Work.Order[I];
+    Work.Tables[Job] = costEdge(Work.Jobs[Job], Mine);
+    if (Work.Done.fetch_add(1) + 1 == Count) {
+      std::lock_guard<std::mutex> Guard(Work.Lock);
+      Work.AllDone.notify_all();
+    }
+  }
+}
+
+void AdditiveCost::costTheEdges() {
+  auto Work = std::make_shared<EdgeWork>();
+  Work->Jobs = edgeJobs();
+  std::vector<double> Parts = partitionsOffered();
+  auto Weight = [&](size_t I) {
+    return Parts[Work->Jobs[I].Producer] * Parts[Work->Jobs[I].Consumer];
+  };
+  Work->Order.resize(Work->Jobs.size());
+  std::iota(Work->Order.begin(), Work->Order.end(), 0);
+  std::stable_sort(Work->Order.begin(), Work->Order.end(),
+                   [&](size_t A, size_t B) { return Weight(A) > Weight(B); });
+  Work->Tables.resize(Work->Jobs.size());
+  {
+    std::lock_guard<std::mutex> Guard(SharingLock);
+    Sharing = Work;
+  }
+  costEdges(*Work);
+  {
+    std::unique_lock<std::mutex> Lock(Work->Lock);
+    Work->AllDone.wait(
+        Lock, [&] { return Work->Done.load() == Work->Jobs.size(); });
+  }
+  {
+    std::lock_guard<std::mutex> Guard(SharingLock);
+    Sharing.reset();
+  }
+  // In graph order: parallel edges between two nodes add up as they did
+  // when each was costed in turn.
+  CostedEdges.clear();
+  CostedNeighbours.assign(Ops.size(), {});
+  for (size_t I = 0; I < Work->Jobs.size(); ++I) {
+    const EdgeJob &Job = Work->Jobs[I];
+    std::vector<double> &E =
+        CostedEdges[{std::min(Job.Producer, Job.Consumer),
+                     std::max(Job.Producer, Job.Consumer)}];
+    if (E.empty())
+      E.assign(Work->Tables[I].size(), 0.0);
+    for (size_t K = 0; K < E.size(); ++K)
+      E[K] += Work->Tables[I][K];
+    CostedNeighbours[Job.Producer].insert(Job.Consumer);
+    CostedNeighbours[Job.Consumer].insert(Job.Producer);
+  }
+  EdgesCosted = true;
+}
+
+void AdditiveCost::helpCostEdges() {
+  std::shared_ptr<EdgeWork> Work;
+  {
+    std::lock_guard<std::mutex> Guard(SharingLock);
+    Work = Sharing;
+  }
+  if (Work)
+    costEdges(*Work);
 }
 
 } // namespace onnx2soap::soap_search

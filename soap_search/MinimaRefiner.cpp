@@ -28,6 +28,7 @@ MinimaRefiner::MinimaRefiner(
 
 void MinimaRefiner::findMinima(std::shared_future<double> Bucket) {
   Additive.emplace(T, M, Cost, Unsized, Space);
+  Costing.store(&*Additive, std::memory_order_release);
   std::vector<Strategy> Found =
       optcnnMinima(*Additive, DataParallel, EliminationWork);
   Sized.GradientBucketBytes = Bucket.get();
@@ -57,6 +58,11 @@ void MinimaRefiner::findMinima(std::shared_future<double> Bucket) {
     Progress.improved(ByElimination->Time);
   }
   Walks.resize(Minima.size() * (1 + Relinkings));
+}
+
+void MinimaRefiner::helpFindMinima() {
+  if (AdditiveCost *Sum = Costing.load(std::memory_order_acquire))
+    Sum->helpCostEdges();
 }
 
 // Sim's strategy as W's best, when better than the one before (at first,

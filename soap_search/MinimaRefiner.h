@@ -61,6 +61,10 @@ public:
   /// bucket size, is known) simulates them with it: the fastest is the
   /// candidate. On the thread that refine() runs on, before it.
   void findMinima(std::shared_future<double> Bucket);
+  /// Helps findMinima() cost OptCNN's edges, from another thread, when it
+  /// is costing them (AdditiveCost::helpCostEdges()); returns at once
+  /// otherwise.
+  void helpFindMinima();
   /// The refinements (none under other objectives: the fastest minimum is
   /// the candidate), on the thread that found the minima; Helped: the first
   /// chain thread helps (helpIfWanted()).
@@ -137,6 +141,8 @@ private:
   const double ChainBudget;
 
   std::optional<AdditiveCost> Additive;
+  /// Additive once there, for helpFindMinima().
+  std::atomic<AdditiveCost *> Costing{nullptr};
   std::vector<simulator::Strategy> Minima; // fastest first
   std::vector<double> MinimaTimes; // as simulated with data parallelism's
                                    // gradient buckets

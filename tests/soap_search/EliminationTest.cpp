@@ -13,9 +13,11 @@
 #include "soap_search/Builtins.h"
 #include "gtest/gtest.h"
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <map>
 #include <set>
+#include <thread>
 
 using namespace onnx2soap;
 using namespace onnx2soap::simulator;
@@ -332,6 +334,42 @@ TEST(Elimination, ChangesBySumAreRankedByWhatTheyAdd) {
         << T.G.op(C.Op).Name << " " << C.Config.str();
     EXPECT_GE(C.Added, -1e-9 * Sum) << "not the minimum";
   }
+}
+
+// Another thread helping to cost the edges (the search's first chain
+// thread) changes nothing: Inception-v3 on 8 K80s, whose concatenations
+// read several branches, with a helper asking for work throughout.
+TEST(Elimination, HelpersCostTheSameEdges) {
+  ir::TrainingGraph T = test::sample("inception_v3", 64);
+  Machine M = test::machine("paper-k80", 8);
+  AnalyticCostModel Model;
+  ConfigSpace Space(T.G, M.numDevices());
+  Strategy Base = dataParallel(T.G, M);
+  AdditiveCost Alone(T, M, Model, {}, Space);
+  std::optional<Strategy> Expected = Alone.minimize(Base, 1e12);
+  ASSERT_TRUE(Expected);
+  AdditiveCost Helped(T, M, Model, {}, Space);
+  std::atomic<bool> Done{false};
+  std::thread Helper([&] {
+    while (!Done.load())
+      Helped.helpCostEdges();
+  });
+  std::optional<Strategy> Got = Helped.minimize(Base, 1e12);
+  Done = true;
+  Helper.join();
+  ASSERT_TRUE(Got);
+  EXPECT_EQ(Got->Configs, Expected->Configs);
+  std::vector<AdditiveCost::Change> Want = Alone.changesBySum(*Expected),
+                                    Have = Helped.changesBySum(*Got);
+  ASSERT_EQ(Have.size(), Want.size());
+  for (size_t I = 0; I < Want.size(); ++I) {
+    EXPECT_EQ(Have[I].Op, Want[I].Op);
+    EXPECT_EQ(Have[I].Config, Want[I].Config);
+    EXPECT_EQ(Have[I].Added, Want[I].Added) << "bit for bit";
+  }
+  // Once the edges are costed there is nothing to help with.
+  Helped.helpCostEdges();
+  EXPECT_EQ(Helped.of(*Got), Alone.of(*Expected));
 }
 
 TEST(Elimination, DeclinesMoreWorkThanAllowed) {
