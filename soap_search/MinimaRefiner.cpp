@@ -51,7 +51,7 @@ void MinimaRefiner::findMinima(std::shared_future<double> Bucket) {
       MinimaTimes.push_back(Simulated[K].Time);
     }
     if (Order[0] != 0)
-      Held.reset();
+      spare(std::move(Held));
     Simulated[Order[0]].FoundAt = secondsSince(Begin);
     ByElimination = Simulated[Order[0]];
     ByEliminationSteps.push_back(improvement(*ByElimination));
@@ -96,7 +96,7 @@ void MinimaRefiner::startWalk(size_t K) {
   if (K == 0 && Held) {
     W.Sim = std::move(Held);
   } else {
-    W.Sim = std::make_unique<Simulator>(T, M, Cost, Sized);
+    W.Sim = simulator(Sized.GradientBucketBytes);
     W.Sim->simulate(Minima[K]);
   }
   if (Options.GradientBuckets.size() > 1) {
@@ -170,7 +170,7 @@ void MinimaRefiner::goOn(size_t K, uint64_t Until) {
     W.Summary.EndedAt = secondsSince(Begin);
     W.End = Sim.strategy();
     W.EndBucket = Sim.graph().options().GradientBucketBytes;
-    W.Sim.reset();
+    spare(std::move(W.Sim));
     W.Rejected = {};
   }
 }
@@ -250,9 +250,8 @@ void MinimaRefiner::runRelink(size_t K, size_t I) {
        : MiB == std::floor(MiB)
            ? llvm::formatv("with {0} MiB buckets", int64_t(MiB)).str()
            : llvm::formatv("with {0}-byte buckets", int64_t(Bytes)).str());
-  simulator::SimOptions With = Sized;
-  With.GradientBucketBytes = Bytes;
-  Simulator Sim(T, M, Cost, With);
+  std::unique_ptr<Simulator> Owned = simulator(Bytes);
+  Simulator &Sim = *Owned;
   W.Summary.Start = Sim.simulate(From.End);
   double Fastest = W.Summary.Start;
   W.End = From.End;
@@ -283,6 +282,7 @@ void MinimaRefiner::runRelink(size_t K, size_t I) {
   W.Summary.Tries = Simulations;
   W.Summary.EndedAt = secondsSince(Begin);
   found(W, Sim, W.Summary.Source);
+  spare(std::move(Owned));
 }
 
 // Once every path of walk K is done: the fastest (ties to the earlier
@@ -299,9 +299,7 @@ void MinimaRefiner::finishRelink(size_t K) {
   if (!Walked || !(Walks[*Walked].Summary.Probed < From.Summary.Time))
     return;
   Walk &W = Walks[*Walked];
-  simulator::SimOptions With = Sized;
-  With.GradientBucketBytes = W.EndBucket;
-  W.Sim = std::make_unique<Simulator>(T, M, Cost, With);
+  W.Sim = simulator(W.EndBucket);
   W.Sim->simulate(W.End);
   W.Rejected.assign(G.numOps(), {});
   uint64_t Simulations = W.Summary.Tries;
@@ -437,6 +435,29 @@ void MinimaRefiner::helpRefine(bool Owner) {
     goOn(K, RefineTries);
     endWalk(K);
   }
+}
+
+std::unique_ptr<Simulator> MinimaRefiner::simulator(double Bytes) {
+  std::unique_ptr<Simulator> Sim;
+  {
+    std::lock_guard<std::mutex> Guard(SparesLock);
+    if (!Spares.empty()) {
+      Sim = std::move(Spares.back());
+      Spares.pop_back();
+    }
+  }
+  if (!Sim) {
+    simulator::SimOptions With = Sized;
+    With.GradientBucketBytes = Bytes;
+    return std::make_unique<Simulator>(T, M, Cost, With);
+  }
+  Sim->setGradientBucket(Bytes);
+  return Sim;
+}
+
+void MinimaRefiner::spare(std::unique_ptr<Simulator> Sim) {
+  std::lock_guard<std::mutex> Guard(SparesLock);
+  Spares.push_back(std::move(Sim));
 }
 
 void MinimaRefiner::refine(bool Helped) {
