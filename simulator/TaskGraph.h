@@ -243,6 +243,12 @@ public:
   /// Gradient buckets of about Bytes from now on
   /// (SimOptions::GradientBucketBytes): the next build() uses them.
   void setGradientBucket(double Bytes);
+  /// The synced tensors as cut into gradient buckets now, in the order
+  /// backward produces their gradients: the same for every strategy, so
+  /// two sizes that cut them alike simulate every strategy alike.
+  const std::vector<std::vector<ir::TensorId>> &gradientSegments() const {
+    return Segments;
+  }
   /// Replaces op Op's config with C: removes the tasks that depend on it,
   /// adds the new ones, and returns the live tasks whose predecessors
   /// changed (new tasks, and tasks that gained or lost a predecessor). The

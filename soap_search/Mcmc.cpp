@@ -12,6 +12,7 @@
 #include "soap_search/Chain.h"
 #include "soap_search/ConfigSpace.h"
 #include "soap_search/MinimaRefiner.h"
+#include "simulator/TaskGraph.h"
 #include <algorithm>
 #include <atomic>
 #include <future>
@@ -66,6 +67,26 @@ std::vector<double> defaultGradientBuckets() {
   return {0, 1 * MiB, 4 * MiB, 16 * MiB, 64 * MiB};
 }
 
+std::vector<double> distinctGradientBuckets(const ir::TrainingGraph &T,
+                                            const simulator::Machine &M,
+                                            const simulator::CostModel &Cost,
+                                            const simulator::SimOptions &Sim,
+                                            llvm::ArrayRef<double> Sizes) {
+  if (Sizes.size() < 2)
+    return Sizes.vec();
+  simulator::TaskGraph Graph(T, M, Cost, Sim);
+  std::vector<double> Distinct;
+  std::vector<std::vector<std::vector<ir::TensorId>>> Seen;
+  for (double Bytes : Sizes) {
+    Graph.setGradientBucket(Bytes);
+    if (llvm::is_contained(Seen, Graph.gradientSegments()))
+      continue;
+    Seen.push_back(Graph.gradientSegments());
+    Distinct.push_back(Bytes);
+  }
+  return Distinct;
+}
+
 double bestGradientBucket(const ir::TrainingGraph &T,
                           const simulator::Machine &M,
                           const simulator::CostModel &Cost,
@@ -87,9 +108,12 @@ double bestGradientBucket(const ir::TrainingGraph &T,
 SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
                     const simulator::CostModel &Cost,
                     simulator::SimOptions SimOpts,
-                    const SearchOptions &Options) {
+                    const SearchOptions &Given) {
   Clock::time_point Begin = Clock::now();
   const ir::Graph &G = T.G;
+  SearchOptions Options = Given;
+  Options.GradientBuckets =
+      distinctGradientBuckets(T, M, Cost, SimOpts, Given.GradientBuckets);
   ConfigSpace Space(G, M.numDevices(), Options.Space);
   SearchResult Result;
   unsigned Threads = Options.Threads
@@ -137,7 +161,8 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
   std::promise<double> BucketChosen;
   std::shared_future<double> Bucket = BucketChosen.get_future().share();
   MinimaRefiner Refiner(T, M, Cost, SimOpts, Options, Space, Starts[0], F,
-                        Progress, Begin, ChainBudget);
+                        Progress, Begin, ChainBudget,
+                        Given.GradientBuckets.size());
   std::function<void()> Help = [&] { Refiner.helpIfWanted(); };
   auto Worker = [&](const std::function<void()> &Aside) {
     for (unsigned C; (C = NextChain.fetch_add(1)) < Chains;) {
@@ -291,7 +316,7 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
   }
   if (Fewer) {
     double Offset = secondsSince(Begin);
-    SearchOptions Sub = Options;
+    SearchOptions Sub = Given;
     if (Options.Iterations)
       Sub.Iterations = Options.Iterations / 2;
     else

@@ -67,7 +67,9 @@ struct SearchOptions {
   /// fastest, then searches with it (the search on half the devices
   /// chooses its own; each candidate says which it has), and last gives
   /// the answer the one it runs fastest with (except for
-  /// Objective::Frontier). Empty: the SimOptions' own.
+  /// Objective::Frontier). Empty: the SimOptions' own. A size that cuts
+  /// the gradients into the same buckets as an earlier one is not
+  /// simulated (distinctGradientBuckets).
   std::vector<double> GradientBuckets;
   /// The refinements of OptCNN's minima: a walk goes this many tries (its
   /// probe) and goes on at once only if it leads the walks started before
@@ -82,6 +84,16 @@ struct SearchOptions {
 /// all-reduce per tensor) and 1, 4, 16 and 64 MiB.
 std::vector<double> defaultGradientBuckets();
 
+/// Sizes without those that cut the gradients into the same buckets as an
+/// earlier one (AlexNet: 16 and 64 MiB, each of its large weights a bucket
+/// of its own under both), which simulate every strategy alike: the
+/// sizes search() chooses among.
+std::vector<double> distinctGradientBuckets(const ir::TrainingGraph &T,
+                                            const simulator::Machine &M,
+                                            const simulator::CostModel &Cost,
+                                            const simulator::SimOptions &Sim,
+                                            llvm::ArrayRef<double> Sizes);
+
 /// The most pairs of partitions the search lets AdditiveCost::minimize cost
 /// for OptCNN's candidate (work the size of AlexNet's on 64 GPUs, about
 /// 3.15e7: 0.3 s on a 2.x GHz core).
@@ -94,8 +106,11 @@ constexpr double EliminationWork = 3.2e7;
 constexpr unsigned RefineTries = 768;
 constexpr unsigned RefinePatience = 64;
 /// The most simulations the relinking of a refinement's end towards data
-/// parallelism may take, over all gradient bucket sizes (a path of D ops
-/// costs 2 D a size; longer paths are not relinked).
+/// parallelism may take, over all gradient bucket sizes offered (a path of
+/// D ops costs 2 D a size; longer paths are not relinked). Sizes that cut
+/// the gradients alike count, though only the first is relinked: the
+/// longest path relinked stays what it was with every size relinked (76
+/// ops with the five default sizes).
 constexpr double RelinkWork = 768;
 /// With two threads or more, the first chain thread helps refine, between
 /// two steps of its chains, the minima that simulate this many times the

@@ -19,11 +19,13 @@ MinimaRefiner::MinimaRefiner(
     const simulator::CostModel &Cost, const simulator::SimOptions &Unsized,
     const SearchOptions &Options, const ConfigSpace &Space,
     const Strategy &DataParallel, const CostFunction &F,
-    SharedProgress &Progress, Clock::time_point Begin, double ChainBudget)
+    SharedProgress &Progress, Clock::time_point Begin, double ChainBudget,
+    size_t SizesOffered)
     : T(T), G(T.G), M(M), Cost(Cost), Unsized(Unsized), Sized(Unsized),
       Options(Options), Space(Space), DataParallel(DataParallel), F(F),
       Progress(Progress), Begin(Begin), ChainBudget(ChainBudget),
       Relinkings(std::max<size_t>(1, Options.GradientBuckets.size())),
+      SizesOffered(std::max<size_t>(1, SizesOffered)),
       Toward(Space.admit(DataParallel)) {}
 
 void MinimaRefiner::findMinima(std::shared_future<double> Bucket) {
@@ -228,7 +230,7 @@ bool MinimaRefiner::planRelink(size_t K) {
   if (From.Sizes.empty())
     From.Sizes.push_back(Sized.GradientBucketBytes);
   if (From.Path.empty() ||
-      2.0 * From.Path.size() * From.Sizes.size() > RelinkWork)
+      2.0 * From.Path.size() * SizesOffered > RelinkWork)
     return false;
   std::stable_partition(From.Sizes.begin(), From.Sizes.end(),
                         [&](double Bytes) { return Bytes == From.EndBucket; });

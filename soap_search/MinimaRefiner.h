@@ -48,14 +48,17 @@ public:
   /// parallelism is simulated; they play no part in the time objective,
   /// the only one refined). Unsized: the options before the gradient
   /// bucket size is chosen (the sum's own). With a budget, the walks stop
-  /// when ChainBudget seconds from Begin are spent.
+  /// when ChainBudget seconds from Begin are spent. SizesOffered: how many
+  /// gradient bucket sizes the search was offered, those that cut the
+  /// gradients alike included (RelinkWork counts them all, so that the
+  /// same paths are relinked as when each was).
   MinimaRefiner(const ir::TrainingGraph &T, const simulator::Machine &M,
                 const simulator::CostModel &Cost,
                 const simulator::SimOptions &Unsized,
                 const SearchOptions &Options, const ConfigSpace &Space,
                 const simulator::Strategy &DataParallel, const CostFunction &F,
                 SharedProgress &Progress, Clock::time_point Begin,
-                double ChainBudget);
+                double ChainBudget, size_t SizesOffered);
 
   /// Seeks the sum's minima, then (once Bucket, the search's gradient
   /// bucket size, is known) simulates them with it: the fastest is the
@@ -162,6 +165,7 @@ private:
   /// that no thread's walk moves while another's is added.
   std::vector<Walk> Walks;
   const size_t Relinkings;
+  const size_t SizesOffered;
   /// The simulator that simulated the minima, when it holds the fastest.
   std::unique_ptr<simulator::Simulator> Held;
   /// Per op, the ops it exchanges activations with (neighbours()).

@@ -266,7 +266,8 @@ TEST(Search, RefinesOptcnnStrategyByTheSimulator) {
 TEST(Search, RelinksEachRefinementUnderEachBucketSize) {
   AlexNetOnK80s A(64);
   SearchResult &R = A.R;
-  const size_t Sizes = defaultGradientBuckets().size();
+  // Every size but 64 MiB, which cuts AlexNet's gradients as 16 does.
+  const size_t Sizes = defaultGradientBuckets().size() - 1;
   // Each walk, then its relinkings, its own size's first.
   std::vector<const Refinement *> Minima;
   std::vector<std::vector<const Refinement *>> Relinked;
@@ -310,6 +311,44 @@ TEST(Search, RelinksEachRefinementUnderEachBucketSize) {
   EXPECT_TRUE(llvm::StringRef(R.Best.Source).contains(", relinked with "))
       << R.Best.Source;
   EXPECT_EQ(R.Best.Time, A.simulate(R.Best));
+}
+
+// The search chooses among bucket sizes that cut the gradients differently:
+// AlexNet's large weights are buckets of their own under 16 MiB and 64
+// alike, so 64 MiB, which simulates every strategy as 16 does, is left
+// out; ResNet-101's many smaller tensors are cut differently by each size.
+TEST(Search, ChoosesAmongBucketSizesThatCutTheGradientsDifferently) {
+  constexpr double MiB = 1024.0 * 1024.0;
+  AnalyticCostModel Cost;
+  SimOptions Sim;
+  Sim.setProgramModel(false);
+  ir::TrainingGraph AlexNet = test::sample("alexnet", 256);
+  Machine M = test::machine("paper-k80", 8);
+  EXPECT_EQ(distinctGradientBuckets(AlexNet, M, Cost, Sim,
+                                    defaultGradientBuckets()),
+            (std::vector<double>{0, 1 * MiB, 4 * MiB, 16 * MiB}));
+  // Left out since every strategy simulates alike under both.
+  Strategy Data = dataParallel(AlexNet.G, M);
+  Rng R = chainRng(3, 0);
+  ConfigSpace Space(AlexNet.G, M.numDevices());
+  Strategy Random;
+  for (const ir::Op &O : AlexNet.G.ops())
+    Random.Configs.push_back(Space.random(O.Id, R));
+  for (const Strategy *S : {&Data, &Random}) {
+    SimOptions Sixteen = Sim, SixtyFour = Sim;
+    Sixteen.GradientBucketBytes = 16 * MiB;
+    SixtyFour.GradientBucketBytes = 64 * MiB;
+    EXPECT_EQ(Simulator(AlexNet, M, Cost, Sixteen).simulate(*S),
+              Simulator(AlexNet, M, Cost, SixtyFour).simulate(*S));
+  }
+  ir::TrainingGraph ResNet = test::sample("resnet101", 64);
+  EXPECT_EQ(distinctGradientBuckets(ResNet, M, Cost, Sim,
+                                    defaultGradientBuckets()),
+            defaultGradientBuckets());
+  // One size or none: nothing to leave out.
+  EXPECT_EQ(distinctGradientBuckets(AlexNet, M, Cost, Sim, {4 * MiB}),
+            (std::vector<double>{4 * MiB}));
+  EXPECT_TRUE(distinctGradientBuckets(AlexNet, M, Cost, Sim, {}).empty());
 }
 
 // Each of the sum's minima is refined: AlexNet on 32 K80s (FlexFlow's model
