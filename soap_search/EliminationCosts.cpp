@@ -360,9 +360,8 @@ std::vector<double> AdditiveCost::costEdge(const EdgeJob &Job,
           continue;
         for (size_t J = 0; J < KC; ++J)
           if (ConsumerShape[J] == SC)
-            E[Producer < Consumer ? I * KC + J : J * KP + I] +=
-                edgeTime(List, Configs[Producer][I], Configs[Consumer][J],
-                         Scratch);
+            E[Producer < Consumer ? I * KC + J : J * KP + I] += edgeTime(
+                List, Configs[Producer][I], Configs[Consumer][J], Scratch);
       }
     }
   return E;
@@ -400,8 +399,8 @@ void AdditiveCost::costTheEdges() {
   costEdges(*Work);
   {
     std::unique_lock<std::mutex> Lock(Work->Lock);
-    Work->AllDone.wait(
-        Lock, [&] { return Work->Done.load() == Work->Jobs.size(); });
+    Work->AllDone.wait(Lock,
+                       [&] { return Work->Done.load() == Work->Jobs.size(); });
   }
   {
     std::lock_guard<std::mutex> Guard(SharingLock);

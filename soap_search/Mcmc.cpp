@@ -8,11 +8,11 @@
 //
 //===----------------------------------------------------------------------===//
 #include "soap_search/Mcmc.h"
+#include "simulator/TaskGraph.h"
 #include "soap_search/Builtins.h"
 #include "soap_search/Chain.h"
 #include "soap_search/ConfigSpace.h"
 #include "soap_search/MinimaRefiner.h"
-#include "simulator/TaskGraph.h"
 #include <algorithm>
 #include <atomic>
 #include <future>
@@ -107,8 +107,7 @@ double bestGradientBucket(const ir::TrainingGraph &T,
 
 SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
                     const simulator::CostModel &Cost,
-                    simulator::SimOptions SimOpts,
-                    const SearchOptions &Given) {
+                    simulator::SimOptions SimOpts, const SearchOptions &Given) {
   Clock::time_point Begin = Clock::now();
   const ir::Graph &G = T.G;
   SearchOptions Options = Given;

@@ -229,8 +229,7 @@ bool MinimaRefiner::planRelink(size_t K) {
                     Options.GradientBuckets.end());
   if (From.Sizes.empty())
     From.Sizes.push_back(Sized.GradientBucketBytes);
-  if (From.Path.empty() ||
-      2.0 * From.Path.size() * SizesOffered > RelinkWork)
+  if (From.Path.empty() || 2.0 * From.Path.size() * SizesOffered > RelinkWork)
     return false;
   std::stable_partition(From.Sizes.begin(), From.Sizes.end(),
                         [&](double Bytes) { return Bytes == From.EndBucket; });

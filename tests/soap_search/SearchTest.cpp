@@ -324,9 +324,9 @@ TEST(Search, ChoosesAmongBucketSizesThatCutTheGradientsDifferently) {
   Sim.setProgramModel(false);
   ir::TrainingGraph AlexNet = test::sample("alexnet", 256);
   Machine M = test::machine("paper-k80", 8);
-  EXPECT_EQ(distinctGradientBuckets(AlexNet, M, Cost, Sim,
-                                    defaultGradientBuckets()),
-            (std::vector<double>{0, 1 * MiB, 4 * MiB, 16 * MiB}));
+  EXPECT_EQ(
+      distinctGradientBuckets(AlexNet, M, Cost, Sim, defaultGradientBuckets()),
+      (std::vector<double>{0, 1 * MiB, 4 * MiB, 16 * MiB}));
   // Left out since every strategy simulates alike under both.
   Strategy Data = dataParallel(AlexNet.G, M);
   Rng R = chainRng(3, 0);
@@ -342,9 +342,9 @@ TEST(Search, ChoosesAmongBucketSizesThatCutTheGradientsDifferently) {
               Simulator(AlexNet, M, Cost, SixtyFour).simulate(*S));
   }
   ir::TrainingGraph ResNet = test::sample("resnet101", 64);
-  EXPECT_EQ(distinctGradientBuckets(ResNet, M, Cost, Sim,
-                                    defaultGradientBuckets()),
-            defaultGradientBuckets());
+  EXPECT_EQ(
+      distinctGradientBuckets(ResNet, M, Cost, Sim, defaultGradientBuckets()),
+      defaultGradientBuckets());
   // One size or none: nothing to leave out.
   EXPECT_EQ(distinctGradientBuckets(AlexNet, M, Cost, Sim, {4 * MiB}),
             (std::vector<double>{4 * MiB}));
