@@ -34,6 +34,12 @@ UNROLL = {"rnntc", "rnnlm", "nmt"}
 COMM_MODEL = "flexflow"
 
 
+def seconds(t):
+    # Three decimals below a second: the answers of small rows come in
+    # milliseconds.
+    return "%.3f" % t if t < 1 else "%.2f" % t
+
+
 def command(binary, model, cluster, gpus):
     cmd = [binary, "search", os.path.join(ROOT, "samples", model + ".onnx"),
            "--batch", str(BATCH.get(model, 64)), "--cluster", cluster,
@@ -143,8 +149,8 @@ def compare_budgeted(args, rows):
             print("| %s | %s | %d | %s | %s | %s | %s |" % (
                 row[0], row[1], row[2], name,
                 ", ".join("%.2f" % (r[0] * 1e3) for r in rs),
-                ", ".join("%.2f" % r[1] for r in rs),
-                ", ".join("%.2f" % r[2] for r in rs)), flush=True)
+                ", ".join(seconds(r[1]) for r in rs),
+                ", ".join(seconds(r[2]) for r in rs)), flush=True)
 
 
 if __name__ == "__main__":
