@@ -238,8 +238,15 @@ private:
                   const simulator::ParallelConfig &From,
                   const simulator::ParallelConfig &To,
                   EdgeScratch &Scratch) const;
+  /// Edge A-B's table in Tables (by lower node, higher node).
+  using EdgeTables =
+      std::map<std::pair<unsigned, unsigned>, std::vector<double>>;
+  static std::vector<double> &edgeIn(EdgeTables &Tables, unsigned A,
+                                     unsigned B) {
+    return Tables[{std::min(A, B), std::max(A, B)}];
+  }
   std::vector<double> &edge(unsigned A, unsigned B) {
-    return Edges[{std::min(A, B), std::max(A, B)}];
+    return edgeIn(Edges, A, B);
   }
   /// Edge table E of A-B's cost with A in config CA and B in CB.
   double entry(const std::vector<double> &E, unsigned A, uint32_t CA,

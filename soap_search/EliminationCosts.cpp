@@ -412,9 +412,7 @@ void AdditiveCost::costTheEdges() {
   CostedNeighbours.assign(Ops.size(), {});
   for (size_t I = 0; I < Work->Jobs.size(); ++I) {
     const EdgeJob &Job = Work->Jobs[I];
-    std::vector<double> &E =
-        CostedEdges[{std::min(Job.Producer, Job.Consumer),
-                     std::max(Job.Producer, Job.Consumer)}];
+    std::vector<double> &E = edgeIn(CostedEdges, Job.Producer, Job.Consumer);
     if (E.empty())
       E.assign(Work->Tables[I].size(), 0.0);
     for (size_t K = 0; K < E.size(); ++K)
