@@ -36,6 +36,7 @@ Simulator::Simulator(const ir::TrainingGraph &T, const Machine &M,
 
 void Simulator::setGradientBucket(double Bytes) {
   Graph->setGradientBucket(Bytes);
+  Simulated = false;
   Spare.reset();
   Undoable = Last::None;
 }
@@ -208,6 +209,7 @@ double Simulator::simulate(const Strategy &S, bool Revertible) {
     Undoable = Last::None;
   }
   Graph->build(S);
+  Simulated = true;
   Now.Memory = memoryBreakdown(*Graph);
   Now.Nodes.assign(Graph->size(), Node());
   Now.Starts.assign(Graph->size(), 0);
@@ -247,7 +249,19 @@ double Simulator::changeUnless(llvm::ArrayRef<ir::OpId> Ops,
   Saved = Now;
   Spare.reset();
   Undoable = Last::Change;
-  std::vector<TaskId> Changed = Graph->changeConfigs(Ops, Configs);
+  return resimulate(Graph->changeConfigs(Ops, Configs), GiveUpAbove);
+}
+
+double Simulator::changeGradientBucket(double Bytes) {
+  assert(Simulated && "simulate() must come first");
+  Spare.reset();
+  Undoable = Last::None;
+  return resimulate(Graph->changeGradientBucket(Bytes),
+                    std::numeric_limits<double>::infinity());
+}
+
+double Simulator::resimulate(const std::vector<TaskId> &Changed,
+                             double GiveUpAbove) {
   if (Now.Nodes.size() < Graph->size()) {
     Now.Nodes.resize(Graph->size());
     Now.Starts.resize(Graph->size(), 0);

@@ -18,9 +18,11 @@
 // state the kept tasks leave. Because Algorithm 1 schedules tasks in
 // (ready time, key) order and nothing before tau changed, the repaired
 // timeline is the one full simulation produces, bit for bit (a property
-// test checks it on thousands of proposals). The paper's Algorithm 2
-// propagates updates Bellman-Ford style instead; with ready = max over
-// predecessors, times that decrease make it revisit tasks many times.
+// test checks it on thousands of proposals). A new gradient bucket size is
+// delta simulated the same way (changeGradientBucket()). The paper's
+// Algorithm 2 propagates updates Bellman-Ford style instead; with ready =
+// max over predecessors, times that decrease make it revisit tasks many
+// times.
 //
 //===----------------------------------------------------------------------===//
 #ifndef ONNX2SOAP_SIMULATOR_SIMULATOR_H
@@ -95,6 +97,16 @@ public:
   double changeUnless(llvm::ArrayRef<ir::OpId> Ops,
                       llvm::ArrayRef<ParallelConfig> Configs,
                       double GiveUpAbove);
+  /// Whether a strategy is simulated (simulate() ran, and no
+  /// setGradientBucket() since).
+  bool simulated() const { return Simulated; }
+  /// Delta simulation of a new gradient bucket size
+  /// (SimOptions::GradientBucketBytes) for the strategy simulated: only the
+  /// all-reduces and the updates after them change, so only the timeline
+  /// from the first of them on is simulated again (bit for bit what
+  /// setGradientBucket() and simulate() give). simulate() must have run
+  /// first. Not revertible.
+  double changeGradientBucket(double Bytes);
   /// Undoes the last change() or revertible simulate() (canRevert()): the
   /// strategy, task graph, timeline and memory are those before it, bit for
   /// bit. What a search does with a proposal it rejects: it costs a copy of
@@ -183,6 +195,9 @@ private:
                 N.NumResources,
             N.NumResources};
   }
+  /// The delta simulation after the graph changed (Changed: what its
+  /// change returned): tau, the cut, and the suffix scheduled again.
+  double resimulate(const std::vector<TaskId> &Changed, double GiveUpAbove);
   /// Copies task Id's duration, key, liveness and edges into its node.
   void syncNode(TaskId Id);
   /// Rebuilds every node's edges, in task order, when most of the edge
@@ -205,6 +220,7 @@ private:
   /// What revert() undoes.
   enum class Last { None, Change, Simulate };
   Last Undoable = Last::None;
+  bool Simulated = false;
   mutable bool TimesStale = false;
   /// What scheduling keeps between simulations: the state now, and the
   /// state before the last change() or simulate() (for revert()).

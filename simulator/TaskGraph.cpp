@@ -438,6 +438,44 @@ void TaskGraph::setGradientBucket(double Bytes) {
   segmentTensors();
 }
 
+std::vector<TaskId> TaskGraph::changeGradientBucket(double Bytes) {
+  Free.insert(Free.end(), Removed.begin(), Removed.end());
+  Removed.clear();
+  Created.clear();
+  Gained.clear();
+  Rewired.clear();
+  Undo.Open = Undo.Recording = false;
+  // The all-reduces go; each tensor's uses, cells and updates stay (they
+  // depend on its readers' configs alone), the updates under the keys of
+  // their new segments.
+  std::vector<TaskId> Touched;
+  for (std::vector<TaskId> &Owned : SegmentTasks)
+    for (TaskId Sync : Owned)
+      removeTask(Sync, Touched);
+  Options.GradientBucketBytes = Bytes;
+  Segments.clear();
+  SegmentLevel.clear();
+  segmentTensors();
+  SegmentTasks.assign(Segments.size(), {});
+  for (uint32_t Segment = 0; Segment < Segments.size(); ++Segment)
+    for (ir::TensorId Tensor : Segments[Segment])
+      for (TaskId Update : Syncs[Tensor].Updates) {
+        Tasks[Update].Key.Level = SegmentLevel[Segment];
+        Touched.push_back(Update);
+        Rewired.push_back(Update);
+      }
+  for (uint32_t Segment = 0; Segment < Segments.size(); ++Segment)
+    buildBuckets(Segment);
+
+  std::vector<TaskId> Changed = Created;
+  Touched.insert(Touched.end(), Gained.begin(), Gained.end());
+  Marks.dedupe(Touched);
+  for (TaskId Task : Touched)
+    if (Tasks[Task].Alive)
+      Changed.push_back(Task);
+  return Changed;
+}
+
 std::vector<TaskId> TaskGraph::changeConfig(ir::OpId Id,
                                             const ParallelConfig &C) {
   return changeConfigs({Id}, {C});

@@ -243,6 +243,12 @@ public:
   /// Gradient buckets of about Bytes from now on
   /// (SimOptions::GradientBucketBytes): the next build() uses them.
   void setGradientBucket(double Bytes);
+  /// Gradient buckets of about Bytes in the graph built: the all-reduces
+  /// are replaced and the updates take their new segments' keys (nothing
+  /// else depends on the size). Returns the live tasks whose predecessors
+  /// or keys changed, as changeConfigs() does; removed(), created() and
+  /// rewired() tell the rest. Not revertible (canRevert() is false after).
+  std::vector<TaskId> changeGradientBucket(double Bytes);
   /// The synced tensors as cut into gradient buckets now, in the order
   /// backward produces their gradients: the same for every strategy, so
   /// two sizes that cut them alike simulate every strategy alike.

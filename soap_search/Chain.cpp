@@ -416,11 +416,11 @@ ChainResult runChain(const ir::TrainingGraph &T, const simulator::Machine &M,
 
   // The chain's gradient bucket size: the one its strategy runs fastest
   // with, chosen after the start and again whenever the chain's best has
-  // improved by a tenth since (5 full simulations each time): a strategy
-  // that synchronizes other gradients among other replicas than data
-  // parallelism may want another size (AlexNet on 64 K80s: 4 MiB where data
-  // parallelism wants 16), and finding the size only at the end would find
-  // the answer only then.
+  // improved by a tenth since (a delta simulation per size each time): a
+  // strategy that synchronizes other gradients among other replicas than
+  // data parallelism may want another size (AlexNet on 64 K80s: 4 MiB where
+  // data parallelism wants 16), and finding the size only at the end would
+  // find the answer only then.
   bool Resizes =
       Options.Goal == Objective::Time && Options.GradientBuckets.size() > 1;
   double SizedFor = 0;

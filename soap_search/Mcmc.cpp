@@ -98,8 +98,14 @@ double bestGradientBucket(const ir::TrainingGraph &T,
   std::vector<char> Fits(Candidates.size()); // not bool: written by threads
   onThreads(Candidates.size(), Threads, T, M, Cost, Sim,
             [&](unsigned I, Simulator &Run) {
-              Run.setGradientBucket(Candidates[I]);
-              Times[I] = Run.simulate(S);
+              // A thread's first size simulated in full, its next ones
+              // as changes of it.
+              if (Run.simulated()) {
+                Times[I] = Run.changeGradientBucket(Candidates[I]);
+              } else {
+                Run.setGradientBucket(Candidates[I]);
+                Times[I] = Run.simulate(S);
+              }
               Fits[I] = Run.memoryOverflow(MemoryLimit) <= 0;
             });
   return Candidates[fastestOf(Times, Fits)];

@@ -11,6 +11,9 @@
 // reverted (Simulator::revert), as a rejected MCMC step is, those simulated
 // with a bound (Simulator::changeUnless) that may give up on them.
 //
+// A new gradient bucket size is delta simulated too: the same timeline and
+// memory as the graph built with it from scratch.
+//
 // Also the bound the planner benchmark quotes (docs/benchmarks.md, "The most
 // any strategy can gain"): under the analytic cost model no strategy on N
 // devices keeps them busy for less than the 1-device time in all, so none
@@ -157,6 +160,75 @@ TEST_P(DeltaSimulation, EqualsFullSimulationOnRandomProposals) {
   }
   // Random proposals are mostly slower: the bound does give up.
   EXPECT_GT(GivenUp, 0u);
+}
+
+// A new gradient bucket size, delta simulated
+// (Simulator::changeGradientBucket), gives the timeline and memory that the
+// graph built and simulated from scratch with that size gives, under both
+// models of communication; and the graph it leaves takes the next changes
+// (kept or reverted) as one built from scratch would.
+TEST_P(DeltaSimulation, BucketChangeEqualsFullSimulation) {
+  const Case &C = GetParam();
+  ir::TrainingGraph T = test::sample(C.Sample, C.Batch, C.Unroll);
+  Machine M = C.Measured ? measuredMachine(C.Preset, C.Devices)
+                         : test::machine(C.Preset, C.Devices);
+  AnalyticCostModel Cost;
+  ConfigSpace Space(T.G, M.numDevices());
+  const double Sizes[] = {0, 4096, 65536, 1 << 20, 4 << 20, 16 << 20};
+  for (bool Program : {true, false}) {
+    Rng R = chainRng(13, Program);
+    Strategy Start;
+    for (const ir::Op &O : T.G.ops())
+      Start.Configs.push_back(Space.random(O.Id, R));
+    SimOptions Options;
+    Options.setProgramModel(Program);
+    Options.GradientBucketBytes = C.Bucket;
+    Simulator Delta(T, M, Cost, Options), Full(T, M, Cost, Options);
+    Delta.simulate(Start);
+    // Changes that cut the gradients anew, and those that moved the time.
+    unsigned Recut = 0, Moved = 0;
+    for (unsigned I = 0; I < 6; ++I) {
+      double Bytes = Sizes[uniformIndex(R, std::size(Sizes))];
+      double Before = Delta.time();
+      auto Segments = Delta.graph().gradientSegments();
+      double Time = Delta.changeGradientBucket(Bytes);
+      Recut += Delta.graph().gradientSegments() != Segments;
+      EXPECT_FALSE(Delta.canRevert());
+      EXPECT_EQ(Delta.graph().options().GradientBucketBytes, Bytes);
+      Full.setGradientBucket(Bytes);
+      ASSERT_EQ(Time, Full.simulate(Delta.strategy()))
+          << (Program ? "program" : "flexflow") << ", change " << I << " to "
+          << Bytes << " bytes";
+      ASSERT_TRUE(Delta.timeline() == Full.timeline()) << "change " << I;
+      for (DeviceId D = 0; D < M.numDevices(); ++D) {
+        ASSERT_NEAR(Delta.memory().total(D), Full.memory().total(D),
+                    1e-9 * Full.memory().total(D))
+            << "device " << D << ", change " << I;
+        ASSERT_EQ(Delta.memory().Communicators[D],
+                  Full.memory().Communicators[D]);
+      }
+      Moved += Time != Before;
+      // Ops changed after it, the last reverted.
+      for (unsigned J = 0; J < 2; ++J) {
+        ir::OpId Op = uniformIndex(R, T.G.numOps());
+        double Changed = Delta.change(Op, Space.random(Op, R));
+        if (J == 1) {
+          Delta.revert();
+          Changed = Delta.time();
+        }
+        ASSERT_EQ(Changed, Full.simulate(Delta.strategy()))
+            << "change " << I << ", op change " << J;
+        ASSERT_TRUE(Delta.timeline() == Full.timeline());
+      }
+    }
+    // Where the sizes cut the gradients differently (all alike for the
+    // unrolled RNNLM, each of whose tensors outweighs 16 MiB or holds a
+    // segment of its own), the time moves.
+    if (Recut) {
+      EXPECT_GT(Moved, 0u);
+    }
+    EXPECT_TRUE(Recut || llvm::StringRef(C.Sample) == "rnnlm");
+  }
 }
 
 TEST_P(DeltaSimulation, NoStrategyBeatsTheOneDeviceTimeOverN) {
