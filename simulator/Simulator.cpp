@@ -231,6 +231,24 @@ double Simulator::simulate(const Strategy &S, bool Revertible) {
   return time();
 }
 
+double Simulator::moveTo(const Strategy &S) {
+  if (!Simulated)
+    return simulate(S);
+  std::vector<ir::OpId> Ops;
+  std::vector<ParallelConfig> Configs;
+  const Strategy &Held = strategy();
+  for (ir::OpId Op = 0; Op < S.Configs.size(); ++Op)
+    if (!(Held[Op] == S[Op])) {
+      Ops.push_back(Op);
+      Configs.push_back(S[Op]);
+    }
+  if (Ops.empty())
+    return time();
+  if (2 * Ops.size() > S.Configs.size())
+    return simulate(S);
+  return change(Ops, Configs);
+}
+
 double Simulator::change(ir::OpId Op, const ParallelConfig &C) {
   return change(llvm::ArrayRef<ir::OpId>(Op),
                 llvm::ArrayRef<ParallelConfig>(C));

@@ -97,6 +97,10 @@ public:
   double changeUnless(llvm::ArrayRef<ir::OpId> Ops,
                       llvm::ArrayRef<ParallelConfig> Configs,
                       double GiveUpAbove);
+  /// S simulated: as a delta simulation of the ops where it differs from
+  /// the strategy simulated when they are at most half of the ops, else in
+  /// full (simulate()). The same timeline either way.
+  double moveTo(const Strategy &S);
   /// Whether a strategy is simulated (simulate() ran, and no
   /// setGradientBucket() since).
   bool simulated() const { return Simulated; }

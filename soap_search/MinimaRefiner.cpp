@@ -36,11 +36,12 @@ void MinimaRefiner::findMinima(std::shared_future<double> Bucket) {
   Sized.GradientBucketBytes = Bucket.get();
   if (!Found.empty()) {
     // Last to first, so that the simulator holds the first (the usual
-    // fastest) for its refinement.
+    // fastest) for its refinement; each after the first as a change of the
+    // one before (minima differ in a few ops).
     Held = std::make_unique<Simulator>(T, M, Cost, Sized);
     std::vector<Candidate> Simulated(Found.size());
     for (size_t K = Found.size(); K-- > 0;) {
-      Held->simulate(Found[K]);
+      Held->moveTo(Found[K]);
       Simulated[K] = candidate(*Held, Options.MemoryLimit, "optcnn");
     }
     std::vector<size_t> Order(Found.size());
@@ -172,7 +173,11 @@ void MinimaRefiner::goOn(size_t K, uint64_t Until) {
     W.Summary.EndedAt = secondsSince(Begin);
     W.End = Sim.strategy();
     W.EndBucket = Sim.graph().options().GradientBucketBytes;
-    spare(std::move(W.Sim));
+    // A walk's for its path under its own size; a walk on's is done.
+    if (K < Minima.size())
+      W.Kept = std::move(W.Sim);
+    else
+      spare(std::move(W.Sim));
     W.Rejected = {};
   }
 }
@@ -241,7 +246,7 @@ bool MinimaRefiner::planRelink(size_t K) {
 void MinimaRefiner::runRelink(size_t K, size_t I) {
   if (!Options.Iterations && secondsSince(Begin) > ChainBudget)
     return;
-  const Walk &From = Walks[K];
+  Walk &From = Walks[K];
   Walk &W = Walks[relinkEntry(K, I)];
   double Bytes = From.Sizes[I];
   double MiB = Bytes / (1 << 20);
@@ -251,9 +256,17 @@ void MinimaRefiner::runRelink(size_t K, size_t I) {
        : MiB == std::floor(MiB)
            ? llvm::formatv("with {0} MiB buckets", int64_t(MiB)).str()
            : llvm::formatv("with {0}-byte buckets", int64_t(Bytes)).str());
-  std::unique_ptr<Simulator> Owned = simulator(Bytes);
+  // The path under the walk's own size (the first) starts from the
+  // walk's simulator, which holds its end; the others from a simulation.
+  std::unique_ptr<Simulator> Owned;
+  if (I == 0 && From.Kept && Bytes == From.EndBucket) {
+    Owned = std::move(From.Kept);
+  } else {
+    Owned = simulator(Bytes);
+    Owned->simulate(From.End);
+  }
   Simulator &Sim = *Owned;
-  W.Summary.Start = Sim.simulate(From.End);
+  W.Summary.Start = Sim.time();
   double Fastest = W.Summary.Start;
   W.End = From.End;
   W.EndBucket = Bytes;
@@ -277,19 +290,21 @@ void MinimaRefiner::runRelink(size_t K, size_t I) {
   }
   uint64_t Simulations = 2 * Path.size();
   Progress.Iterations.fetch_add(Simulations, std::memory_order_relaxed);
-  Sim.simulate(W.End);
+  // Back to the fastest point: the path's last moves undone.
+  Sim.moveTo(W.End);
   W.Current = F(Sim, Sim.time());
   W.Summary.Probed = W.Summary.Time = Sim.time();
   W.Summary.Tries = Simulations;
   W.Summary.EndedAt = secondsSince(Begin);
   found(W, Sim, W.Summary.Source);
-  spare(std::move(Owned));
+  // For the walk on, should this path's point be the fastest.
+  W.Kept = std::move(Owned);
 }
 
 // Once every path of walk K is done: the fastest (ties to the earlier
 // size) goes on when faster than the walk's end.
 void MinimaRefiner::finishRelink(size_t K) {
-  const Walk &From = Walks[K];
+  Walk &From = Walks[K];
   std::optional<size_t> Walked;
   for (size_t I = 0; I < From.Sizes.size(); ++I) {
     size_t R = relinkEntry(K, I);
@@ -297,11 +312,25 @@ void MinimaRefiner::finishRelink(size_t K) {
         (!Walked || Walks[R].Summary.Probed < Walks[*Walked].Summary.Probed))
       Walked = R;
   }
-  if (!Walked || !(Walks[*Walked].Summary.Probed < From.Summary.Time))
+  if (Walked && !(Walks[*Walked].Summary.Probed < From.Summary.Time))
+    Walked.reset();
+  // The simulators no walk on takes are let go.
+  if (From.Kept)
+    spare(std::move(From.Kept));
+  for (size_t I = 0; I < From.Sizes.size(); ++I) {
+    size_t R = relinkEntry(K, I);
+    if (R != Walked && Walks[R].Kept)
+      spare(std::move(Walks[R].Kept));
+  }
+  if (!Walked)
     return;
   Walk &W = Walks[*Walked];
-  W.Sim = simulator(W.EndBucket);
-  W.Sim->simulate(W.End);
+  if (W.Kept) {
+    W.Sim = std::move(W.Kept);
+  } else {
+    W.Sim = simulator(W.EndBucket);
+    W.Sim->simulate(W.End);
+  }
   W.Rejected.assign(G.numOps(), {});
   uint64_t Simulations = W.Summary.Tries;
   W.Summary.Tries = 0;
@@ -312,6 +341,8 @@ void MinimaRefiner::finishRelink(size_t K) {
 // Walk K has ended: its relinkings are queued, else it is done.
 void MinimaRefiner::endWalk(size_t K) {
   bool Relinked = planRelink(K);
+  if (!Relinked && Walks[K].Kept)
+    spare(std::move(Walks[K].Kept));
   std::lock_guard<std::mutex> Guard(WalksLock);
   if (Relinked) {
     Walks[K].RelinksLeft = Walks[K].Sizes.size();

@@ -105,6 +105,10 @@ private:
     unsigned SinceGain = 0;
     simulator::Strategy End;
     double EndBucket = 0;
+    /// Once it has ended, its simulator, holding End simulated with
+    /// EndBucket, until its path under that size (a walk) or the walk on
+    /// (a path) takes it, or it is let go (spare()).
+    std::unique_ptr<simulator::Simulator> Kept;
     // Its relinking (runRelink): the path, the bucket sizes in order, and
     // how many of the paths are not done yet (under WalksLock).
     std::vector<ir::OpId> Path;

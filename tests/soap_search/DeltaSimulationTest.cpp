@@ -11,8 +11,9 @@
 // reverted (Simulator::revert), as a rejected MCMC step is, those simulated
 // with a bound (Simulator::changeUnless) that may give up on them.
 //
-// A new gradient bucket size is delta simulated too: the same timeline and
-// memory as the graph built with it from scratch.
+// A new gradient bucket size, and several ops changed at once, are delta
+// simulated too: the same timeline and memory as the graph built from
+// scratch.
 //
 // Also the bound the planner benchmark quotes (docs/benchmarks.md, "The most
 // any strategy can gain"): under the analytic cost model no strategy on N
@@ -228,6 +229,54 @@ TEST_P(DeltaSimulation, BucketChangeEqualsFullSimulation) {
       EXPECT_GT(Moved, 0u);
     }
     EXPECT_TRUE(Recut || llvm::StringRef(C.Sample) == "rnnlm");
+  }
+}
+
+// Several ops changed at once (what a chain's unit, and moveTo() between
+// nearby strategies, do) give the timeline and memory of the strategy built
+// and simulated from scratch; reverted, the one before.
+TEST_P(DeltaSimulation, MultiOpChangeEqualsFullSimulation) {
+  const Case &C = GetParam();
+  ir::TrainingGraph T = test::sample(C.Sample, C.Batch, C.Unroll);
+  Machine M = C.Measured ? measuredMachine(C.Preset, C.Devices)
+                         : test::machine(C.Preset, C.Devices);
+  AnalyticCostModel Cost;
+  ConfigSpace Space(T.G, M.numDevices());
+  Rng R = chainRng(17, 0);
+  auto Random = [&] {
+    Strategy S;
+    for (const ir::Op &O : T.G.ops())
+      S.Configs.push_back(Space.random(O.Id, R));
+    return S;
+  };
+  SimOptions Options;
+  Options.GradientBucketBytes = C.Bucket;
+  Simulator Delta(T, M, Cost, Options), Full(T, M, Cost, Options);
+  Strategy Target = Random(), Other = Random();
+  Delta.moveTo(Target); // nothing simulated yet: in full
+  for (unsigned I = 0; I < 12; ++I) {
+    // Up to 8 ops (repeats allowed) take another random strategy's configs.
+    unsigned Count = 1 + uniformIndex(R, 8);
+    for (unsigned J = 0; J < Count; ++J) {
+      ir::OpId Op = uniformIndex(R, T.G.numOps());
+      Target[Op] = Other[Op];
+    }
+    Other = Random();
+    double Before = Delta.time();
+    std::vector<Simulator::TimelineEntry> Timeline = Delta.timeline();
+    double Time = Delta.moveTo(Target);
+    ASSERT_TRUE(Delta.strategy().Configs == Target.Configs);
+    ASSERT_EQ(Time, Full.simulate(Target)) << "change " << I;
+    ASSERT_TRUE(Delta.timeline() == Full.timeline()) << "change " << I;
+    for (DeviceId D = 0; D < M.numDevices(); ++D)
+      ASSERT_EQ(Delta.memory().total(D), Full.memory().total(D))
+          << "device " << D << ", change " << I;
+    if (I % 3 == 2 && Delta.canRevert()) {
+      Delta.revert();
+      ASSERT_EQ(Delta.time(), Before) << "change " << I << " reverted";
+      ASSERT_TRUE(Delta.timeline() == Timeline);
+      Target = Delta.strategy();
+    }
   }
 }
 
