@@ -438,12 +438,28 @@ void TaskGraph::setGradientBucket(double Bytes) {
   segmentTensors();
 }
 
-std::vector<TaskId> TaskGraph::changeGradientBucket(double Bytes) {
+void TaskGraph::beginChange() {
+  // Slots freed by the previous change are reusable now that the simulator
+  // has taken them out of its orders.
   Free.insert(Free.end(), Removed.begin(), Removed.end());
   Removed.clear();
   Created.clear();
   Gained.clear();
   Rewired.clear();
+}
+
+std::vector<TaskId> TaskGraph::changedTasks(std::vector<TaskId> &Touched) {
+  std::vector<TaskId> Changed = Created;
+  Touched.insert(Touched.end(), Gained.begin(), Gained.end());
+  Marks.dedupe(Touched);
+  for (TaskId Task : Touched)
+    if (Tasks[Task].Alive)
+      Changed.push_back(Task);
+  return Changed;
+}
+
+std::vector<TaskId> TaskGraph::changeGradientBucket(double Bytes) {
+  beginChange();
   Undo.Open = Undo.Recording = false;
   // The all-reduces go; each tensor's uses, cells and updates stay (they
   // depend on its readers' configs alone), the updates under the keys of
@@ -466,14 +482,7 @@ std::vector<TaskId> TaskGraph::changeGradientBucket(double Bytes) {
       }
   for (uint32_t Segment = 0; Segment < Segments.size(); ++Segment)
     buildBuckets(Segment);
-
-  std::vector<TaskId> Changed = Created;
-  Touched.insert(Touched.end(), Gained.begin(), Gained.end());
-  Marks.dedupe(Touched);
-  for (TaskId Task : Touched)
-    if (Tasks[Task].Alive)
-      Changed.push_back(Task);
-  return Changed;
+  return changedTasks(Touched);
 }
 
 std::vector<TaskId> TaskGraph::changeConfig(ir::OpId Id,
@@ -485,13 +494,7 @@ std::vector<TaskId>
 TaskGraph::changeConfigs(llvm::ArrayRef<ir::OpId> Ids,
                          llvm::ArrayRef<ParallelConfig> Configs) {
   assert(Ids.size() == Configs.size() && "one config per op");
-  // Slots freed by the previous change are reusable now that the simulator
-  // has taken them out of its orders.
-  Free.insert(Free.end(), Removed.begin(), Removed.end());
-  Removed.clear();
-  Created.clear();
-  Gained.clear();
-  Rewired.clear();
+  beginChange();
   // The log for revert(): what is replaced is moved into it (the rebuilds
   // below fill the lists afresh).
   Undo.Open = Undo.Recording = true;
@@ -590,14 +593,7 @@ TaskGraph::changeConfigs(llvm::ArrayRef<ir::OpId> Ids,
     buildBuckets(Segment);
 
   Undo.Recording = false;
-
-  std::vector<TaskId> Changed = Created;
-  Touched.insert(Touched.end(), Gained.begin(), Gained.end());
-  Marks.dedupe(Touched);
-  for (TaskId Task : Touched)
-    if (Tasks[Task].Alive)
-      Changed.push_back(Task);
-  return Changed;
+  return changedTasks(Touched);
 }
 
 void TaskGraph::revert() {

@@ -319,6 +319,12 @@ private:
     std::vector<TaskId> Stats;
   };
 
+  /// The start of a change: the slots the last one removed are free, and
+  /// removed(), created() and rewired() empty.
+  void beginChange();
+  /// Its end: the tasks it created, then the live ones among Touched (lost
+  /// a predecessor or changed key) and those that gained one, each once.
+  std::vector<TaskId> changedTasks(std::vector<TaskId> &Touched);
   TaskId addTask(Task T);
   /// Before a change edits the edge lists of task Id: keeps the lists as
   /// they were, once per change (for revert()).

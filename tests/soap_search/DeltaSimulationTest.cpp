@@ -78,14 +78,31 @@ Machine measuredMachine(const char *Preset, unsigned Devices) {
   return std::move(*M);
 }
 
+/// The case's cluster: the preset's first devices, with measured tables
+/// when the case asks for them.
+Machine caseMachine(const Case &C) {
+  return C.Measured ? measuredMachine(C.Preset, C.Devices)
+                    : test::machine(C.Preset, C.Devices);
+}
+
+/// A case's model, cluster, cost model and config space.
+struct Sampled {
+  ir::TrainingGraph T;
+  Machine M;
+  AnalyticCostModel Cost;
+  ConfigSpace Space;
+  explicit Sampled(const Case &C)
+      : T(test::sample(C.Sample, C.Batch, C.Unroll)), M(caseMachine(C)),
+        Space(T.G, M.numDevices()) {}
+};
+
 class DeltaSimulation : public ::testing::TestWithParam<Case> {};
 
 TEST_P(DeltaSimulation, EqualsFullSimulationOnRandomProposals) {
   const Case &C = GetParam();
   ir::TrainingGraph T = test::sample(C.Sample, C.Batch, C.Unroll);
   ASSERT_GT(T.G.numOps(), 0u);
-  Machine M = C.Measured ? measuredMachine(C.Preset, C.Devices)
-                         : test::machine(C.Preset, C.Devices);
+  Machine M = caseMachine(C);
   if (C.Measured) {
     ASSERT_EQ(M.measuredAllReduces().size(), 2u);
   }
@@ -169,12 +186,10 @@ TEST_P(DeltaSimulation, EqualsFullSimulationOnRandomProposals) {
 // models of communication; and the graph it leaves takes the next changes
 // (kept or reverted) as one built from scratch would.
 TEST_P(DeltaSimulation, BucketChangeEqualsFullSimulation) {
-  const Case &C = GetParam();
-  ir::TrainingGraph T = test::sample(C.Sample, C.Batch, C.Unroll);
-  Machine M = C.Measured ? measuredMachine(C.Preset, C.Devices)
-                         : test::machine(C.Preset, C.Devices);
-  AnalyticCostModel Cost;
-  ConfigSpace Space(T.G, M.numDevices());
+  Sampled Setup(GetParam());
+  const ir::TrainingGraph &T = Setup.T;
+  const Machine &M = Setup.M;
+  const ConfigSpace &Space = Setup.Space;
   const double Sizes[] = {0, 4096, 65536, 1 << 20, 4 << 20, 16 << 20};
   for (bool Program : {true, false}) {
     Rng R = chainRng(13, Program);
@@ -183,8 +198,8 @@ TEST_P(DeltaSimulation, BucketChangeEqualsFullSimulation) {
       Start.Configs.push_back(Space.random(O.Id, R));
     SimOptions Options;
     Options.setProgramModel(Program);
-    Options.GradientBucketBytes = C.Bucket;
-    Simulator Delta(T, M, Cost, Options), Full(T, M, Cost, Options);
+    Options.GradientBucketBytes = GetParam().Bucket;
+    Simulator Delta(T, M, Setup.Cost, Options), Full(T, M, Setup.Cost, Options);
     Delta.simulate(Start);
     // Changes that cut the gradients anew, and those that moved the time.
     unsigned Recut = 0, Moved = 0;
@@ -228,7 +243,7 @@ TEST_P(DeltaSimulation, BucketChangeEqualsFullSimulation) {
     if (Recut) {
       EXPECT_GT(Moved, 0u);
     }
-    EXPECT_TRUE(Recut || llvm::StringRef(C.Sample) == "rnnlm");
+    EXPECT_TRUE(Recut || llvm::StringRef(GetParam().Sample) == "rnnlm");
   }
 }
 
@@ -236,12 +251,10 @@ TEST_P(DeltaSimulation, BucketChangeEqualsFullSimulation) {
 // nearby strategies, do) give the timeline and memory of the strategy built
 // and simulated from scratch; reverted, the one before.
 TEST_P(DeltaSimulation, MultiOpChangeEqualsFullSimulation) {
-  const Case &C = GetParam();
-  ir::TrainingGraph T = test::sample(C.Sample, C.Batch, C.Unroll);
-  Machine M = C.Measured ? measuredMachine(C.Preset, C.Devices)
-                         : test::machine(C.Preset, C.Devices);
-  AnalyticCostModel Cost;
-  ConfigSpace Space(T.G, M.numDevices());
+  Sampled Setup(GetParam());
+  const ir::TrainingGraph &T = Setup.T;
+  const Machine &M = Setup.M;
+  const ConfigSpace &Space = Setup.Space;
   Rng R = chainRng(17, 0);
   auto Random = [&] {
     Strategy S;
@@ -250,8 +263,8 @@ TEST_P(DeltaSimulation, MultiOpChangeEqualsFullSimulation) {
     return S;
   };
   SimOptions Options;
-  Options.GradientBucketBytes = C.Bucket;
-  Simulator Delta(T, M, Cost, Options), Full(T, M, Cost, Options);
+  Options.GradientBucketBytes = GetParam().Bucket;
+  Simulator Delta(T, M, Setup.Cost, Options), Full(T, M, Setup.Cost, Options);
   Strategy Target = Random(), Other = Random();
   Delta.moveTo(Target); // nothing simulated yet: in full
   for (unsigned I = 0; I < 12; ++I) {
