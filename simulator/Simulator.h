@@ -78,8 +78,8 @@ public:
   /// with each proposal).
   double simulate(const Strategy &S, bool Revertible = false);
   /// Gradient buckets of about Bytes (SimOptions::GradientBucketBytes)
-  /// from the next simulate() on, which must come before any change() or
-  /// revert().
+  /// from the next simulate() on, which must come before any change(),
+  /// changeGradientBucket() or revert().
   void setGradientBucket(double Bytes);
   /// Delta simulation: op Op takes config C (checked by the caller);
   /// returns the new iteration time. simulate() must have run first.

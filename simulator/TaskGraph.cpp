@@ -460,7 +460,7 @@ std::vector<TaskId> TaskGraph::changedTasks(std::vector<TaskId> &Touched) {
 
 std::vector<TaskId> TaskGraph::changeGradientBucket(double Bytes) {
   beginChange();
-  Undo.Open = Undo.Recording = false;
+  Undo.Open = false;
   // The all-reduces go; each tensor's uses, cells and updates stay (they
   // depend on its readers' configs alone), the updates under the keys of
   // their new segments.
@@ -468,20 +468,17 @@ std::vector<TaskId> TaskGraph::changeGradientBucket(double Bytes) {
   for (std::vector<TaskId> &Owned : SegmentTasks)
     for (TaskId Sync : Owned)
       removeTask(Sync, Touched);
-  Options.GradientBucketBytes = Bytes;
-  Segments.clear();
-  SegmentLevel.clear();
-  segmentTensors();
+  setGradientBucket(Bytes);
   SegmentTasks.assign(Segments.size(), {});
-  for (uint32_t Segment = 0; Segment < Segments.size(); ++Segment)
+  for (uint32_t Segment = 0; Segment < Segments.size(); ++Segment) {
     for (ir::TensorId Tensor : Segments[Segment])
       for (TaskId Update : Syncs[Tensor].Updates) {
         Tasks[Update].Key.Level = SegmentLevel[Segment];
         Touched.push_back(Update);
         Rewired.push_back(Update);
       }
-  for (uint32_t Segment = 0; Segment < Segments.size(); ++Segment)
     buildBuckets(Segment);
+  }
   return changedTasks(Touched);
 }
 
