@@ -12,11 +12,11 @@ void MemoryBreakdown::add(const Task &T, double Sign) {
   Parameters[Where] += Sign * T.ParamMemory;
   Fixed[Where] += Sign * T.FixedMemory;
   Activations[Where] += Sign * T.ActivationMemory;
-  auto Count = [&](std::map<double, uint32_t> &Sizes, double Bytes) {
+  auto Count = [&](SizeCounts &Sizes, double Bytes) {
     if (Sign > 0)
-      ++Sizes[Bytes];
-    else if (--Sizes[Bytes] == 0)
-      Sizes.erase(Bytes);
+      Sizes.add(Bytes);
+    else
+      Sizes.remove(Bytes);
   };
   if (T.GradientMemory > 0)
     Count(Gradients[T.Device], T.GradientMemory);

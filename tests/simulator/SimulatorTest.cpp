@@ -648,3 +648,21 @@ INSTANTIATE_TEST_SUITE_P(FullAndDelta, SimulatorTest, ::testing::Bool(),
                          });
 
 } // namespace
+
+// What the memory model keeps per device for buffers sized by their largest
+// user: each size counted as often as added, the largest while any counts.
+TEST(SizeCounts, KeepsTheLargestSizeStillCounted) {
+  SizeCounts Sizes;
+  EXPECT_EQ(Sizes.largest(), 0);
+  for (double Bytes : {256.0, 4096.0, 1024.0, 4096.0})
+    Sizes.add(Bytes);
+  EXPECT_EQ(Sizes.largest(), 4096);
+  Sizes.remove(4096);
+  EXPECT_EQ(Sizes.largest(), 4096); // added twice
+  Sizes.remove(4096);
+  EXPECT_EQ(Sizes.largest(), 1024);
+  Sizes.remove(256);
+  EXPECT_EQ(Sizes.largest(), 1024);
+  Sizes.remove(1024);
+  EXPECT_EQ(Sizes.largest(), 0);
+}
