@@ -23,6 +23,13 @@ namespace onnx2soap::simulator {
 static constexpr double NoTail = -std::numeric_limits<double>::infinity();
 static constexpr size_t Ahead = 8;
 
+// The limit schedule() gives up above for a step rejected above
+// GiveUpAbove: the running sums of pending durations round, and a relative
+// 1e-9 more keeps a step that takes exactly GiveUpAbove from being given up.
+static double giveUpLimit(double GiveUpAbove) {
+  return GiveUpAbove * (1 + 1e-9);
+}
+
 static void prefetch(const void *Address) {
 #if defined(__GNUC__)
   __builtin_prefetch(Address);
@@ -195,7 +202,8 @@ bool Simulator::schedule(double Limit) {
   return true;
 }
 
-double Simulator::simulate(const Strategy &S, bool Revertible) {
+double Simulator::simulate(const Strategy &S, bool Revertible,
+                           double GiveUpAbove) {
   // A timeline to keep for revert(): the graph and the scheduler's state
   // move aside whole, and the new ones are built in what they replace.
   if (Revertible && !Now.Sequence.empty()) {
@@ -227,7 +235,11 @@ double Simulator::simulate(const Strategy &S, bool Revertible) {
       Now.Nodes[Id].Pending = true;
       Dirty.push_back(Id);
     }
-  schedule();
+  // Only a simulation revert() can undo may be left unfinished.
+  if (!schedule(Undoable == Last::Simulate
+                    ? giveUpLimit(GiveUpAbove)
+                    : std::numeric_limits<double>::infinity()))
+    return std::numeric_limits<double>::infinity();
   return time();
 }
 
@@ -363,9 +375,7 @@ double Simulator::resimulate(const std::vector<TaskId> &Changed,
     syncNode(Dead);
   if (Now.DeadEdges > Now.EdgePool.size() / 2 + 4096)
     compactEdges();
-  // The running sums of pending durations round: a relative 1e-9 above the
-  // bound keeps a step that takes exactly GiveUpAbove from being given up.
-  if (!schedule(GiveUpAbove * (1 + 1e-9)))
+  if (!schedule(giveUpLimit(GiveUpAbove)))
     return std::numeric_limits<double>::infinity();
   return time();
 }

@@ -75,8 +75,12 @@ public:
   /// Full simulation of S from scratch; returns the iteration time.
   /// Revertible: keep the graph and timeline before it for revert() (a
   /// second graph's memory; what a search without delta simulation does
-  /// with each proposal).
-  double simulate(const Strategy &S, bool Revertible = false);
+  /// with each proposal). A revertible simulation may give up above
+  /// GiveUpAbove as changeUnless() does (returning +infinity; only
+  /// revert() may follow), so that a search by full simulation saves on
+  /// the steps it rejects what a search by delta simulation saves.
+  double simulate(const Strategy &S, bool Revertible = false,
+                  double GiveUpAbove = std::numeric_limits<double>::infinity());
   /// Gradient buckets of about Bytes (SimOptions::GradientBucketBytes)
   /// from the next simulate() on, which must come before any change(),
   /// changeGradientBucket() or revert().

@@ -27,7 +27,7 @@ double propose(Simulator &Sim, llvm::ArrayRef<ir::OpId> Ops,
   Strategy S = Sim.strategy();
   for (size_t I = 0; I < Ops.size(); ++I)
     S[Ops[I]] = Configs[I];
-  return Sim.simulate(S, /*Revertible=*/true);
+  return Sim.simulate(S, /*Revertible=*/true, GiveUpAbove);
 }
 
 std::vector<std::vector<ir::OpId>>

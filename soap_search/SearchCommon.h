@@ -77,9 +77,9 @@ struct SharedProgress {
   }
 };
 
-/// Ops[I] takes Configs[I]: by delta simulation (which may give up above
-/// GiveUpAbove, Simulator::changeUnless), or by simulating the changed
-/// strategy from scratch.
+/// Ops[I] takes Configs[I]: by delta simulation, or by simulating the
+/// changed strategy from scratch; either may give up above GiveUpAbove
+/// (Simulator::changeUnless, Simulator::simulate).
 double propose(simulator::Simulator &Sim, llvm::ArrayRef<ir::OpId> Ops,
                llvm::ArrayRef<simulator::ParallelConfig> Configs, bool Full,
                double GiveUpAbove = std::numeric_limits<double>::infinity());

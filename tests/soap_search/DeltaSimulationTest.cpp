@@ -369,6 +369,28 @@ TEST(Revert, UndoesTheLastSimulationOrChange) {
     TimeOfA = Time;
   }
   EXPECT_EQ(TimeOfA, TimeOfB); // every op took B's config
+
+  // A revertible full simulation bounded above its time finishes as an
+  // unbounded one does; bounded below it, it gives up, and revert() gives
+  // back the timeline before it.
+  Strategy C;
+  for (const ir::Op &O : T.G.ops())
+    C.Configs.push_back(Space.random(O.Id, R));
+  double TimeOfC = Full.simulate(C);
+  std::vector<Simulator::TimelineEntry> OfC = Full.timeline();
+  EXPECT_EQ(Sim.simulate(C, /*Revertible=*/true, TimeOfC), TimeOfC);
+  EXPECT_TRUE(Sim.timeline() == OfC);
+  Sim.revert();
+  EXPECT_EQ(Sim.simulate(C, /*Revertible=*/true, 0.5 * TimeOfC),
+            std::numeric_limits<double>::infinity());
+  ASSERT_TRUE(Sim.canRevert());
+  Sim.revert();
+  EXPECT_EQ(Sim.time(), TimeOfA);
+  EXPECT_TRUE(Sim.timeline() == OfA);
+  // Not revertible, it finishes whatever the bound.
+  EXPECT_EQ(Sim.simulate(C, /*Revertible=*/false, 0.5 * TimeOfC), TimeOfC);
+  EXPECT_TRUE(Sim.timeline() == OfC);
+
   // A new bucket size needs a new simulation: nothing to revert.
   Sim.setGradientBucket(4096);
   EXPECT_FALSE(Sim.canRevert());
