@@ -182,6 +182,9 @@ struct PresetInfo {
 
 class Machine {
 public:
+  /// The cluster file format's version, which toJson() writes and fromJson()
+  /// accepts.
+  static constexpr int64_t ClusterFileVersion = 1;
   /// Parses a cluster file's text; errors name the file (Where) and the
   /// JSON path of what is wrong.
   static llvm::Expected<Machine> fromJson(llvm::StringRef Text,
