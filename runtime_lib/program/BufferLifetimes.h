@@ -74,12 +74,11 @@ struct Lifetime {
 /// The lifetime of every buffer of Rank, by buffer id (other ranks' buffers
 /// get an empty range, First > Last). A buffer of Rank that no step touches
 /// is live over the whole training step, as a persistent one. What a step
-/// touches follows Runner.cpp: a forward call its inputs, outputs and
-/// statistics; a backward call all of its operands (only the gradients for
-/// ops that move elements); messages and all-reduces their copies; an
-/// update its parameter, gradient and slots.
-/// Header-only: codegen, which does not link the program library, lays out
-/// buffers with it.
+/// touches follows the Runner's walk (RunnerImpl.h): a forward call its inputs,
+/// outputs and statistics; a backward call all of its operands (only the
+/// gradients for ops that move elements); messages and all-reduces their
+/// copies; an update its parameter, gradient and slots. Header-only: codegen,
+/// which does not link the program library, lays out buffers with it.
 inline std::vector<Lifetime> bufferLifetimes(const Plan &P, int32_t Rank) {
   std::vector<Lifetime> Live(P.Buffers.Size, Lifetime{INT32_MAX, INT32_MIN});
   auto Use = [&](int32_t Buffer, int32_t Step) {
