@@ -6,8 +6,8 @@
 // reads positions from them (a window's pads, Slice's starts, Pad's pads).
 //
 //===----------------------------------------------------------------------===//
-#include "codegen/ProgramPlan.h"
 #include "codegen/PlanBuilder.h"
+#include "codegen/ProgramPlan.h"
 
 namespace onnx2soap::codegen {
 namespace detail {
