@@ -121,14 +121,15 @@ constexpr double FarFromTheFirst = 1.5;
 /// under which S is fastest, among those under which it fits MemoryLimit
 /// bytes per device (0: each device's capacity) if any does (a bucket is
 /// packed into the message buffer); ties (within a relative 1e-9): the
-/// first. The sizes are simulated on up to Threads threads at once.
-double bestGradientBucket(const ir::TrainingGraph &T,
-                          const simulator::Machine &M,
-                          const simulator::CostModel &Cost,
-                          simulator::SimOptions Sim,
-                          const simulator::Strategy &S,
-                          llvm::ArrayRef<double> Candidates,
-                          double MemoryLimit = 0, unsigned Threads = 1);
+/// first. The sizes are simulated on up to Threads threads at once, each
+/// with a simulator of its own; Used, when given, receives them (a used
+/// simulator simulates from scratch in half a new one's time or less).
+double bestGradientBucket(
+    const ir::TrainingGraph &T, const simulator::Machine &M,
+    const simulator::CostModel &Cost, simulator::SimOptions Sim,
+    const simulator::Strategy &S, llvm::ArrayRef<double> Candidates,
+    double MemoryLimit = 0, unsigned Threads = 1,
+    std::vector<std::unique_ptr<simulator::Simulator>> *Used = nullptr);
 
 /// One strategy with what the simulator says of it.
 struct Candidate {

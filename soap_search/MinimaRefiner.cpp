@@ -37,8 +37,9 @@ void MinimaRefiner::findMinima(std::shared_future<double> Bucket) {
   if (!Found.empty()) {
     // Last to first, so that the simulator holds the first (the usual
     // fastest) for its refinement; each after the first as a change of the
-    // one before (minima differ in a few ops).
-    Held = std::make_unique<Simulator>(T, M, Cost, Sized);
+    // one before (minima differ in a few ops). A simulator the search lent
+    // (lend()) if there is one.
+    Held = simulator(Sized.GradientBucketBytes);
     std::vector<Candidate> Simulated(Found.size());
     for (size_t K = Found.size(); K-- > 0;) {
       Held->moveTo(Found[K]);

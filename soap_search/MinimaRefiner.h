@@ -75,6 +75,12 @@ public:
   /// The first chain thread's help, between two steps of its chains (they
   /// wait: the help uses simulators of its own), once it is wanted.
   void helpIfWanted();
+  /// A used simulator of the search's (its options but the gradient bucket
+  /// size) for the refinements to take before building new ones: the
+  /// minima's first simulation, the walks' starts, the relinked paths.
+  void lend(std::unique_ptr<simulator::Simulator> Sim) {
+    spare(std::move(Sim));
+  }
 
   /// What the refinements found, once every thread is done.
   struct Outcome {
