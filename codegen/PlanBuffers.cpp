@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/PlanBuilder.h"
+#include "llvm/Support/ErrorHandling.h"
 
 namespace onnx2soap::codegen::detail {
 
@@ -17,9 +18,13 @@ static rt::program::TensorRole heldRole(const ir::Tensor &Value) {
     return rt::program::TensorRole::Parameter;
   case ir::TensorRole::State:
     return rt::program::TensorRole::State;
-  default:
+  case ir::TensorRole::Constant:
     return rt::program::TensorRole::Constant;
+  case ir::TensorRole::Activation:
+  case ir::TensorRole::Input:
+    break;
   }
+  llvm_unreachable("only parameters, state and constants are held (isHeld)");
 }
 
 const std::vector<simulator::GradientCells> &
