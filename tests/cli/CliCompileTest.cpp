@@ -1,0 +1,363 @@
+//===- tests/cli/CliCompileTest.cpp - compile -----------------------------===//
+//
+// `compile` must write a complete project, the same bytes on every run, and
+// leave folders that are not its own alone (building and running projects:
+// tests/codegen/).
+//
+//===----------------------------------------------------------------------===//
+#include "CliTestUtil.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/SHA256.h"
+#include "gmock/gmock.h"
+#include <map>
+
+using namespace onnx2soap::testing;
+using namespace onnx2soap::clitest;
+
+namespace {
+
+std::string fixturePath(llvm::StringRef Name, llvm::StringRef File) {
+  return (llvm::Twine(ONNX2SOAP_SOURCE_DIR) + "/tests/fixtures/" + Name + "/" +
+          File)
+      .str();
+}
+
+/// `compile` of the CNN fixture (its weights are in the file) for two CPU
+/// ranks, SGD with lr 0.1, plus More.
+std::vector<std::string> compileArgs(std::vector<std::string> More) {
+  std::vector<std::string> Args{
+      "compile",     fixturePath("cnn_bn", "model.onnx"),
+      "--batch",     "8",
+      "--cluster",   "cpu:2",
+      "--optimizer", "sgd",
+      "--lr",        "0.1"};
+  Args.insert(Args.end(), More.begin(), More.end());
+  return Args;
+}
+
+/// Every file under Root, by path relative to Root, with its bytes.
+std::map<std::string, std::string> readTree(llvm::StringRef Root) {
+  std::map<std::string, std::string> Tree;
+  std::error_code EC;
+  for (llvm::sys::fs::recursive_directory_iterator It(Root, EC), End;
+       !EC && It != End; It.increment(EC)) {
+    if (!llvm::sys::fs::is_regular_file(It->path()))
+      continue;
+    llvm::StringRef Path = It->path();
+    llvm::StringRef Relative = Path.drop_front(Root.size()).ltrim('/');
+    Tree[Relative.str()] = readFile(Path);
+  }
+  EXPECT_FALSE(EC) << Root.str() << ": " << EC.message();
+  return Tree;
+}
+
+std::string sha256Hex(llvm::StringRef Bytes) {
+  auto Digest = llvm::SHA256::hash(llvm::arrayRefFromStringRef(Bytes));
+  return llvm::toHex(Digest, /*LowerCase=*/true);
+}
+
+TEST_F(CliTest, CompileRefusesBadFlags) {
+  expectUserError(run(compileArgs({"--strategy", "data-parallel"})),
+                  "-o DIR is required");
+  std::string Out = Dir.file("project");
+  expectUserError(run(compileArgs({"--strategy", "data-parallel", "--init",
+                                   "zeros", "-o", Out})),
+                  "--init zeros: expected onnx or random");
+  EXPECT_FALSE(llvm::sys::fs::exists(Out));
+}
+
+TEST_F(CliTest, CompileRefusesAStrategyForAnotherCluster) {
+  std::string Strategy = Dir.file("cpu2.json");
+  RunResult Search = run({"search", fixturePath("cnn_bn", "model.onnx"),
+                          "--batch", "8", "--cluster", "cpu:2", "--optimizer",
+                          "sgd", "--iterations", "20", "-o", Strategy});
+  ASSERT_EQ(Search.ExitCode, 0) << Search.Err;
+  std::string Out = Dir.file("project");
+  RunResult R = run({"compile", fixturePath("cnn_bn", "model.onnx"), "--batch",
+                     "8", "--cluster", "cpu:4", "--optimizer", "sgd",
+                     "--strategy", Strategy, "-o", Out});
+  expectUserError(R, Strategy + " was made for cluster 'cpu:2' with 2 devices");
+  EXPECT_THAT(R.Err, ::testing::HasSubstr("not 'cpu:4' with 4 devices"));
+  EXPECT_FALSE(llvm::sys::fs::exists(Out));
+}
+
+// search explores only configs generated programs can run, so its answer
+// always compiles: an LSTM op (not unrolled), slices of encoder states, a
+// concatenation and padded pools, on 4 ranks.
+TEST_F(CliTest, SearchedStrategiesCompile) {
+  struct Case {
+    const char *Fixture;
+    const char *Batch;
+  } Cases[] = {{"lstm_lm", "4"}, {"seq2seq", "4"}, {"inception_mini", "8"}};
+  for (const Case &C : Cases) {
+    for (const char *Space : {"", "--any-config"}) {
+      std::string Strategy =
+          Dir.file(std::string(C.Fixture) + (*Space ? "-any" : "") + ".json");
+      std::vector<std::string> Args{
+          "search",       fixturePath(C.Fixture, "model.onnx"),
+          "--batch",      C.Batch,
+          "--cluster",    "cpu:4",
+          "--iterations", "200",
+          "--seed",       "1",
+          "-o",           Strategy};
+      if (*Space)
+        Args.push_back(Space);
+      RunResult Search = run(Args);
+      ASSERT_EQ(Search.ExitCode, 0)
+          << C.Fixture << " " << Space << ": " << Search.Err;
+      if (*Space)
+        continue; // the whole space: compile may refuse its answer
+      std::string Out = Dir.file(std::string(C.Fixture) + "-project");
+      RunResult R = run({"compile", fixturePath(C.Fixture, "model.onnx"),
+                         "--batch", C.Batch, "--cluster", "cpu:4", "--strategy",
+                         Strategy, "-o", Out});
+      EXPECT_EQ(R.ExitCode, 0) << C.Fixture << ": " << R.Err;
+    }
+  }
+}
+
+TEST_F(CliTest, CompileLeavesAFolderThatIsNotAProjectAlone) {
+  std::string Out = Dir.file("notes");
+  ASSERT_FALSE(llvm::sys::fs::create_directory(Out));
+  ASSERT_TRUE(writeBytes(Out + "/todo.txt", "buy milk\n"));
+  expectUserError(run(compileArgs({"--strategy", "data-parallel", "-o", Out})),
+                  "-o " + Out +
+                      ": the folder is not empty and holds no generated "
+                      "project (manifest.json)");
+  std::map<std::string, std::string> Tree = readTree(Out);
+  EXPECT_EQ(Tree,
+            (std::map<std::string, std::string>{{"todo.txt", "buy milk\n"}}));
+  EXPECT_FALSE(llvm::sys::fs::exists(Out + ".tmp-onnx2soap"));
+}
+
+TEST_F(CliTest, CompileWritesTheProject) {
+  std::string Out = Dir.file("cnn_bn-cpu2");
+  RunResult R = run(compileArgs({"--strategy", "data-parallel", "-o", Out}));
+  ASSERT_EQ(R.ExitCode, 0) << R.Err;
+  EXPECT_EQ(R.Err, "");
+  EXPECT_THAT(R.Out, ::testing::StartsWith("wrote " + Out +
+                                           ": 2 ranks on cpu:2, strategy "
+                                           "data-parallel, predicted "));
+  std::map<std::string, std::string> Tree = readTree(Out);
+  for (const char *File :
+       {"manifest.json", "CMakeLists.txt", "src/plan.cpp", "src/main.cpp",
+        "weights/shards.bin", "strategy.json", "model.onnx", "README.md"})
+    EXPECT_FALSE(Tree[File].empty()) << File;
+  EXPECT_EQ(Tree["model.onnx"], readFile(fixturePath("cnn_bn", "model.onnx")));
+
+  // The manifest lists every other file with its SHA-256.
+  auto Parsed = llvm::json::parse(Tree["manifest.json"]);
+  ASSERT_TRUE(static_cast<bool>(Parsed)) << llvm::toString(Parsed.takeError());
+  const llvm::json::Object *Manifest = Parsed->getAsObject();
+  ASSERT_NE(Manifest, nullptr);
+  EXPECT_EQ(Manifest->getString("format").getValueOr(""), "onnx2soap-project");
+  EXPECT_EQ(Manifest->getString("backend").getValueOr(""), "cpu");
+  EXPECT_EQ(Manifest->getInteger("ranks").getValueOr(0), 2);
+  const llvm::json::Object *Hashes = Manifest->getObject("files");
+  ASSERT_NE(Hashes, nullptr);
+  EXPECT_EQ(Hashes->size() + 1, Tree.size());
+  for (const auto &[Path, Bytes] : Tree) {
+    if (Path == "manifest.json")
+      continue;
+    EXPECT_EQ(Hashes->getString(Path).getValueOr(""), sha256Hex(Bytes)) << Path;
+  }
+
+  // The strategy the project was made with reads back for the same
+  // settings.
+  RunResult Simulated =
+      run({"simulate", fixturePath("cnn_bn", "model.onnx"), "--batch", "8",
+           "--cluster", "cpu:2", "--optimizer", "sgd", "--strategy",
+           Out + "/strategy.json"});
+  EXPECT_EQ(Simulated.ExitCode, 0) << Simulated.Err;
+
+  // A folder holding a project is replaced by the new one.
+  RunResult Again = run(compileArgs({"--strategy", "expert", "-o", Out}));
+  ASSERT_EQ(Again.ExitCode, 0) << Again.Err;
+  EXPECT_THAT(Again.Out, ::testing::HasSubstr("strategy expert"));
+  EXPECT_FALSE(llvm::sys::fs::exists(Out + ".tmp-onnx2soap"));
+  EXPECT_FALSE(llvm::sys::fs::exists(Out + ".old-onnx2soap"));
+}
+
+// OptCNN's strategy is chosen among the configs generated programs can run.
+TEST_F(CliTest, CompileWritesOptCnnsStrategy) {
+  std::string Out = Dir.file("cnn_bn-optcnn");
+  RunResult R = run(compileArgs({"--strategy", "optcnn", "-o", Out}));
+  ASSERT_EQ(R.ExitCode, 0) << R.Err;
+  EXPECT_THAT(R.Out, ::testing::StartsWith("wrote " + Out +
+                                           ": 2 ranks on cpu:2, strategy "
+                                           "optcnn, predicted "));
+}
+
+TEST_F(CliTest, CompileTwiceGivesTheSameBytes) {
+  // A search with --iterations depends only on the seed; the folder's name
+  // must not show up in what is written.
+  std::vector<std::string> Search{"--iterations", "50", "--seed", "1"};
+  auto Into = [&](const std::string &Out) {
+    std::vector<std::string> More = Search;
+    More.insert(More.end(), {"-o", Out});
+    return compileArgs(More);
+  };
+  std::string A = Dir.file("first"), B = Dir.file("second-project");
+  RunResult First = run(Into(A));
+  ASSERT_EQ(First.ExitCode, 0) << First.Err;
+  RunResult Second = run(Into(B));
+  ASSERT_EQ(Second.ExitCode, 0) << Second.Err;
+  std::map<std::string, std::string> TreeA = readTree(A), TreeB = readTree(B);
+  ASSERT_GT(TreeA.size(), 8u);
+  ASSERT_EQ(TreeA.size(), TreeB.size());
+  for (const auto &[Path, Bytes] : TreeA) {
+    auto It = TreeB.find(Path);
+    ASSERT_NE(It, TreeB.end()) << Path << " only in the first tree";
+    EXPECT_TRUE(It->second == Bytes) << Path << " differs";
+  }
+}
+
+TEST_F(CliTest, CompileGraphOnlyModelNeedsRandomInit) {
+  // The weights are external data whose file is absent, as in the samples.
+  onnx::ModelProto Model = makeModel();
+  setExternalData(*findInitializer(*Model.mutable_graph(), "W"), "w.bin", 0,
+                  48);
+  setExternalData(*findInitializer(*Model.mutable_graph(), "b"), "w.bin", 48,
+                  12);
+  std::string Path = writeModelFile(Model);
+  auto Compile = [&](llvm::StringRef Init, const std::string &Out) {
+    return run({"compile", Path, "--batch", "8", "--cluster", "cpu:2",
+                "--strategy", "data-parallel", "--init", Init.str(), "-o",
+                Out});
+  };
+  std::string FromOnnx = Dir.file("onnx-init");
+  expectUserError(Compile("onnx", FromOnnx),
+                  "the weights of 'W' are needed to generate the program and "
+                  "are absent");
+  EXPECT_FALSE(llvm::sys::fs::exists(FromOnnx));
+
+  std::string Random = Dir.file("random-init");
+  RunResult R = Compile("random", Random);
+  ASSERT_EQ(R.ExitCode, 0) << R.Err;
+  EXPECT_FALSE(readFile(Random + "/weights/shards.bin").empty());
+  EXPECT_FALSE(readFile(Random + "/manifest.json").empty());
+}
+
+// compile says how much device memory the program will allocate per rank
+// and the kernel scratch it takes on top (manifest.json: allocated_bytes
+// and kernel_scratch_bytes, next to the planner's peak; the codegen cases
+// check that the program allocates exactly that), and warns when a rank's
+// device is too small for them.
+TEST_F(CliTest, CompileReportsTheMemoryTheProgramAllocates) {
+  std::string Out = Dir.file("project");
+  RunResult R = run(compileArgs({"--strategy", "data-parallel", "-o", Out}));
+  ASSERT_EQ(R.ExitCode, 0) << R.Err;
+  EXPECT_EQ(R.Err, "");
+  EXPECT_THAT(R.Out,
+              ::testing::HasSubstr("allocated on rank 0 (the fullest; kernel "
+                                   "scratch on top: "));
+  EXPECT_THAT(R.Out, ::testing::HasSubstr("; the planner's peak there: "));
+  auto Manifest = llvm::json::parse(readFile(Out + "/manifest.json"));
+  ASSERT_TRUE(bool(Manifest)) << llvm::toString(Manifest.takeError());
+  const llvm::json::Array *Allocated =
+      Manifest->getAsObject()->getArray("allocated_bytes");
+  const llvm::json::Array *Peak =
+      Manifest->getAsObject()->getArray("predicted_peak_memory");
+  ASSERT_TRUE(Allocated && Peak);
+  ASSERT_EQ(Allocated->size(), 2u);
+  ASSERT_EQ(Peak->size(), 2u);
+  // The CNN's loss and BatchNorm take a little scratch; a CPU device
+  // has no convolution or cuBLAS workspace.
+  const llvm::json::Array *Scratch =
+      Manifest->getAsObject()->getArray("kernel_scratch_bytes");
+  ASSERT_TRUE(Scratch);
+  ASSERT_EQ(Scratch->size(), 2u);
+  EXPECT_EQ(Manifest->getAsObject()->getInteger("conv_workspace_bytes"),
+            llvm::Optional<int64_t>(0));
+  const llvm::json::Array *Library =
+      Manifest->getAsObject()->getArray("library_bytes");
+  ASSERT_TRUE(Library);
+  EXPECT_EQ(*Library, llvm::json::Array({0, 0})); // no cuBLAS on a CPU
+  const llvm::json::Array *Runtime =
+      Manifest->getAsObject()->getArray("runtime_bytes");
+  ASSERT_TRUE(Runtime);
+  EXPECT_EQ(*Runtime, llvm::json::Array({0, 0})); // no CUDA or NCCL either
+  for (size_t Rank = 0; Rank < 2; ++Rank) {
+    EXPECT_GT(*(*Allocated)[Rank].getAsInteger(), 0);
+    EXPECT_GT(*(*Scratch)[Rank].getAsInteger(), 0);
+    EXPECT_GE(*(*Peak)[Rank].getAsInteger(),
+              *(*Allocated)[Rank].getAsInteger() +
+                  *(*Scratch)[Rank].getAsInteger());
+  }
+
+  // The same two ranks with 100 KiB each.
+  std::string Cluster = Dir.file("small.json");
+  ASSERT_TRUE(writeBytes(Cluster, R"json({
+  "name": "small",
+  "device_types": [{"name": "c", "peak_TFLOPS_f32": 0.1,
+    "memory_bandwidth_GBps": 10, "memory_GiB": 0.00009536743,
+    "launch_overhead_us": 1}],
+  "nodes": [{"devices": {"type": "c", "count": 2}, "switches": ["shm"],
+    "links": [{"from": "cpu0", "to": "shm", "kind": "shm",
+               "bandwidth_GBps": 10, "latency_us": 0.5},
+              {"from": "cpu1", "to": "shm", "kind": "shm",
+               "bandwidth_GBps": 10, "latency_us": 0.5}]}]
+})json"));
+  std::string Small = Dir.file("small-project");
+  R = run({"compile", fixturePath("cnn_bn", "model.onnx"), "--batch", "8",
+           "--cluster", Cluster, "--optimizer", "sgd", "--strategy",
+           "data-parallel", "-o", Small});
+  ASSERT_EQ(R.ExitCode, 0) << R.Err;
+  EXPECT_THAT(R.Err, ::testing::HasSubstr("warning: rank 0 allocates "));
+  EXPECT_THAT(R.Err, ::testing::HasSubstr(
+                         "more than its device's 100 KiB: the program will "
+                         "fail to start there"));
+}
+
+// `--optimizer sgd --momentum X` trains with a momentum slot per parameter,
+// as `--optimizer momentum` does: the planner simulates and counts the same
+// (it used to simulate plain SGD, without the slots' memory).
+TEST_F(CliTest, CompilePlansTheMomentumTheProgramRuns) {
+  auto Peak = [&](std::vector<std::string> Flags) {
+    std::string Out = Dir.file("momentum-" + llvm::join(Flags, "-"));
+    std::vector<std::string> Args{
+        "compile",    fixturePath("cnn_bn", "model.onnx"),
+        "--batch",    "8",
+        "--cluster",  "cpu:2",
+        "--strategy", "data-parallel",
+        "-o",         Out};
+    Args.insert(Args.end(), Flags.begin(), Flags.end());
+    RunResult R = run(Args);
+    EXPECT_EQ(R.ExitCode, 0) << R.Err;
+    auto Manifest = llvm::json::parse(readFile(Out + "/manifest.json"));
+    EXPECT_TRUE(bool(Manifest)) << llvm::toString(Manifest.takeError());
+    return *(*Manifest->getAsObject()->getArray("predicted_peak_memory"))[0]
+                .getAsInteger();
+  };
+  int64_t Plain = Peak({"--optimizer", "sgd"});
+  int64_t Slot = Peak({"--optimizer", "momentum"});
+  EXPECT_GT(Slot, Plain);
+  EXPECT_EQ(Peak({"--optimizer", "sgd", "--momentum", "0.9"}), Slot);
+  EXPECT_EQ(Peak({"--optimizer", "momentum", "--momentum", "0"}), Plain);
+}
+
+// The plan hash heads the weight shard file and every checkpoint: programs
+// whose first weights differ (--init, the seed of random values) must not
+// share it, or a shard file copied from one would load into the other.
+TEST_F(CliTest, ThePlanHashDependsOnWhereTheWeightsComeFrom) {
+  auto PlanHash = [&](std::vector<std::string> Init) {
+    std::string Out = Dir.file("project-" + llvm::join(Init, "-"));
+    std::vector<std::string> More{"--strategy", "data-parallel", "-o", Out};
+    More.insert(More.end(), Init.begin(), Init.end());
+    RunResult R = run(compileArgs(More));
+    EXPECT_EQ(R.ExitCode, 0) << R.Err;
+    std::string Plan = readFile(Out + "/src/plan.cpp");
+    size_t At = Plan.find("ull, // plan hash");
+    EXPECT_NE(At, std::string::npos);
+    return At == std::string::npos ? std::string() : Plan.substr(At - 18, 18);
+  };
+  std::string Onnx = PlanHash({"--init", "onnx"});
+  std::string Seven = PlanHash({"--init", "random", "--seed", "7"});
+  std::string Eight = PlanHash({"--init", "random", "--seed", "8"});
+  ASSERT_EQ(Onnx.substr(0, 2), "0x");
+  EXPECT_NE(Onnx, Seven);
+  EXPECT_NE(Seven, Eight);
+  EXPECT_EQ(Seven, PlanHash({"--seed", "7", "--init", "random"}));
+}
+
+} // namespace

@@ -1,0 +1,584 @@
+//===- tests/cli/CliPlanTest.cpp - simulate, search, calibrate ------------===//
+//
+// The planning subcommands end to end: `simulate` and `search` (their JSON,
+// tables, traces and strategy files; reproducible searches; the frontier and
+// the sweep; measured cluster tables), `calibrate` and `--profile`, and
+// their errors on bad input.
+//
+//===----------------------------------------------------------------------===//
+#include "CliTestUtil.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "gmock/gmock.h"
+#include <map>
+#include <optional>
+
+using namespace onnx2soap::testing;
+using namespace onnx2soap::clitest;
+
+namespace {
+
+TEST_F(CliTest, SimulateJsonOnCpuRanks) {
+  for (const char *Strategy : {"data-parallel", "model-parallel", "expert"}) {
+    RunResult R =
+        run(planArgs("simulate", "cpu:2", {"--strategy", Strategy, "--json"}));
+    ASSERT_EQ(R.ExitCode, 0) << Strategy << ": " << R.Err;
+    EXPECT_EQ(R.Err, "");
+    llvm::json::Object O = jsonObject(R);
+    EXPECT_GT(O.getNumber("time").getValueOr(0), 0) << Strategy;
+    EXPECT_GE(O.getNumber("bytes_transferred").getValueOr(-1), 0);
+    ASSERT_NE(O.getArray("peak_memory"), nullptr);
+    EXPECT_EQ(O.getArray("peak_memory")->size(), 2u);
+    ASSERT_NE(O.getArray("compute_time"), nullptr);
+    EXPECT_EQ(O.getArray("compute_time")->size(), 2u);
+    EXPECT_TRUE(O.getBoolean("fits").hasValue());
+    EXPECT_EQ(O.getInteger("num_devices").getValueOr(0), 2);
+  }
+}
+
+// A cluster file with a measured all-reduce (cpu:2 from `clusters --show`
+// plus one table, every size taking a second): data parallelism's gradient
+// all-reduces take a second each, and `--show` keeps the table.
+TEST_F(CliTest, MeasuredAllReducesTimeDataParallelism) {
+  RunResult Shown = run({"clusters", "--show", "cpu:2"});
+  ASSERT_EQ(Shown.ExitCode, 0) << Shown.Err;
+  auto Cluster = llvm::json::parse(Shown.Out);
+  ASSERT_TRUE(static_cast<bool>(Cluster)) << Shown.Out;
+  (*Cluster->getAsObject())["measured"] = llvm::json::Object{
+      {"all_reduces",
+       llvm::json::Array{llvm::json::Object{
+           {"devices", llvm::json::Array{"node0/cpu0", "node0/cpu1"}},
+           {"sizes_bytes", llvm::json::Array{1, 1e9}},
+           {"times_us", llvm::json::Array{1e6, 1e6}}}}}};
+  std::string Path = Dir.file("measured.json");
+  ASSERT_TRUE(writeBytes(Path, llvm::formatv("{0:2}", *Cluster).str()));
+  RunResult Again = run({"clusters", "--show", Path});
+  ASSERT_EQ(Again.ExitCode, 0) << Again.Err;
+  EXPECT_NE(Again.Out.find("\"all_reduces\""), std::string::npos) << Again.Out;
+  std::vector<std::string> Flags = {"--strategy", "data-parallel", "--json",
+                                    "--gradient-bucket", "0"};
+  RunResult Model = run(planArgs("simulate", "cpu:2", Flags));
+  RunResult Measured = run(planArgs("simulate", Path, Flags));
+  ASSERT_EQ(Model.ExitCode, 0) << Model.Err;
+  ASSERT_EQ(Measured.ExitCode, 0) << Measured.Err;
+  llvm::json::Object ModelJson = jsonObject(Model);
+  llvm::json::Object MeasuredJson = jsonObject(Measured);
+  double Before = ModelJson.getNumber("time").getValueOr(0);
+  double After = MeasuredJson.getNumber("time").getValueOr(0);
+  EXPECT_LT(Before, 0.1);
+  EXPECT_GT(After, 1.0);
+  // Every all-reduce timed by the table, none on cpu:2 itself.
+  const llvm::json::Object *Counts = MeasuredJson.getObject("communication");
+  ASSERT_NE(Counts, nullptr) << Measured.Out;
+  int64_t AllReduces = Counts->getInteger("all_reduces").getValueOr(-1);
+  EXPECT_GT(AllReduces, 0);
+  EXPECT_EQ(Counts->getInteger("measured_all_reduces").getValueOr(-1),
+            AllReduces);
+  EXPECT_EQ(ModelJson.getObject("communication")
+                ->getInteger("measured_all_reduces")
+                .getValueOr(-1),
+            0);
+  // The trace marks what the tables timed.
+  std::string Trace = Dir.file("measured-trace.json");
+  RunResult Traced =
+      run(planArgs("simulate", Path,
+                   {"--strategy", "data-parallel", "--gradient-bucket", "0",
+                    "--trace", Trace}));
+  ASSERT_EQ(Traced.ExitCode, 0) << Traced.Err;
+  auto Events = llvm::json::parse(readFile(Trace));
+  ASSERT_TRUE(static_cast<bool>(Events));
+  int64_t Marked = 0;
+  for (const llvm::json::Value &E :
+       *Events->getAsObject()->getArray("traceEvents")) {
+    const llvm::json::Object *Args = E.getAsObject()->getObject("args");
+    if (Args && Args->getBoolean("measured").getValueOr(false))
+      ++Marked;
+  }
+  EXPECT_GT(Marked, 0);
+  RunResult Table =
+      run(planArgs("simulate", Path,
+                   {"--strategy", "data-parallel", "--gradient-bucket", "0"}));
+  ASSERT_EQ(Table.ExitCode, 0) << Table.Err;
+  EXPECT_NE(Table.Out.find("\nmeasured     "), std::string::npos) << Table.Out;
+  EXPECT_NE(Table.Out.find(std::to_string(AllReduces) + " of " +
+                           std::to_string(AllReduces) +
+                           " all-reduces timed by the cluster's measured "
+                           "tables\n"),
+            std::string::npos)
+      << Table.Out;
+}
+
+TEST_F(CliTest, SimulateWritesTheStrategyItSimulated) {
+  for (const char *Strategy :
+       {"data-parallel", "model-parallel", "expert", "optcnn"}) {
+    std::string File = Dir.file(std::string(Strategy) + ".json");
+    RunResult Built = run(planArgs(
+        "simulate", "paper-p100",
+        {"--gpus", "4", "--strategy", Strategy, "--json", "-o", File}));
+    ASSERT_EQ(Built.ExitCode, 0) << Strategy << ": " << Built.Err;
+    llvm::json::Object A = jsonObject(Built);
+    EXPECT_EQ(A.getString("strategy_file").getValueOr(""), File);
+    // The file is that strategy: simulated again, the same iteration with
+    // the same bucket size.
+    RunResult Again =
+        run(planArgs("simulate", "paper-p100",
+                     {"--gpus", "4", "--strategy", File, "--json"}));
+    ASSERT_EQ(Again.ExitCode, 0) << Strategy << ": " << Again.Err;
+    llvm::json::Object B = jsonObject(Again);
+    EXPECT_DOUBLE_EQ(B.getNumber("time").getValueOr(-1),
+                     A.getNumber("time").getValueOr(-2))
+        << Strategy;
+    EXPECT_EQ(B.getNumber("gradient_bucket").getValueOr(-1),
+              A.getNumber("gradient_bucket").getValueOr(-2))
+        << Strategy;
+    EXPECT_DOUBLE_EQ(B.getNumber("bytes_transferred").getValueOr(-1),
+                     A.getNumber("bytes_transferred").getValueOr(-2))
+        << Strategy;
+  }
+  // An unwritable path: exit 2, one line naming the flag.
+  RunResult Bad = run(planArgs("simulate", "cpu:2",
+                               {"--strategy", "data-parallel", "-o",
+                                Dir.file("no-such-folder/s.json")}));
+  EXPECT_EQ(Bad.ExitCode, 2);
+  EXPECT_THAT(Bad.Err, ::testing::HasSubstr("-o "));
+}
+
+TEST_F(CliTest, SimulateTableAndTraceOnFourP100s) {
+  std::string Trace = Dir.file("trace.json");
+  RunResult R =
+      run(planArgs("simulate", "paper-p100",
+                   {"--gpus", "4", "--strategy", "expert", "--trace", Trace}));
+  ASSERT_EQ(R.ExitCode, 0) << R.Err;
+  EXPECT_EQ(R.Err, "");
+  EXPECT_THAT(R.Out, ::testing::HasSubstr("per iteration"));
+  EXPECT_THAT(R.Out, ::testing::HasSubstr("node0/gpu3"));
+  std::string Text = readFile(Trace);
+  auto Parsed = llvm::json::parse(Text);
+  ASSERT_TRUE(static_cast<bool>(Parsed)) << llvm::toString(Parsed.takeError());
+  const llvm::json::Array *Events =
+      Parsed->getAsObject()->getArray("traceEvents");
+  ASSERT_NE(Events, nullptr);
+  unsigned Complete = 0, Forward = 0;
+  for (const llvm::json::Value &E : *Events) {
+    const llvm::json::Object *O = E.getAsObject();
+    ASSERT_NE(O, nullptr);
+    if (O->getString("ph").getValueOr("") != "X")
+      continue;
+    ++Complete;
+    EXPECT_TRUE(O->getNumber("ts").hasValue());
+    EXPECT_GE(O->getNumber("dur").getValueOr(-1), 0);
+    Forward += O->getString("name").getValueOr("").startswith("fwd ");
+  }
+  EXPECT_GT(Complete, 0u);
+  EXPECT_GT(Forward, 0u);
+  // Same input, same bytes.
+  ASSERT_EQ(
+      run(planArgs("simulate", "paper-p100",
+                   {"--gpus", "4", "--strategy", "expert", "--trace", Trace}))
+          .ExitCode,
+      0);
+  EXPECT_EQ(readFile(Trace), Text);
+}
+
+// Under the program's model the trace shows the copies around messages,
+// and a transfer names the op that produced what it carries (the task
+// before it is the copy that packed it).
+TEST_F(CliTest, TraceNamesBothEndsOfATransferAndShowsCopies) {
+  std::string Trace = Dir.file("copies-trace.json");
+  RunResult R = run(planArgs(
+      "simulate", "paper-p100",
+      {"--gpus", "2", "--strategy", "model-parallel", "--trace", Trace}));
+  ASSERT_EQ(R.ExitCode, 0) << R.Err;
+  auto Parsed = llvm::json::parse(readFile(Trace));
+  ASSERT_TRUE(static_cast<bool>(Parsed)) << llvm::toString(Parsed.takeError());
+  unsigned Transfers = 0, Copies = 0;
+  for (const llvm::json::Value &E :
+       *Parsed->getAsObject()->getArray("traceEvents")) {
+    const llvm::json::Object *O = E.getAsObject();
+    if (O->getString("ph").getValueOr("") != "X")
+      continue;
+    llvm::StringRef Kind = O->getString("cat").getValueOr("");
+    llvm::StringRef Name = O->getString("name").getValueOr("");
+    Copies += Kind == "copy";
+    if (Kind != "transfer")
+      continue;
+    ++Transfers;
+    // "xfer PRODUCER->CONSUMER", the consumer being the task's op.
+    auto [Producer, Consumer] = Name.drop_front(5).split("->");
+    EXPECT_EQ(Consumer, O->getObject("args")->getString("op").getValueOr(""));
+    EXPECT_NE(Producer, Consumer) << Name.str();
+  }
+  EXPECT_GT(Transfers, 0u);
+  EXPECT_GT(Copies, 0u);
+}
+
+TEST_F(CliTest, SearchJsonOnCpuRanks) {
+  RunResult R = run(planArgs("search", "cpu:2",
+                             {"--iterations", "100", "--seed", "1", "--json"}));
+  ASSERT_EQ(R.ExitCode, 0) << R.Err;
+  EXPECT_EQ(R.Err, "") << "no progress line when stderr is not a terminal";
+  llvm::json::Object O = jsonObject(R);
+  for (const char *Key :
+       {"time", "data_parallel_time", "expert_time", "speedup_vs_data_parallel",
+        "search_seconds", "max_peak_memory"})
+    EXPECT_TRUE(O.getNumber(Key).hasValue()) << Key << "\n" << R.Out;
+  EXPECT_GT(O.getInteger("iterations").getValueOr(0), 0);
+  ASSERT_NE(O.getArray("peak_memory"), nullptr);
+  EXPECT_EQ(O.getArray("peak_memory")->size(), 2u);
+  // Never worse than the built-ins it starts from.
+  double Time = O.getNumber("time").getValueOr(0);
+  EXPECT_LE(Time, O.getNumber("data_parallel_time").getValueOr(0));
+  EXPECT_LE(Time, O.getNumber("expert_time").getValueOr(0));
+  EXPECT_GE(O.getNumber("speedup_vs_data_parallel").getValueOr(0), 1.0);
+  // What found the answer, as the progression's last entry says; the first
+  // is data parallelism, simulated first.
+  ASSERT_TRUE(O.getString("found_by").hasValue()) << R.Out;
+  const llvm::json::Array *Progression = O.getArray("progression");
+  ASSERT_NE(Progression, nullptr);
+  ASSERT_FALSE(Progression->empty());
+  EXPECT_EQ(Progression->front().getAsObject()->getString("found_by"),
+            llvm::Optional<llvm::StringRef>("data-parallel"));
+  EXPECT_EQ(Progression->back().getAsObject()->getString("found_by"),
+            O.getString("found_by"));
+}
+
+TEST_F(CliTest, SearchIsReproducibleAndSimulateAgrees) {
+  std::string A = Dir.file("A.json"), B = Dir.file("B.json");
+  std::vector<std::string> Flags{"--gpus", "4", "--iterations", "200",
+                                 "--seed", "3", "--json"};
+  auto WithOutput = [&](const std::string &Path) {
+    std::vector<std::string> All = Flags;
+    All.push_back("-o");
+    All.push_back(Path);
+    return planArgs("search", "paper-p100", All);
+  };
+  RunResult First = run(WithOutput(A));
+  ASSERT_EQ(First.ExitCode, 0) << First.Err;
+  RunResult Second = run(WithOutput(B));
+  ASSERT_EQ(Second.ExitCode, 0) << Second.Err;
+  std::string TextA = readFile(A), TextB = readFile(B);
+  ASSERT_FALSE(TextA.empty());
+  EXPECT_EQ(TextA, TextB) << "same seed, same bytes";
+  llvm::json::Object Searched = jsonObject(First);
+  EXPECT_EQ(Searched.getString("strategy_file").getValueOr(""), A);
+  // No temporary left beside the file.
+  std::error_code EC;
+  unsigned Files = 0;
+  for (llvm::sys::fs::directory_iterator It(Dir.path(), EC), End;
+       !EC && It != End; It.increment(EC))
+    Files += llvm::StringRef(It->path()).endswith(".json") ||
+             llvm::StringRef(It->path()).contains(".tmp");
+  EXPECT_EQ(Files, 2u);
+
+  RunResult Simulated = run(planArgs(
+      "simulate", "paper-p100", {"--gpus", "4", "--strategy", A, "--json"}));
+  ASSERT_EQ(Simulated.ExitCode, 0) << Simulated.Err;
+  llvm::json::Object O = jsonObject(Simulated);
+  EXPECT_DOUBLE_EQ(O.getNumber("time").getValueOr(-1),
+                   Searched.getNumber("time").getValueOr(-2));
+  // With the gradient bucket size the search chose, which the file records.
+  double Bucket = Searched.getNumber("gradient_bucket").getValueOr(-1);
+  EXPECT_GE(Bucket, 0);
+  EXPECT_EQ(O.getNumber("gradient_bucket").getValueOr(-2), Bucket);
+  EXPECT_NE(
+      TextA.find("\"gradient_bucket\": " + std::to_string(int64_t(Bucket))),
+      std::string::npos);
+  // A size on the command line wins over the file's.
+  RunResult OneBucket = run(planArgs("simulate", "paper-p100",
+                                     {"--gpus", "4", "--strategy", A,
+                                      "--gradient-bucket", "64MiB", "--json"}));
+  ASSERT_EQ(OneBucket.ExitCode, 0) << OneBucket.Err;
+  EXPECT_EQ(jsonObject(OneBucket).getNumber("gradient_bucket").getValueOr(0),
+            64.0 * 1024 * 1024);
+
+  // The strategy is refused for another model, cluster or batch: one line,
+  // exit 2.
+  expectUserError(
+      run({"simulate", samplePath("tiny_mlp.onnx"), "--batch", "8", "--cluster",
+           "paper-p100", "--gpus", "4", "--strategy", A}),
+      A + " was made for model tiny_cnn.onnx (sha256 ");
+  expectUserError(
+      run(planArgs("simulate", "paper-p100", {"--gpus", "8", "--strategy", A})),
+      A + " was made for cluster 'paper-p100 (first 4 devices)' "
+          "with 4 devices");
+  expectUserError(
+      run({"simulate", samplePath("tiny_cnn.onnx"), "--batch", "16",
+           "--cluster", "paper-p100", "--gpus", "4", "--strategy", A}),
+      A + " was made with --batch 8, not --batch 16");
+}
+
+TEST_F(CliTest, SearchFrontierAndSweep) {
+  std::string Path = Dir.file("frontier.json");
+  RunResult R =
+      run(planArgs("search", "paper-p100",
+                   {"--gpus", "4", "--iterations", "100", "--objective",
+                    "frontier", "-o", Path, "--json"}));
+  ASSERT_EQ(R.ExitCode, 0) << R.Err;
+  llvm::json::Object O = jsonObject(R);
+  const llvm::json::Array *Frontier = O.getArray("frontier");
+  ASSERT_NE(Frontier, nullptr) << R.Out;
+  ASSERT_FALSE(Frontier->empty());
+  for (const llvm::json::Value &Point : *Frontier) {
+    EXPECT_TRUE(Point.getAsObject()->getNumber("time").hasValue());
+    EXPECT_TRUE(Point.getAsObject()->getNumber("peak_memory").hasValue());
+  }
+  EXPECT_FALSE(readFile(Path).empty());
+
+  RunResult Sweep =
+      run(planArgs("search", "paper-p100",
+                   {"--sweep-gpus", "1,2,4", "--iterations", "50", "--json"}));
+  ASSERT_EQ(Sweep.ExitCode, 0) << Sweep.Err;
+  auto Parsed = llvm::json::parse(Sweep.Out);
+  ASSERT_TRUE(static_cast<bool>(Parsed)) << Sweep.Out;
+  const llvm::json::Array *Rows = Parsed->getAsArray();
+  ASSERT_NE(Rows, nullptr);
+  ASSERT_EQ(Rows->size(), 3u);
+  EXPECT_EQ((*Rows)[2].getAsObject()->getInteger("devices").getValueOr(0), 4);
+  EXPECT_GT((*Rows)[2].getAsObject()->getNumber("time").getValueOr(0), 0);
+
+  RunResult Table = run(planArgs(
+      "search", "paper-p100", {"--sweep-gpus", "1,2", "--iterations", "20"}));
+  ASSERT_EQ(Table.ExitCode, 0) << Table.Err;
+  EXPECT_EQ(llvm::StringRef(Table.Out).count('\n'), 3u) << Table.Out;
+}
+
+// A strategy for the first 8 devices is one for 16: the sweep's best time
+// never grows with the device count, however the counts are listed. With
+// 200 steps under FlexFlow's model of communication the search on 16 P100s
+// finds 153.4 us and the one on 8 finds 150.8 us, so the 16 row takes the 8
+// row's answer and says so.
+TEST_F(CliTest, SweepNeverGetsSlowerWithMoreDevices) {
+  RunResult Sweep =
+      run(planArgs("search", "paper-p100",
+                   {"--sweep-gpus", "16,8,2,8", "--iterations", "200",
+                    "--comm-model", "flexflow", "--json"}));
+  ASSERT_EQ(Sweep.ExitCode, 0) << Sweep.Err;
+  auto Parsed = llvm::json::parse(Sweep.Out);
+  ASSERT_TRUE(static_cast<bool>(Parsed)) << Sweep.Out;
+  const llvm::json::Array *Rows = Parsed->getAsArray();
+  ASSERT_NE(Rows, nullptr);
+  ASSERT_EQ(Rows->size(), 3u);
+  std::vector<int64_t> Devices, FoundOn;
+  std::vector<double> Times;
+  for (const llvm::json::Value &Row : *Rows) {
+    const llvm::json::Object *O = Row.getAsObject();
+    Devices.push_back(O->getInteger("devices").getValueOr(0));
+    FoundOn.push_back(O->getInteger("found_on_devices").getValueOr(0));
+    Times.push_back(O->getNumber("time").getValueOr(0));
+  }
+  EXPECT_EQ(Devices, (std::vector<int64_t>{2, 8, 16}));
+  EXPECT_EQ(FoundOn, (std::vector<int64_t>{2, 8, 8}));
+  EXPECT_GT(Times[0], 0);
+  EXPECT_LE(Times[1], Times[0]);
+  EXPECT_EQ(Times[2], Times[1]);
+}
+
+TEST_F(CliTest, PlanningRefusesBadInput) {
+  std::string Model = samplePath("tiny_cnn.onnx");
+  expectUserError(
+      run({"simulate", Model, "--batch", "8", "--strategy", "expert"}),
+      "--cluster C is required");
+  expectUserError(
+      run(planArgs("simulate", "paper-p10", {"--strategy", "expert"})),
+      "unknown cluster preset 'paper-p10'");
+  expectUserError(run(planArgs("simulate", "paper-p100",
+                               {"--gpus", "17", "--strategy", "expert"})),
+                  "--gpus 17: cluster 'paper-p100' has only 16 devices");
+  expectUserError(
+      run(planArgs("simulate", "cpu:2", {"--strategy", "tensor-parallel"})),
+      "--strategy tensor-parallel: no such file, and not a "
+      "built-in strategy");
+  expectUserError(run(planArgs("simulate", "cpu:2", {})),
+                  "--strategy S is required");
+  expectUserError(
+      run(planArgs("simulate", "cpu:2",
+                   {"--strategy", "expert", "--optimizer", "lbfgs"})),
+      "--optimizer lbfgs");
+  std::string NotJson = Dir.file("bad.json");
+  ASSERT_TRUE(writeBytes(NotJson, "{\"format\": \"onnx2soap-strategy\",\n"));
+  expectUserError(run(planArgs("simulate", "cpu:2", {"--strategy", NotJson})),
+                  NotJson + ": not valid JSON: line 2, column 1");
+  expectUserError(run(planArgs("search", "cpu:2", {"--objective", "fast"})),
+                  "--objective fast");
+  expectUserError(
+      run(planArgs("simulate", "cpu:2",
+                   {"--strategy", "expert", "--gradient-bucket", "lots"})),
+      "--gradient-bucket lots: expected auto, or a size in bytes");
+  expectUserError(run(planArgs("search", "cpu:2", {"--memory-limit", "16XB"})),
+                  "--memory-limit 16XB");
+  expectUserError(
+      run(planArgs("search", "cpu:2", {"--budget", "1", "--iterations", "10"})),
+      "--budget and --iterations");
+  expectUserError(run(planArgs("search", "cpu:2", {"--iterations", "ten"})),
+                  "iterations");
+  expectUserError(run(planArgs("search", "cpu:2", {"--sweep-gpus", "1,x"})),
+                  "--sweep-gpus 1,x");
+  expectUserError(
+      run(planArgs("search", "cpu:2", {"--sweep-gpus", "1,2", "--gpus", "2"})),
+      "--sweep-gpus and --gpus exclude each other");
+  expectUserError(run(planArgs("search", "cpu:2",
+                               {"--sweep-gpus", "1,4", "--iterations", "5"})),
+                  "--sweep-gpus 1,4: cluster 'cpu:2' has only 2 devices");
+  expectUserError(
+      run(planArgs("search", "cpu:2",
+                   {"--iterations", "10", "--memory-limit", "1KB"})),
+      "no strategy found fits in 1000 B per device on 2 devices: "
+      "the smallest peak found is ");
+  std::string Nowhere = Dir.file("missing/strategy.json");
+  expectUserError(
+      run(planArgs("search", "cpu:2", {"--iterations", "10", "-o", Nowhere})),
+      "-o " + Nowhere + ": cannot write");
+  EXPECT_FALSE(llvm::sys::fs::exists(Nowhere));
+}
+
+TEST_F(CliTest, MemoryLimitAcceptsSuffixes) {
+  for (const char *Limit : {"16GiB", "80GB", "1.5T", "17179869184"}) {
+    RunResult R = run(
+        planArgs("search", "cpu:2",
+                 {"--iterations", "10", "--memory-limit", Limit, "--json"}));
+    ASSERT_EQ(R.ExitCode, 0) << Limit << ": " << R.Err;
+    double Expected = llvm::StringRef(Limit) == "16GiB"  ? 16.0 * (1 << 30)
+                      : llvm::StringRef(Limit) == "80GB" ? 80e9
+                      : llvm::StringRef(Limit) == "1.5T" ? 1.5 * (1ull << 40)
+                                                         : 17179869184.0;
+    EXPECT_EQ(jsonObject(R).getNumber("memory_limit").getValueOr(0), Expected)
+        << Limit;
+  }
+}
+
+//===-- Profiles ---------------------------------------------------------===//
+
+std::vector<std::string> mlpArgs(llvm::StringRef Command,
+                                 llvm::StringRef Cluster,
+                                 std::vector<std::string> More) {
+  std::vector<std::string> Args{Command.str(), samplePath("tiny_mlp.onnx"),
+                                "--batch",     "4",
+                                "--cluster",   Cluster.str()};
+  Args.insert(Args.end(), More.begin(), More.end());
+  return Args;
+}
+
+TEST_F(CliTest, CalibrateThenSimulateWithTheProfile) {
+  std::string Profile = Dir.file("P.json");
+  RunResult C =
+      run(mlpArgs("calibrate", "cpu:1",
+                  {"-o", Profile, "--repeat", "3", "--threads", "1"}));
+  ASSERT_EQ(C.ExitCode, 0) << C.Err << C.Out;
+  EXPECT_THAT(C.Out, ::testing::HasSubstr("wrote " + Profile));
+  auto Parsed = llvm::json::parse(readFile(Profile));
+  ASSERT_TRUE(static_cast<bool>(Parsed)) << llvm::toString(Parsed.takeError());
+  const llvm::json::Object *File = Parsed->getAsObject();
+  ASSERT_NE(File, nullptr);
+  EXPECT_EQ(File->getString("format").getValueOr(""), "onnx2soap-profile");
+  EXPECT_EQ(File->getInteger("version").getValueOr(0), 1);
+  EXPECT_EQ(File->getString("device_type").getValueOr(""), "cpu");
+  // Timed with the caches holding other data unless told --cache warm.
+  const llvm::json::Object *With = File->getObject("measured_with");
+  ASSERT_NE(With, nullptr);
+  EXPECT_EQ(With->getString("cache").getValueOr(""), "cold");
+  EXPECT_THAT(C.Out, ::testing::HasSubstr("cold caches"));
+  const llvm::json::Array *Entries = File->getArray("entries");
+  ASSERT_NE(Entries, nullptr);
+  ASSERT_FALSE(Entries->empty());
+  unsigned WithBackward = 0;
+  for (const llvm::json::Value &E : *Entries) {
+    const llvm::json::Object *Entry = E.getAsObject();
+    ASSERT_NE(Entry, nullptr);
+    EXPECT_GT(Entry->getNumber("forward_s").getValueOr(0), 0);
+    WithBackward += Entry->getNumber("backward_s").hasValue();
+  }
+  EXPECT_GT(WithBackward, 0u);
+  // And box copies, one time per size, the larger slower.
+  const llvm::json::Object *Copies = File->getObject("copies");
+  ASSERT_NE(Copies, nullptr);
+  const llvm::json::Array *Sizes = Copies->getArray("sizes_bytes");
+  const llvm::json::Array *Times = Copies->getArray("times_us");
+  ASSERT_TRUE(Sizes && Times);
+  ASSERT_EQ(Sizes->size(), Times->size());
+  ASSERT_GE(Times->size(), 2u);
+  EXPECT_GT((*Times)[Times->size() - 1].getAsNumber().getValueOr(0),
+            (*Times)[0].getAsNumber().getValueOr(0));
+  EXPECT_THAT(C.Out, ::testing::HasSubstr("box copies: 4 KiB "));
+
+  auto TimeOf = [&](std::vector<std::string> More) {
+    More.insert(More.begin(), {"--strategy", "data-parallel", "--json"});
+    RunResult R = run(mlpArgs("simulate", "cpu:1", More));
+    EXPECT_EQ(R.ExitCode, 0) << R.Err;
+    return jsonObject(R).getNumber("time").getValueOr(0);
+  };
+  std::string Warm = Dir.file("W.json");
+  RunResult W = run(mlpArgs("calibrate", "cpu:1",
+                            {"-o", Warm, "--repeat", "1", "--cache", "warm"}));
+  ASSERT_EQ(W.ExitCode, 0) << W.Err << W.Out;
+  EXPECT_THAT(W.Out, ::testing::HasSubstr("warm caches"));
+  EXPECT_THAT(readFile(Warm), ::testing::HasSubstr(R"("cache": "warm")"));
+
+  double Analytic = TimeOf({});
+  double Measured = TimeOf({"--profile", Profile});
+  // The profile's copy table times the copies, and simulate says so.
+  auto CopiesMeasured = [&](std::vector<std::string> More) {
+    More.insert(More.begin(), {"--strategy", "data-parallel", "--json"});
+    RunResult R = run(mlpArgs("simulate", "cpu:1", More));
+    EXPECT_EQ(R.ExitCode, 0) << R.Err;
+    return jsonObject(R).getBoolean("copies_measured");
+  };
+  EXPECT_EQ(CopiesMeasured({}), llvm::Optional<bool>(false));
+  EXPECT_EQ(CopiesMeasured({"--profile", Profile}), llvm::Optional<bool>(true));
+  RunResult Text =
+      run(mlpArgs("simulate", "cpu:1",
+                  {"--strategy", "data-parallel", "--profile", Profile}));
+  EXPECT_THAT(Text.Out, ::testing::HasSubstr(
+                            "copies       timed by the profile's measured "
+                            "box copies"));
+  EXPECT_GT(Analytic, 0);
+  EXPECT_GT(Measured, 0);
+  EXPECT_NE(Analytic, Measured);
+
+  RunResult S =
+      run(mlpArgs("search", "cpu:1",
+                  {"--iterations", "20", "--profile", Profile, "--json"}));
+  ASSERT_EQ(S.ExitCode, 0) << S.Err;
+  // The built-in it reports is timed with the same profile.
+  EXPECT_NEAR(jsonObject(S).getNumber("data_parallel_time").getValueOr(0),
+              Measured, Measured * 1e-9);
+
+  // A profile of another device type than the cluster's.
+  expectUserError(run(mlpArgs("simulate", "paper-p100",
+                              {"--gpus", "1", "--strategy", "data-parallel",
+                               "--profile", Profile})),
+                  "--profile " + Profile +
+                      ": measured on device type 'cpu', but cluster "
+                      "'paper-p100 (first 1 devices)' has 'P100'");
+}
+
+TEST_F(CliTest, ProfileAndCalibrateRefuseBadInput) {
+  std::string Bad = Dir.file("bad.json");
+  {
+    std::error_code EC;
+    llvm::raw_fd_ostream OS(Bad, EC);
+    ASSERT_FALSE(EC);
+    OS << R"({"format":"onnx2soap-profile","version":1,"device_type":"cpu",)"
+       << R"("entries":[{"key":"Relu","forward_s":-1,"samples":1}]})";
+  }
+  expectUserError(
+      run(mlpArgs("simulate", "cpu:1",
+                  {"--strategy", "data-parallel", "--profile", Bad})),
+      "entries[0].forward_s: must be a finite, non-negative number");
+  expectUserError(
+      run(mlpArgs("search", "cpu:1",
+                  {"--iterations", "5", "--profile", Dir.file("none.json")})),
+      "none.json: cannot read the file");
+  expectUserError(run(mlpArgs("calibrate", "paper-p100",
+                              {"--gpus", "2", "-o", Dir.file("p.json")})),
+                  "calibrate measures on this machine's CPU");
+  expectUserError(run(mlpArgs("calibrate", "cpu:1", {})),
+                  "-o FILE is required");
+  expectUserError(run(mlpArgs("calibrate", "cpu:1",
+                              {"-o", Dir.file("p.json"), "--budget", "0"})),
+                  "--budget must be a positive number of seconds");
+  expectUserError(run(mlpArgs("calibrate", "cpu:1",
+                              {"-o", Dir.file("p.json"), "--cache", "hot"})),
+                  "--cache hot: expected cold or warm");
+  EXPECT_FALSE(llvm::sys::fs::exists(Dir.file("p.json")));
+}
+
+} // namespace
