@@ -327,13 +327,10 @@ TEST_F(CliTest, SearchFrontierAndSweep) {
       run(planArgs("search", "paper-p100",
                    {"--sweep-gpus", "1,2,4", "--iterations", "50", "--json"}));
   ASSERT_EQ(Sweep.ExitCode, 0) << Sweep.Err;
-  auto Parsed = llvm::json::parse(Sweep.Out);
-  ASSERT_TRUE(static_cast<bool>(Parsed)) << Sweep.Out;
-  const llvm::json::Array *Rows = Parsed->getAsArray();
-  ASSERT_NE(Rows, nullptr);
-  ASSERT_EQ(Rows->size(), 3u);
-  EXPECT_EQ((*Rows)[2].getAsObject()->getInteger("devices").getValueOr(0), 4);
-  EXPECT_GT((*Rows)[2].getAsObject()->getNumber("time").getValueOr(0), 0);
+  llvm::json::Array Rows = jsonArray(Sweep);
+  ASSERT_EQ(Rows.size(), 3u);
+  EXPECT_EQ(Rows[2].getAsObject()->getInteger("devices").getValueOr(0), 4);
+  EXPECT_GT(Rows[2].getAsObject()->getNumber("time").getValueOr(0), 0);
 
   RunResult Table = run(planArgs(
       "search", "paper-p100", {"--sweep-gpus", "1,2", "--iterations", "20"}));
@@ -352,14 +349,11 @@ TEST_F(CliTest, SweepNeverGetsSlowerWithMoreDevices) {
                    {"--sweep-gpus", "16,8,2,8", "--iterations", "200",
                     "--comm-model", "flexflow", "--json"}));
   ASSERT_EQ(Sweep.ExitCode, 0) << Sweep.Err;
-  auto Parsed = llvm::json::parse(Sweep.Out);
-  ASSERT_TRUE(static_cast<bool>(Parsed)) << Sweep.Out;
-  const llvm::json::Array *Rows = Parsed->getAsArray();
-  ASSERT_NE(Rows, nullptr);
-  ASSERT_EQ(Rows->size(), 3u);
+  llvm::json::Array Rows = jsonArray(Sweep);
+  ASSERT_EQ(Rows.size(), 3u);
   std::vector<int64_t> Devices, FoundOn;
   std::vector<double> Times;
-  for (const llvm::json::Value &Row : *Rows) {
+  for (const llvm::json::Value &Row : Rows) {
     const llvm::json::Object *O = Row.getAsObject();
     Devices.push_back(O->getInteger("devices").getValueOr(0));
     FoundOn.push_back(O->getInteger("found_on_devices").getValueOr(0));
@@ -447,14 +441,11 @@ TEST_F(CliTest, MemoryLimitAcceptsSuffixes) {
 
 //===-- Profiles ---------------------------------------------------------===//
 
+/// Planning the tiny MLP (batch 4) on Cluster.
 std::vector<std::string> mlpArgs(llvm::StringRef Command,
                                  llvm::StringRef Cluster,
                                  std::vector<std::string> More) {
-  std::vector<std::string> Args{Command.str(), samplePath("tiny_mlp.onnx"),
-                                "--batch",     "4",
-                                "--cluster",   Cluster.str()};
-  Args.insert(Args.end(), More.begin(), More.end());
-  return Args;
+  return sampleArgs(Command, "tiny_mlp.onnx", 4, Cluster, std::move(More));
 }
 
 TEST_F(CliTest, CalibrateThenSimulateWithTheProfile) {

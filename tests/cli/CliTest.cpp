@@ -247,18 +247,15 @@ TEST_F(CliTest, ClustersTable) {
 TEST_F(CliTest, ClustersJson) {
   RunResult R = run({"clusters", "--json"});
   ASSERT_EQ(R.ExitCode, 0) << R.Err;
-  auto Parsed = llvm::json::parse(R.Out);
-  ASSERT_TRUE(static_cast<bool>(Parsed)) << llvm::toString(Parsed.takeError());
-  const llvm::json::Array *List = Parsed->getAsArray();
-  ASSERT_NE(List, nullptr);
-  ASSERT_EQ(List->size(), 5u);
-  const llvm::json::Object *K80 = (*List)[1].getAsObject();
+  llvm::json::Array List = jsonArray(R);
+  ASSERT_EQ(List.size(), 5u);
+  const llvm::json::Object *K80 = List[1].getAsObject();
   ASSERT_NE(K80, nullptr);
   EXPECT_EQ(K80->getString("name").getValueOr(""), "paper-k80");
   EXPECT_EQ(K80->getInteger("devices").getValueOr(-1), 64);
   EXPECT_EQ(K80->getInteger("nodes").getValueOr(-1), 16);
   EXPECT_EQ(K80->getString("device_type").getValueOr(""), "K80");
-  const llvm::json::Object *Cpu = (*List)[4].getAsObject();
+  const llvm::json::Object *Cpu = List[4].getAsObject();
   ASSERT_NE(Cpu, nullptr);
   EXPECT_EQ(Cpu->getString("name").getValueOr(""), "cpu:N");
   EXPECT_EQ(Cpu->get("devices")->kind(), llvm::json::Value::Null);

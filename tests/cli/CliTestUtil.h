@@ -114,14 +114,37 @@ inline llvm::json::Object jsonObject(const RunResult &R) {
   return std::move(*Parsed->getAsObject());
 }
 
-inline std::vector<std::string> planArgs(llvm::StringRef Command,
-                                         llvm::StringRef Cluster,
-                                         std::vector<std::string> More) {
-  std::vector<std::string> Args{Command.str(), samplePath("tiny_cnn.onnx"),
-                                "--batch",     "8",
+/// The parsed JSON array R printed, or a failure (and an empty array).
+inline llvm::json::Array jsonArray(const RunResult &R) {
+  auto Parsed = llvm::json::parse(R.Out);
+  if (!Parsed) {
+    ADD_FAILURE() << llvm::toString(Parsed.takeError()) << "\n" << R.Out;
+    return {};
+  }
+  if (!Parsed->getAsArray()) {
+    ADD_FAILURE() << "not an array: " << R.Out;
+    return {};
+  }
+  return std::move(*Parsed->getAsArray());
+}
+
+/// `Command SAMPLE --batch Batch --cluster Cluster` plus More.
+inline std::vector<std::string> sampleArgs(llvm::StringRef Command,
+                                           llvm::StringRef Sample, int Batch,
+                                           llvm::StringRef Cluster,
+                                           std::vector<std::string> More) {
+  std::vector<std::string> Args{Command.str(), samplePath(Sample),
+                                "--batch",     std::to_string(Batch),
                                 "--cluster",   Cluster.str()};
   Args.insert(Args.end(), More.begin(), More.end());
   return Args;
+}
+
+/// Planning the tiny CNN (batch 8) on Cluster.
+inline std::vector<std::string> planArgs(llvm::StringRef Command,
+                                         llvm::StringRef Cluster,
+                                         std::vector<std::string> More) {
+  return sampleArgs(Command, "tiny_cnn.onnx", 8, Cluster, std::move(More));
 }
 
 } // namespace onnx2soap::clitest
