@@ -130,10 +130,11 @@ bool Simulator::schedule(double Limit) {
         ClearLoads();
         return false;
       }
-  // std::push_heap's sift, with the entry written once in its place: an
-  // entry built on the stack and copied in was read back 16 bytes at a
-  // time from its narrower stores, which stalls store forwarding (a fifth
-  // of schedule()'s time by perf on ResNet-101 over 8 K80s).
+  // std::push_heap's sift (QueueEntry::operator>'s order), with the entry
+  // written once in its place: an entry built on the stack and copied in
+  // was read back 16 bytes at a time from its narrower stores, which stalls
+  // store forwarding (a quarter of schedule()'s samples by perf on
+  // ResNet-101 over 8 K80s).
   auto Push = [&](const Node &N, TaskId Id) {
     size_t Hole = Heap.size();
     Heap.emplace_back();
