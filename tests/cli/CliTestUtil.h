@@ -1,5 +1,4 @@
 //===- tests/cli/CliTestUtil.h - Running onnx2soap in tests -----*- C++ -*-===//
-//-*-===//
 //
 // What the CLI tests share (CliTest.cpp, CliPlanTest.cpp, CliCompileTest.cpp):
 // the built `onnx2soap` run as a subprocess in a fixture's temporary folder,
