@@ -130,7 +130,7 @@ bool Simulator::schedule(double Limit) {
         ClearLoads();
         return false;
       }
-  // std::push_heap's sift (QueueEntry::operator>'s order), with the entry
+  // std::push_heap's sift (QueueEntry::after's order), with the entry
   // written once in its place: an entry built on the stack and copied in
   // was read back 16 bytes at a time from its narrower stores, which stalls
   // store forwarding (a quarter of schedule()'s samples by perf on
@@ -141,8 +141,7 @@ bool Simulator::schedule(double Limit) {
     while (Hole > 0) {
       size_t Parent = (Hole - 1) / 2;
       const QueueEntry &Above = Heap[Parent];
-      if (!(Above.Ready > N.Ready ||
-            (Above.Ready == N.Ready && N.Key < Above.Key)))
+      if (!Above.after(N.Ready, N.Key))
         break;
       Heap[Hole] = Above;
       Hole = Parent;

@@ -261,11 +261,14 @@ private:
     double Ready;
     TaskKey Key;
     TaskId Id;
-    bool operator>(const QueueEntry &O) const {
-      if (Ready != O.Ready)
-        return Ready > O.Ready;
-      return O.Key < Key;
+    /// Whether this entry comes after one ready at OtherReady with
+    /// OtherKey.
+    bool after(double OtherReady, const TaskKey &OtherKey) const {
+      if (Ready != OtherReady)
+        return Ready > OtherReady;
+      return OtherKey < Key;
     }
+    bool operator>(const QueueEntry &O) const { return after(O.Ready, O.Key); }
   };
   std::vector<QueueEntry> Heap;
   /// Per resource: the durations of its tasks still to be scheduled (a
