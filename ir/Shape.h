@@ -13,6 +13,7 @@
 #include "ir/DType.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/SmallVector.h"
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -72,6 +73,22 @@ Region fullRegion(llvm::ArrayRef<int64_t> Dims);
 int64_t regionVolume(llvm::ArrayRef<Interval> R);
 /// Intersection of two regions of the same rank.
 Region intersect(llvm::ArrayRef<Interval> A, llvm::ArrayRef<Interval> B);
+/// Elements in the intersection of two regions of the same rank:
+/// regionVolume(intersect(A, B)) without building the region, stopping at
+/// the first dim where they miss (the hot loop of matching producer and
+/// consumer partitions).
+inline int64_t overlapVolume(llvm::ArrayRef<Interval> A,
+                             llvm::ArrayRef<Interval> B) {
+  int64_t Volume = 1;
+  for (size_t I = 0; I < A.size(); ++I) {
+    int64_t Begin = std::max(A[I].Begin, B[I].Begin);
+    int64_t End = std::min(A[I].End, B[I].End);
+    if (End <= Begin)
+      return 0;
+    Volume *= End - Begin;
+  }
+  return Volume;
+}
 /// The smallest region holding two regions of the same rank (their bounding
 /// box).
 Region enclose(llvm::ArrayRef<Interval> A, llvm::ArrayRef<Interval> B);

@@ -159,7 +159,7 @@ public:
 
 private:
   /// What scheduling reads and writes of one task, in one cache line: the
-  /// Task records (about 230 bytes, edges in three SmallVectors) cost a
+  /// Task records (about 300 bytes, edges in three SmallVectors) cost a
   /// few cache misses each, and a re-simulated suffix visits most tasks.
   /// Nodes mirror the graph's tasks (refreshed after each change for the
   /// tasks it created, removed or rewired); their edges lie in Now.EdgePool.

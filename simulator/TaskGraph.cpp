@@ -214,7 +214,14 @@ void TaskGraph::edit(TaskId Id) {
   if (Undo.Stamps[Id] == Undo.Epoch)
     return;
   Undo.Stamps[Id] = Undo.Epoch;
-  Undo.Edited.push_back({Id, Tasks[Id].Preds, Tasks[Id].Succs});
+  const Task &Old = Tasks[Id];
+  Undo.Edited.push_back({Id, uint32_t(Undo.EditedIds.size()),
+                         uint32_t(Old.Preds.size()),
+                         uint32_t(Old.Succs.size())});
+  Undo.EditedIds.insert(Undo.EditedIds.end(), Old.Preds.begin(),
+                        Old.Preds.end());
+  Undo.EditedIds.insert(Undo.EditedIds.end(), Old.Succs.begin(),
+                        Old.Succs.end());
 }
 
 void TaskGraph::addEdge(TaskId From, TaskId To, bool Fresh) {
@@ -502,6 +509,7 @@ TaskGraph::changeConfigs(llvm::ArrayRef<ir::OpId> Ids,
   Undo.NumTasks = Tasks.size();
   Undo.Popped.clear();
   Undo.Edited.clear();
+  Undo.EditedIds.clear();
   Undo.Configs.clear();
   Undo.Ops.clear();
   Undo.Inputs.clear();
@@ -602,9 +610,11 @@ void TaskGraph::revert() {
   Free.insert(Free.end(), Undo.Popped.rbegin(), Undo.Popped.rend());
   for (TaskId Id : Removed)
     Tasks[Id].Alive = true;
-  for (ChangeLog::Lists &L : Undo.Edited) {
-    Tasks[L.Id].Preds = std::move(L.Preds);
-    Tasks[L.Id].Succs = std::move(L.Succs);
+  for (const ChangeLog::Lists &L : Undo.Edited) {
+    const TaskId *Preds = Undo.EditedIds.data() + L.Begin;
+    const TaskId *Succs = Preds + L.NumPreds;
+    Tasks[L.Id].Preds.assign(Preds, Succs);
+    Tasks[L.Id].Succs.assign(Succs, Succs + L.NumSuccs);
   }
   // Last logged first: an op named twice gets its first old config.
   for (auto &[Id, Config] : llvm::reverse(Undo.Configs))

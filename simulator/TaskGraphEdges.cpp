@@ -43,9 +43,10 @@ void TaskGraph::connect(TaskId From, DeviceId FromDevice, TaskId To,
     Transfer.Resources.push_back(ToDevice);
   if (Kind == TaskKind::Transfer)
     Transfer.ActivationMemory = alignedBufferBytes(Bytes);
+  // A new task: neither edge can be there already.
   TaskId Id = addTask(std::move(Transfer));
-  addEdge(From, Id);
-  addEdge(Id, To);
+  addEdge(From, Id, /*Fresh=*/true);
+  addEdge(Id, To, /*Fresh=*/true);
   Owned.push_back(Id);
 }
 
@@ -101,7 +102,7 @@ void TaskGraph::buildInputEdges(ir::OpId ConsumerId, unsigned Slot) {
                          reductionSlice(G, Consumer, CC, C));
     Overlaps.clear();
     for (unsigned P = 0; P < PC.numPartitions(); ++P) {
-      int64_t Volume = ir::regionVolume(ir::intersect(Needed, Written[P]));
+      int64_t Volume = ir::overlapVolume(Needed, Written[P]);
       if (Volume != 0)
         Overlaps.push_back({P, double(Volume) * ElementSize});
     }

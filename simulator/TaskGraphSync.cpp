@@ -217,7 +217,7 @@ gradientCells(const ir::Shape &Dims,
       Box[D] = {Cuts[D][Cell[D]], Cuts[D][Cell[D] + 1]};
     std::vector<DeviceId> Holders;
     for (const auto &Use : Uses)
-      if (ir::regionVolume(ir::intersect(Box, Use.first)) > 0)
+      if (ir::overlapVolume(Box, Use.first) > 0)
         Holders.push_back(Use.second);
     std::sort(Holders.begin(), Holders.end());
     Holders.erase(std::unique(Holders.begin(), Holders.end()), Holders.end());

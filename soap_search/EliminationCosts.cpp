@@ -183,7 +183,7 @@ AdditiveCost::EdgeOverlaps
 AdditiveCost::overlaps(llvm::ArrayRef<ir::Region> Written,
                        llvm::ArrayRef<ir::Region> Needed, double ElementSize,
                        bool Summed, bool Gradient) const {
-  // The hot loop of costing the edges: the overlap is measured in place.
+  // The hot loop of costing the edges.
   EdgeOverlaps E;
   E.Summed = Summed;
   E.Gradient = Gradient;
@@ -192,13 +192,7 @@ AdditiveCost::overlaps(llvm::ArrayRef<ir::Region> Written,
     const ir::Region &Need = Needed[C];
     size_t First = E.List.size();
     for (unsigned P = 0; P < Written.size(); ++P) {
-      const ir::Region &Have = Written[P];
-      int64_t Volume = 1;
-      for (unsigned D = 0; D < Need.size() && Volume; ++D) {
-        int64_t Begin = std::max(Need[D].Begin, Have[D].Begin);
-        int64_t End = std::min(Need[D].End, Have[D].End);
-        Volume = End > Begin ? Volume * (End - Begin) : 0;
-      }
+      int64_t Volume = ir::overlapVolume(Need, Written[P]);
       if (Volume != 0)
         E.List.push_back({C, P, double(Volume) * ElementSize});
     }

@@ -283,8 +283,7 @@ private:
         Box[D] = {Cuts[D][Cell[D]], Cuts[D][Cell[D] + 1]};
       if (ir::regionVolume(Box) > 0 &&
           llvm::none_of(Read, [&](const ir::Region &R) {
-            return ir::regionVolume(ir::intersect(Box, R)) ==
-                   ir::regionVolume(Box);
+            return ir::overlapVolume(Box, R) == ir::regionVolume(Box);
           }))
         return false;
       unsigned D = Rank;

@@ -31,6 +31,24 @@ TEST(Region, EncloseAndOrder) {
   EXPECT_FALSE(A < A);
 }
 
+// The volume of an intersection, measured without building it, is the
+// intersection's volume: zero when the regions miss in any dim (also in a
+// later dim than one where they meet), or only touch; one for scalars.
+TEST(Region, OverlapVolumeIsTheIntersectionsVolume) {
+  std::vector<Region> Regions{{{0, 4}, {2, 3}, {0, 8}},
+                              {{1, 6}, {0, 3}, {4, 8}},
+                              {{4, 6}, {0, 3}, {0, 8}},
+                              {{0, 4}, {3, 5}, {0, 8}},
+                              {{2, 3}, {2, 3}, {7, 9}}};
+  for (const Region &A : Regions)
+    for (const Region &B : Regions)
+      EXPECT_EQ(overlapVolume(A, B), regionVolume(intersect(A, B)));
+  EXPECT_EQ(overlapVolume(Regions[0], Regions[1]), 3 * 1 * 4);
+  EXPECT_EQ(overlapVolume(Regions[0], Regions[2]), 0); // touch at 4
+  EXPECT_EQ(overlapVolume(Regions[1], Regions[3]), 0); // miss in dim 1
+  EXPECT_EQ(overlapVolume(Region{}, Region{}), 1);
+}
+
 TEST(Region, ConvHaloAndChannels) {
   Graph G;
   TensorId X = G.addTensor("x", f32({4, 3, 16, 16}), TensorRole::Input);
