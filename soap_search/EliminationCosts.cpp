@@ -219,8 +219,13 @@ double AdditiveCost::edgeTime(const EdgeOverlaps &Overlaps,
   double Scale = Overlaps.Gradient ? 2 : 1;
   std::vector<double> &Load = Scratch.Load;
   std::vector<unsigned> &Touched = Scratch.Touched;
+  // Many transfers (an edge that regathers the batch: every pair of
+  // partitions) load every resource: then the loads are added blindly and
+  // all of them read at the end, instead of noting each resource first
+  // touched (a test and a branch per link of every route).
+  bool Dense = 2 * Overlaps.List.size() >= Load.size();
   auto Busy = [&](unsigned Resource, double Seconds) {
-    if (Load[Resource] == 0)
+    if (!Dense && Load[Resource] == 0)
       Touched.push_back(Resource);
     Load[Resource] += Seconds;
   };
@@ -270,6 +275,13 @@ double AdditiveCost::edgeTime(const EdgeOverlaps &Overlaps,
     }
   }
   double Busiest = 0;
+  if (Dense) {
+    for (double &Seconds : Load) {
+      Busiest = std::max(Busiest, Seconds);
+      Seconds = 0;
+    }
+    return Busiest;
+  }
   for (unsigned R : Touched) {
     Busiest = std::max(Busiest, Load[R]);
     Load[R] = 0;
