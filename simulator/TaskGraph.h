@@ -126,8 +126,8 @@ struct Task {
   /// cluster crosses 8 links, and under the program's model of
   /// communication also holds both ends' engines and the receiver: no
   /// allocation per transfer task, nor a free when a rejected step is
-  /// reverted. The longest routes of the presets (12 links, between
-  /// TensorOpt's V100 nodes) still allocate.
+  /// reverted. Under that model routes of 10 links or more (between
+  /// TensorOpt's V100 nodes: up to 12) still allocate.
   llvm::SmallVector<ResourceId, 12> Resources;
   llvm::SmallVector<TaskId, 4> Preds;
   llvm::SmallVector<TaskId, 4> Succs;
