@@ -281,9 +281,9 @@ private:
       ir::Region Box(Rank);
       for (unsigned D = 0; D < Rank; ++D)
         Box[D] = {Cuts[D][Cell[D]], Cuts[D][Cell[D] + 1]};
-      if (ir::regionVolume(Box) > 0 &&
-          llvm::none_of(Read, [&](const ir::Region &R) {
-            return ir::overlapVolume(Box, R) == ir::regionVolume(Box);
+      int64_t Volume = ir::regionVolume(Box);
+      if (Volume > 0 && llvm::none_of(Read, [&](const ir::Region &R) {
+            return ir::overlapVolume(Box, R) == Volume;
           }))
         return false;
       unsigned D = Rank;
