@@ -183,8 +183,8 @@ struct Refinement {
   /// (SearchOptions::RefineProbe tries; the first minimum's walk, on a
   /// thread of its own, does not probe: its end), and at the end.
   /// Relinked: the refinement's end with that bucket size, at the fastest
-  /// point of the path, and at the end (walked on from there only for the
-  /// fastest of the refinement's paths).
+  /// point of the path, and at the end (walked on from there when faster
+  /// than the refinement's end).
   double Start = 0, Probed = 0, Time = 0;
   /// Relinked: with the path's simulations.
   uint64_t Tries = 0;

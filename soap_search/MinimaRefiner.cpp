@@ -200,23 +200,24 @@ bool MinimaRefiner::far(size_t K) const {
 // the ops the two strategies place differently. Each op's move alone is
 // simulated from the walk's end, and the ops then move in that order (the
 // fastest alone first), each kept even when slower, until none is left.
-// The fastest strategy on the paths (its own size's path first, ties to
-// the earlier) is walked on (goOn()) when faster than the walk's end. So a
-// strategy and its bucket size are chosen together, where a walk steps
-// under one size: on 64 K80s AlexNet's best refinement takes 15.30 ms
-// with 16 MiB buckets and 17.71 with 4 MiB; with its last three
+// Each path's fastest strategy is walked on (goOn()) when faster than the
+// walk's end. So a strategy and its bucket size are chosen together, where
+// a walk steps under one size: on 64 K80s AlexNet's best refinement takes
+// 15.30 ms with 16 MiB buckets and 17.71 with 4 MiB; with its last three
 // convolutions data parallel and 4 MiB buckets, 14.15, which no one-op
 // step under either size leads to (the chains' answer there is 15.07).
 // Each size's path is a task (walk, size) of its own, queued as soon as
 // the walk ends and taken before any walk goes on, by the refining
 // threads (helpRefine()): the answer comes soon after the walk that leads
 // to it ends, not after the last (ResNet-101 on 16 K80s: the first walk
-// ends after 0.5 s, the last after 3.2). The thread that ends a walk's
-// last path walks on. Each relinking is determined by its walk's end
-// alone. A path of D ops costs 2 D simulations a size (the greedy path
-// that ranks the moves again after each step, D (D + 1) / 2, found the
-// same strategies on AlexNet and ResNet-101); there is no relinking where
-// that, over all sizes, exceeds RelinkWork.
+// ends after 0.5 s, the last after 3.2). The paths that start fastest
+// (the walk's end simulated under their size) go first, and the thread
+// that ends a path walks it on at once (walkOn()). Each relinking is
+// determined by its walk's end alone. A path of D ops costs 2 D
+// simulations a size (the greedy path that ranks the moves again after
+// each step, D (D + 1) / 2, found the same strategies on AlexNet and
+// ResNet-101); there is no relinking where that, over all sizes, exceeds
+// RelinkWork.
 // The entry in Walks of walk K's path under its I-th size.
 size_t MinimaRefiner::relinkEntry(size_t K, size_t I) const {
   return Minima.size() + K * Relinkings + I;
@@ -239,11 +240,22 @@ bool MinimaRefiner::planRelink(size_t K) {
     return false;
   std::stable_partition(From.Sizes.begin(), From.Sizes.end(),
                         [&](double Bytes) { return Bytes == From.EndBucket; });
+  // Where each path starts: the end under each size, delta simulated on
+  // the walk's simulator, which then holds it under its own size again
+  // for the first path. The paths are taken in this order (helpRefine()).
+  From.SizeTimes.clear();
+  for (double Bytes : From.Sizes)
+    From.SizeTimes.push_back(!From.Kept || Bytes == From.EndBucket
+                                 ? From.Summary.Time
+                                 : From.Kept->changeGradientBucket(Bytes));
+  if (From.Kept &&
+      From.Kept->graph().options().GradientBucketBytes != From.EndBucket)
+    From.Kept->changeGradientBucket(From.EndBucket);
   return true;
 }
 
 // Walk K's path under its I-th size; its fastest point is the entry's
-// End (not walked on here).
+// End (walked on by walkOn()).
 void MinimaRefiner::runRelink(size_t K, size_t I) {
   if (!Options.Iterations && secondsSince(Begin) > ChainBudget)
     return;
@@ -298,44 +310,29 @@ void MinimaRefiner::runRelink(size_t K, size_t I) {
   W.Summary.Tries = Simulations;
   W.Summary.EndedAt = secondsSince(Begin);
   found(W, Sim, W.Summary.Source);
-  // For the walk on, should this path's point be the fastest.
+  // For the walk on, should this path's point beat the walk's end.
   W.Kept = std::move(Owned);
 }
 
-// Once every path of walk K is done: the fastest (ties to the earlier
-// size) goes on when faster than the walk's end.
-void MinimaRefiner::finishRelink(size_t K) {
-  Walk &From = Walks[K];
-  std::optional<size_t> Walked;
-  for (size_t I = 0; I < From.Sizes.size(); ++I) {
-    size_t R = relinkEntry(K, I);
-    if (!Walks[R].Summary.Source.empty() &&
-        (!Walked || Walks[R].Summary.Probed < Walks[*Walked].Summary.Probed))
-      Walked = R;
-  }
-  if (Walked && !(Walks[*Walked].Summary.Probed < From.Summary.Time))
-    Walked.reset();
-  // The simulators no walk on takes are let go.
-  if (From.Kept)
-    spare(std::move(From.Kept));
-  for (size_t I = 0; I < From.Sizes.size(); ++I) {
-    size_t R = relinkEntry(K, I);
-    if (R != Walked && Walks[R].Kept)
-      spare(std::move(Walks[R].Kept));
-  }
-  if (!Walked)
+// Walk K's path under its I-th size, once done: its fastest point goes on
+// at once when faster than the walk's end, else its simulator is let go.
+// Every path that gains goes on, not only the fastest, so that none waits
+// for the others: on AlexNet with 64 K80s the path that leads to the
+// answer (4 MiB buckets, the fourth) often ended last.
+void MinimaRefiner::walkOn(size_t K, size_t I) {
+  size_t R = relinkEntry(K, I);
+  Walk &W = Walks[R];
+  if (W.Summary.Source.empty())
     return;
-  Walk &W = Walks[*Walked];
-  if (W.Kept) {
-    W.Sim = std::move(W.Kept);
-  } else {
-    W.Sim = simulator(W.EndBucket);
-    W.Sim->simulate(W.End);
+  if (!(W.Summary.Probed < Walks[K].Summary.Time)) {
+    spare(std::move(W.Kept));
+    return;
   }
+  W.Sim = std::move(W.Kept);
   W.Rejected.assign(G.numOps(), {});
   uint64_t Simulations = W.Summary.Tries;
   W.Summary.Tries = 0;
-  goOn(*Walked, RefineTries);
+  goOn(R, RefineTries);
   W.Summary.Tries += Simulations;
 }
 
@@ -394,14 +391,14 @@ void MinimaRefiner::helpRefine(bool Owner) {
     {
       std::unique_lock<std::mutex> Lock(WalksLock);
       if (!Relinks.empty()) {
-        // The path of the walk that ended fastest (ties to the earlier
-        // minimum, then size) first.
-        auto First = std::min_element(Relinks.begin(), Relinks.end(),
-                                      [&](auto A, auto B) {
-                                        double TA = Walks[A.first].Summary.Time,
-                                               TB = Walks[B.first].Summary.Time;
-                                        return TA != TB ? TA < TB : A < B;
-                                      });
+        // The path that starts fastest (ties to the earlier minimum, then
+        // size) first.
+        auto First = std::min_element(
+            Relinks.begin(), Relinks.end(), [&](auto A, auto B) {
+              double TA = Walks[A.first].SizeTimes[A.second],
+                     TB = Walks[B.first].SizeTimes[B.second];
+              return TA != TB ? TA < TB : A < B;
+            });
         Task = *First;
         Relinks.erase(First);
       } else {
@@ -436,13 +433,17 @@ void MinimaRefiner::helpRefine(bool Owner) {
     }
     if (Task) {
       runRelink(Task->first, Task->second);
+      walkOn(Task->first, Task->second);
       bool Last;
       {
         std::lock_guard<std::mutex> Guard(WalksLock);
         Last = --Walks[Task->first].RelinksLeft == 0;
       }
       if (Last) {
-        finishRelink(Task->first);
+        // The walk's simulator, should its own size's path not have taken
+        // it.
+        if (Walks[Task->first].Kept)
+          spare(std::move(Walks[Task->first].Kept));
         std::lock_guard<std::mutex> Guard(WalksLock);
         Stages[Task->first] = Stage::Ended;
         WalkChanged.notify_all();

@@ -115,10 +115,12 @@ private:
     /// EndBucket, until its path under that size (a walk) or the walk on
     /// (a path) takes it, or it is let go (spare()).
     std::unique_ptr<simulator::Simulator> Kept;
-    // Its relinking (runRelink): the path, the bucket sizes in order, and
-    // how many of the paths are not done yet (under WalksLock).
+    // Its relinking (runRelink): the path, the bucket sizes in order, End's
+    // time under each (where each path starts), and how many of the paths
+    // are not done yet (under WalksLock).
     std::vector<ir::OpId> Path;
     std::vector<double> Sizes;
+    std::vector<double> SizeTimes;
     size_t RelinksLeft = 0;
   };
   /// Where each walk stands (refine(), helpRefine()).
@@ -134,7 +136,7 @@ private:
   size_t relinkEntry(size_t K, size_t I) const;
   bool planRelink(size_t K);
   void runRelink(size_t K, size_t I);
-  void finishRelink(size_t K);
+  void walkOn(size_t K, size_t I);
   void endWalk(size_t K);
   void helpRefine(bool Owner);
   /// A simulator with gradient buckets of about Bytes, nothing simulated
