@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "cli/Subcommands.h"
+#include "ir/Error.h"
 #include "ir/JsonText.h"
 #include "simulator/Machine.h"
 #include "llvm/ADT/STLExtras.h"
@@ -49,8 +50,7 @@ static cl::opt<std::string> Measured(
 static llvm::Expected<Machine> withMeasured(const Machine &M,
                                             llvm::StringRef File) {
   auto Fail = [&](const llvm::Twine &Message) {
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   File + ": " + Message);
+    return fail(File + ": " + Message);
   };
   auto Buffer = llvm::MemoryBuffer::getFile(File, /*IsText=*/true);
   if (!Buffer)

@@ -16,6 +16,7 @@
 
 #include "codegen/ProgramPlan.h"
 #include "ir/BatchDims.h"
+#include "ir/Error.h"
 #include "llvm/Support/FormatVariadic.h"
 #include <map>
 #include <set>
@@ -36,10 +37,6 @@ using simulator::ParallelConfig;
 using simulator::Task;
 using simulator::TaskId;
 using simulator::TaskKind;
-
-inline llvm::Error fail(const llvm::Twine &Message) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), Message.str());
-}
 
 inline rt::DType toRuntime(ir::DType Type) {
   return static_cast<rt::DType>(static_cast<uint8_t>(Type));

@@ -10,6 +10,7 @@
 #include "codegen/Project.h"
 #include "codegen/EmbeddedFiles.h"
 #include "codegen/PlanSource.h"
+#include "ir/Error.h"
 #include "ir/JsonText.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
@@ -26,10 +27,6 @@
 namespace onnx2soap::codegen {
 
 using namespace rt::program;
-
-static llvm::Error fail(const llvm::Twine &Message) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), Message.str());
-}
 
 static std::string substitute(std::string Text,
                               const std::map<std::string, std::string> &Vars) {

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "executor/Executor.h"
+#include "ir/Error.h"
 #include "runtime_lib/Error.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -36,9 +37,6 @@ struct AttrConverter {
   rt::OpAttrs::Value operator()(const std::string &S) const { return S; }
 };
 
-llvm::Error fail(const std::string &Message) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), Message);
-}
 } // namespace
 
 rt::OpAttrs toRuntime(const ir::Attributes &Attrs) {

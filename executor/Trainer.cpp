@@ -5,15 +5,12 @@
 //
 //===----------------------------------------------------------------------===//
 #include "executor/Trainer.h"
+#include "ir/Error.h"
 #include "runtime_lib/Error.h"
 #include "llvm/Support/FormatVariadic.h"
 #include <cstring>
 
 namespace onnx2soap::executor {
-
-static llvm::Error fail(const std::string &Message) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), Message);
-}
 
 llvm::Expected<std::unique_ptr<Trainer>>
 Trainer::create(const ir::TrainingGraph &T, rt::Backend &B,

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ir/Graph.h"
+#include "ir/Error.h"
 #include "llvm/Support/FormatVariadic.h"
 #include <algorithm>
 #include <cassert>
@@ -52,19 +53,15 @@ llvm::Expected<OpId> Graph::addOp(OpKind Kind, std::string Name,
                                   llvm::ArrayRef<std::string> OutputNames) {
   const OpKindInfo &Info = opKindInfo(Kind);
   if (Inputs.size() < Info.MinInputs || Inputs.size() > Info.MaxInputs)
-    return llvm::createStringError(
-        llvm::inconvertibleErrorCode(),
-        llvm::formatv("{0} takes {1} to {2} inputs, got {3}", opKindName(Kind),
-                      Info.MinInputs, Info.MaxInputs, Inputs.size())
-            .str());
+    return fail(llvm::formatv("{0} takes {1} to {2} inputs, got {3}",
+                              opKindName(Kind), Info.MinInputs, Info.MaxInputs,
+                              Inputs.size()));
   llvm::SmallVector<const TensorType *, 4> Types;
   for (unsigned I = 0; I < Inputs.size(); ++I) {
     TensorId Id = Inputs[I];
     assert((Id == NoTensor || Id < Tensors.size()) && "dangling tensor id");
     if (Id == NoTensor && I < Info.MinInputs)
-      return llvm::createStringError(
-          llvm::inconvertibleErrorCode(),
-          llvm::formatv("{0} requires input {1}", opKindName(Kind), I).str());
+      return fail(llvm::formatv("{0} requires input {1}", opKindName(Kind), I));
     Types.push_back(Id == NoTensor ? nullptr : &Tensors[Id].Type);
   }
   auto OutTypes = Info.InferTypes(Attrs, Types);
@@ -73,11 +70,8 @@ llvm::Expected<OpId> Graph::addOp(OpKind Kind, std::string Name,
   for (const TensorType &T : *OutTypes)
     if (!checkedNumElements(T.Dims) ||
         *checkedNumElements(T.Dims) > MaxTensorExtent / dtypeSize(T.Type))
-      return llvm::createStringError(
-          llvm::inconvertibleErrorCode(),
-          llvm::formatv("output shape {0} is negative or too large",
-                        formatShape(T.Dims))
-              .str());
+      return fail(llvm::formatv("output shape {0} is negative or too large",
+                                formatShape(T.Dims)));
 
   Op O;
   O.Id = static_cast<OpId>(Ops.size());

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ir/RnnUnroll.h"
+#include "ir/Error.h"
 #include "llvm/Support/FormatVariadic.h"
 #include <cstring>
 
@@ -170,11 +171,8 @@ static llvm::Error unrollOne(Graph &G, OpId Id) {
     return I < Layer.Inputs.size() ? Layer.Inputs[I] : NoTensor;
   };
   auto Fail = [&](const char *Why) {
-    return llvm::createStringError(
-        llvm::inconvertibleErrorCode(),
-        llvm::formatv("--unroll-rnn: cannot unroll {0} '{1}': {2}",
-                      opKindName(Layer.Kind), Layer.Name, Why)
-            .str());
+    return fail(llvm::formatv("--unroll-rnn: cannot unroll {0} '{1}': {2}",
+                              opKindName(Layer.Kind), Layer.Name, Why));
   };
   if (Input(4) != NoTensor)
     return Fail("it has sequence_lens");

@@ -5,14 +5,11 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ir/Roles.h"
+#include "ir/Error.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FormatVariadic.h"
 
 namespace onnx2soap::ir {
-
-static llvm::Error fail(const std::string &Message) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), Message);
-}
 
 llvm::Error assignRoles(Graph &G, const RoleOverrides &Overrides) {
   for (const Op &O : G.ops()) {

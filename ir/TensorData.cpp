@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ir/TensorData.h"
+#include "ir/Error.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -41,8 +42,7 @@ TensorData TensorData::external(std::string Path, uint64_t Offset,
 llvm::Expected<llvm::ArrayRef<char>> TensorData::bytes() const {
   switch (DataKind) {
   case Kind::None:
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "tensor has no data");
+    return fail("tensor has no data");
   case Kind::Owned:
   case Kind::Borrowed:
     return llvm::ArrayRef<char>(Start, Length);
@@ -58,12 +58,10 @@ llvm::Expected<llvm::ArrayRef<char>> TensorData::bytes() const {
                   .str());
     // Check the size first so a short file is reported, not mapped past.
     if (Offset > FileSize || Length > FileSize - Offset)
-      return llvm::createStringError(
-          llvm::inconvertibleErrorCode(),
+      return fail(
           llvm::formatv("external data '{0}' has {1} bytes, but a tensor "
                         "needs bytes {2}..{3}",
-                        Path, FileSize, Offset, Offset + Length)
-              .str());
+                        Path, FileSize, Offset, Offset + Length));
     auto Slice = llvm::MemoryBuffer::getFileSlice(Path, Length, Offset);
     if (!Slice)
       return llvm::createStringError(

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "ir/Training.h"
 #include "ir/BatchDims.h"
+#include "ir/Error.h"
 #include "llvm/Support/FormatVariadic.h"
 
 namespace onnx2soap::ir {
@@ -21,10 +22,6 @@ llvm::StringRef lossKindName(LossKind Kind) {
     return "model";
   }
   llvm_unreachable("unknown LossKind");
-}
-
-static llvm::Error fail(const std::string &Message) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), Message);
 }
 
 /// Adds an op that the loss construction knows to be valid.

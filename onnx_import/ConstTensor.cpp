@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "onnx_import/ConstTensor.h"
+#include "ir/Error.h"
 #include "llvm/Support/FormatVariadic.h"
 #include <cmath>
 #include <cstring>
@@ -257,35 +258,27 @@ template <typename T> static T get(const char *Data, int64_t I) {
 
 static llvm::Error countMismatch(const onnx::TensorProto &Meta, int64_t Have,
                                  int64_t Want) {
-  return llvm::createStringError(
-      llvm::inconvertibleErrorCode(),
+  return fail(
       llvm::formatv("tensor '{0}' holds {1} values but its shape {2} needs {3}",
                     Meta.name(), Have,
                     ir::formatShape(llvm::ArrayRef<int64_t>(
                         Meta.dims().data(), Meta.dims().size())),
-                    Want)
-          .str());
+                    Want));
 }
 
 llvm::Expected<ConstTensor> decodeTensor(const onnx::TensorProto &Meta,
                                          llvm::StringRef Raw, bool HasRaw) {
   std::optional<DType> Type = dtypeFromOnnx(Meta.data_type());
   if (!Type)
-    return llvm::createStringError(
-        llvm::inconvertibleErrorCode(),
-        llvm::formatv("tensor '{0}' has unsupported element type {1}",
-                      Meta.name(), onnxTypeName(Meta.data_type()))
-            .str());
+    return fail(llvm::formatv("tensor '{0}' has unsupported element type {1}",
+                              Meta.name(), onnxTypeName(Meta.data_type())));
   ConstTensor T;
   T.Type = *Type;
   T.Dims.assign(Meta.dims().begin(), Meta.dims().end());
   auto Count = ir::checkedNumElements(T.Dims);
   if (!Count || *Count > MaxFoldedElements)
-    return llvm::createStringError(
-        llvm::inconvertibleErrorCode(),
-        llvm::formatv("tensor '{0}' has invalid or too large dims {1}",
-                      Meta.name(), ir::formatShape(T.Dims))
-            .str());
+    return fail(llvm::formatv("tensor '{0}' has invalid or too large dims {1}",
+                              Meta.name(), ir::formatShape(T.Dims)));
   int64_t N = *Count;
   bool Float = T.isFloat();
   if (Float)

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "onnx_import/Importer.h"
 #include "ir/BatchDims.h"
+#include "ir/Error.h"
 #include "ir/Fusion.h"
 #include "ir/RnnUnroll.h"
 #include "onnx_import/Initializers.h"
@@ -20,10 +21,6 @@
 #include <set>
 
 namespace onnx2soap::onnx_import {
-
-static llvm::Error fail(const std::string &Message) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), Message);
-}
 
 /// Oldest and newest ONNX IR versions read (IR 10 goes with opset 21).
 constexpr int64_t MinIrVersion = 3;

@@ -5,15 +5,12 @@
 //
 //===----------------------------------------------------------------------===//
 #include "onnx_import/Initializers.h"
+#include "ir/Error.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 
 namespace onnx2soap::onnx_import {
-
-static llvm::Error fail(const std::string &Message) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), Message);
-}
 
 llvm::Expected<std::string> resolveExternalPath(llvm::StringRef Location,
                                                 llvm::StringRef ModelDir,

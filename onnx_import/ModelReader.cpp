@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "onnx_import/ModelReader.h"
+#include "ir/Error.h"
 #include "llvm/Support/FormatVariadic.h"
 #include <google/protobuf/io/coded_stream.h>
 #include <limits>
@@ -26,12 +27,10 @@ constexpr uint32_t TensorRawDataField = 9;
 constexpr uint32_t LengthDelimited = 2;
 
 llvm::Error malformed(const char *What, int Offset) {
-  return llvm::createStringError(
-      llvm::inconvertibleErrorCode(),
+  return fail(
       llvm::formatv("not a valid ONNX model: malformed or truncated protobuf "
                     "({0} near byte {1})",
-                    What, Offset)
-          .str());
+                    What, Offset));
 }
 
 /// Walks the fields of one message in [Begin, End) of Data.
@@ -108,10 +107,8 @@ private:
 llvm::Error parseInto(google::protobuf::MessageLite &Message,
                       const std::string &Bytes, const char *What) {
   if (!Message.ParseFromString(Bytes))
-    return llvm::createStringError(
-        llvm::inconvertibleErrorCode(),
-        llvm::formatv("not a valid ONNX model: cannot parse the {0}", What)
-            .str());
+    return fail(
+        llvm::formatv("not a valid ONNX model: cannot parse the {0}", What));
   return llvm::Error::success();
 }
 
@@ -160,9 +157,7 @@ llvm::Error readGraph(const char *Data, int Begin, int End, ModelFile &File) {
   }
   // Merge: the graph field may occur more than once (protobuf's rule).
   if (!File.Model.mutable_graph()->MergeFromString(Other))
-    return llvm::createStringError(
-        llvm::inconvertibleErrorCode(),
-        "not a valid ONNX model: cannot parse the graph");
+    return fail("not a valid ONNX model: cannot parse the graph");
   return llvm::Error::success();
 }
 } // namespace
@@ -171,11 +166,9 @@ llvm::Expected<ModelFile>
 readModel(std::shared_ptr<llvm::MemoryBuffer> Buffer) {
   size_t Size = Buffer->getBufferSize();
   if (Size == 0)
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "not a valid ONNX model: the file is empty");
+    return fail("not a valid ONNX model: the file is empty");
   if (Size > static_cast<size_t>(std::numeric_limits<int>::max()))
-    return llvm::createStringError(
-        llvm::inconvertibleErrorCode(),
+    return fail(
         "model file is larger than 2 GiB, which protobuf cannot hold: store "
         "the weights as ONNX external data");
   ModelFile File;
@@ -200,12 +193,9 @@ readModel(std::shared_ptr<llvm::MemoryBuffer> Buffer) {
   }
   // The graph is already in File.Model; merge the model's other fields.
   if (!File.Model.MergeFromString(Other))
-    return llvm::createStringError(
-        llvm::inconvertibleErrorCode(),
-        "not a valid ONNX model: cannot parse the model");
+    return fail("not a valid ONNX model: cannot parse the model");
   if (!SawGraph)
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "not a valid ONNX model: it has no graph");
+    return fail("not a valid ONNX model: it has no graph");
   return File;
 }
 

@@ -9,6 +9,7 @@
 // times.
 //
 //===----------------------------------------------------------------------===//
+#include "ir/Error.h"
 #include "simulator/Machine.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringMap.h"
@@ -19,6 +20,7 @@
 #include <optional>
 
 using namespace onnx2soap::simulator;
+using onnx2soap::fail;
 namespace json = llvm::json;
 using llvm::Error;
 using llvm::Expected;
@@ -62,8 +64,7 @@ private:
     std::string Prefix = Where + ": ";
     if (!Path.empty())
       Prefix += Path + ": ";
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   Prefix + Message);
+    return fail(Prefix + Message);
   }
   static std::string key(const std::string &Path, StringRef Key) {
     return Path.empty() ? Key.str() : Path + "." + Key.str();
@@ -683,8 +684,7 @@ Expected<Machine> Machine::fromJsonValue(const json::Value &Value,
 Expected<Machine> Machine::fromJson(StringRef Text, StringRef Where) {
   auto Value = json::parse(Text);
   if (!Value)
-    return llvm::createStringError(
-        llvm::inconvertibleErrorCode(),
-        Where + ": not valid JSON: " + llvm::toString(Value.takeError()));
+    return fail(Where +
+                ": not valid JSON: " + llvm::toString(Value.takeError()));
   return fromJsonValue(*Value, Where);
 }

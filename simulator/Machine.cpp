@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "simulator/Machine.h"
+#include "ir/Error.h"
 #include "runtime_lib/LibraryMemory.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
@@ -23,10 +24,6 @@
 using namespace onnx2soap::simulator;
 using llvm::Error;
 using llvm::Expected;
-
-static Error makeError(const llvm::Twine &Message) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), Message);
-}
 
 //===-- MachineBuilder ----------------------------------------------------===//
 
@@ -112,7 +109,7 @@ void MachineBuilder::addMeasuredAllReduce(MeasuredAllReduce A) {
 
 Expected<Machine> MachineBuilder::finish() {
   if (M.Devices.empty())
-    return makeError("the cluster has no devices");
+    return fail("the cluster has no devices");
   // Devices first, in the order added, then every other endpoint.
   std::vector<EndpointId> NewId(M.Endpoints.size());
   std::vector<Endpoint> Ordered;
@@ -258,8 +255,8 @@ Error Machine::computeRoutes() {
       if (A == B)
         continue;
       if (!Search.reached(B))
-        return makeError("device '" + Devices[A].Name + "' cannot reach '" +
-                         Devices[B].Name + "' over the links");
+        return fail("device '" + Devices[A].Name + "' cannot reach '" +
+                    Devices[B].Name + "' over the links");
       std::vector<LinkId> Path = Search.route(B);
       RouteSlice &S = Routes[static_cast<size_t>(A) * N + B];
       S.Begin = RouteLinks.size();
@@ -357,9 +354,9 @@ const SizeTable *Machine::allReduceTable(llvm::ArrayRef<DeviceId> Group) const {
 
 Expected<Machine> Machine::firstDevices(unsigned N) const {
   if (N == 0 || N > Devices.size())
-    return makeError("cannot use " + llvm::Twine(N) + " devices of cluster '" +
-                     Name + "': it has " + llvm::Twine(Devices.size()) +
-                     " (ask for 1 to " + llvm::Twine(Devices.size()) + ")");
+    return fail("cannot use " + llvm::Twine(N) + " devices of cluster '" +
+                Name + "': it has " + llvm::Twine(Devices.size()) +
+                " (ask for 1 to " + llvm::Twine(Devices.size()) + ")");
   if (N == Devices.size())
     return *this;
   // Endpoints on the routes among the kept devices, then every link among
@@ -415,8 +412,7 @@ Expected<Machine> Machine::firstDevices(unsigned N) const {
 Expected<Machine> Machine::fromFile(llvm::StringRef Path) {
   auto Buffer = llvm::MemoryBuffer::getFile(Path, /*IsText=*/true);
   if (!Buffer)
-    return makeError("cannot read '" + Path +
-                     "': " + Buffer.getError().message());
+    return fail("cannot read '" + Path + "': " + Buffer.getError().message());
   return fromJson((*Buffer)->getBuffer(), Path);
 }
 

@@ -7,6 +7,7 @@
 // sources are tabulated in docs/cluster-format.md; keep the two in step.
 //
 //===----------------------------------------------------------------------===//
+#include "ir/Error.h"
 #include "simulator/Machine.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
@@ -220,27 +221,22 @@ Expected<Machine> Machine::preset(StringRef Name) {
   else if (Name.startswith("dgx-h100:")) {
     unsigned N = suffixNumber(Name, "dgx-h100", MaxDgxNodes);
     if (N == 0)
-      return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                     "cluster preset '" + Name +
-                                         "': N of dgx-h100:N must be 1 to " +
-                                         std::to_string(MaxDgxNodes));
+      return fail("cluster preset '" + Name +
+                  "': N of dgx-h100:N must be 1 to " +
+                  std::to_string(MaxDgxNodes));
     Cluster = dgxH100(Name, N);
   } else if (Name.startswith("cpu:")) {
     unsigned N = suffixNumber(Name, "cpu", MaxCpuRanks);
     if (N == 0)
-      return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                     "cluster preset '" + Name +
-                                         "': N of cpu:N must be 1 to " +
-                                         std::to_string(MaxCpuRanks));
+      return fail("cluster preset '" + Name + "': N of cpu:N must be 1 to " +
+                  std::to_string(MaxCpuRanks));
     Cluster = cpuRanks(Name, N);
   } else {
     std::vector<std::string> Known;
     for (const PresetInfo &P : presets())
       Known.push_back(P.Name);
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "unknown cluster preset '" + Name +
-                                       "' (known: " + llvm::join(Known, ", ") +
-                                       "; or give a cluster file)");
+    return fail("unknown cluster preset '" + Name + "' (known: " +
+                llvm::join(Known, ", ") + "; or give a cluster file)");
   }
   return fromJsonValue(Cluster, "preset '" + Name.str() + "'");
 }

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "simulator/ProfileCostModel.h"
 #include "ir/BatchDims.h"
+#include "ir/Error.h"
 #include "simulator/Strategy.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -184,8 +185,7 @@ private:
     std::string Prefix = Where + ": ";
     if (!Path.empty())
       Prefix += Path + ": ";
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   Prefix + Message);
+    return fail(Prefix + Message);
   }
   Error checkKeys(const json::Object &O, const std::string &Path,
                   llvm::ArrayRef<StringRef> Known) const;
@@ -380,18 +380,16 @@ Expected<Profile> ProfileReader::read(const json::Value &Root) {
 Expected<Profile> Profile::fromJson(StringRef Text, StringRef Where) {
   auto Value = json::parse(Text);
   if (!Value)
-    return llvm::createStringError(
-        llvm::inconvertibleErrorCode(),
-        Where + ": not valid JSON: " + llvm::toString(Value.takeError()));
+    return fail(Where +
+                ": not valid JSON: " + llvm::toString(Value.takeError()));
   return ProfileReader(Where).read(*Value);
 }
 
 Expected<Profile> Profile::fromFile(StringRef Path) {
   auto Buffer = llvm::MemoryBuffer::getFile(Path, /*IsText=*/true);
   if (!Buffer)
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   Path + ": cannot read the file (" +
-                                       Buffer.getError().message() + ")");
+    return fail(Path + ": cannot read the file (" +
+                Buffer.getError().message() + ")");
   return fromJson((*Buffer)->getBuffer(), Path);
 }
 
@@ -436,11 +434,10 @@ json::Value Profile::toJson() const {
 
 Error ProfileCostModel::add(Profile P, StringRef Where) {
   if (hasDeviceType(P.DeviceType))
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   Where +
-                                       ": a second profile for device "
-                                       "type '" +
-                                       P.DeviceType + "'");
+    return fail(Where +
+                ": a second profile for device "
+                "type '" +
+                P.DeviceType + "'");
   Table T;
   T.DeviceType = P.DeviceType;
   if (P.Copies)

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "simulator/Strategy.h"
 #include "ir/BatchDims.h"
+#include "ir/Error.h"
 #include "llvm/Support/FormatVariadic.h"
 
 namespace onnx2soap::simulator {
@@ -55,10 +56,6 @@ ir::Interval reductionSlice(const ir::Graph &G, const ir::Op &O,
                             const ParallelConfig &C, unsigned P) {
   int64_t Extent = ir::parallelDims(G, O).ReductionExtent;
   return partInterval(Extent, C.Reduction, C.reductionIndex(P));
-}
-
-static llvm::Error fail(const llvm::Twine &Message) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), Message);
 }
 
 llvm::Error checkConfig(const ir::Graph &G, const ir::Op &O,

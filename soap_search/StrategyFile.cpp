@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "soap_search/StrategyFile.h"
+#include "ir/Error.h"
 #include "ir/JsonText.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
@@ -26,10 +27,6 @@ using llvm::json::Object;
 using llvm::json::Value;
 using simulator::ParallelConfig;
 using simulator::Strategy;
-
-static llvm::Error makeError(const llvm::Twine &Message) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), Message.str());
-}
 
 Sha256::Sha256() : Ctx(EVP_MD_CTX_new()) {
   auto *C = static_cast<EVP_MD_CTX *>(Ctx);
@@ -79,8 +76,7 @@ llvm::Expected<StrategyTarget> makeTarget(llvm::StringRef ModelPath,
   auto Buffer = llvm::MemoryBuffer::getFile(ModelPath, /*IsText=*/false,
                                             /*RequiresNullTerminator=*/false);
   if (!Buffer)
-    return makeError(ModelPath +
-                     ": cannot read: " + Buffer.getError().message());
+    return fail(ModelPath + ": cannot read: " + Buffer.getError().message());
   StrategyTarget Target;
   Target.ModelFile = llvm::sys::path::filename(ModelPath).str();
   Target.ModelSha256 = sha256Hex((*Buffer)->getBuffer());
@@ -244,7 +240,7 @@ public:
   explicit Reader(llvm::StringRef Where) : Where(Where) {}
 
   llvm::Error error(const llvm::Twine &Path, const llvm::Twine &Message) const {
-    return makeError(Where + ": " + Path + ": " + Message);
+    return fail(Where + ": " + Path + ": " + Message);
   }
   llvm::Expected<const Object *> object(const Object &Parent,
                                         llvm::StringRef Key,
@@ -403,27 +399,27 @@ llvm::Expected<Strategy> parseStrategy(llvm::StringRef Text,
                                        std::optional<double> *GradientBucket) {
   auto Parsed = llvm::json::parse(Text);
   if (!Parsed)
-    return makeError(
-        Where + ": not valid JSON: " + describeParseError(Parsed.takeError()));
+    return fail(Where +
+                ": not valid JSON: " + describeParseError(Parsed.takeError()));
   const Object *Top = Parsed->getAsObject();
   if (!Top)
-    return makeError(Where + ": not a strategy file (expected a JSON object)");
+    return fail(Where + ": not a strategy file (expected a JSON object)");
   Reader R(Where);
 
   // What the file is.
   auto Format = Top->getString("format");
   if (!Format || *Format != StrategyFormatName)
-    return makeError(Where + ": not a strategy file (its \"format\" is not \"" +
-                     StrategyFormatName + "\")");
+    return fail(Where + ": not a strategy file (its \"format\" is not \"" +
+                StrategyFormatName + "\")");
   auto Version = Top->getInteger("version");
   if (!Version)
     return R.error("version", "missing or not an integer");
   if (*Version != StrategyFormatVersion)
-    return makeError(llvm::formatv("{0}: strategy format version {1} is not "
-                                   "supported (this onnx2soap reads version "
-                                   "{2}); re-run search",
-                                   Where, *Version, StrategyFormatVersion)
-                         .str());
+    return fail(llvm::formatv("{0}: strategy format version {1} is not "
+                              "supported (this onnx2soap reads version "
+                              "{2}); re-run search",
+                              Where, *Version, StrategyFormatVersion)
+                    .str());
 
   // What it was made for.
   auto Model = R.object(*Top, "model", "model");
@@ -436,19 +432,18 @@ llvm::Expected<Strategy> parseStrategy(llvm::StringRef Text,
   if (!ModelSha)
     return ModelSha.takeError();
   if (*ModelSha != Target.ModelSha256)
-    return makeError(llvm::formatv("{0} was made for model {1} (sha256 {2}), "
-                                   "not this one ({3} sha256 {4}); re-run "
-                                   "search",
-                                   Where, *ModelFile, shortHash(*ModelSha),
-                                   Target.ModelFile,
-                                   shortHash(Target.ModelSha256))
-                         .str());
+    return fail(llvm::formatv("{0} was made for model {1} (sha256 {2}), "
+                              "not this one ({3} sha256 {4}); re-run "
+                              "search",
+                              Where, *ModelFile, shortHash(*ModelSha),
+                              Target.ModelFile, shortHash(Target.ModelSha256))
+                    .str());
   auto Settings = readSettings(R, *Top);
   if (!Settings)
     return Settings.takeError();
   if (auto Difference = settingsDifference(*Settings, Target.Settings))
-    return makeError(Where + " was made with " + *Difference +
-                     "; give the same model flags, or re-run search");
+    return fail(Where + " was made with " + *Difference +
+                "; give the same model flags, or re-run search");
   auto Cluster = R.object(*Top, "cluster", "cluster");
   if (!Cluster)
     return Cluster.takeError();
@@ -463,7 +458,7 @@ llvm::Expected<Strategy> parseStrategy(llvm::StringRef Text,
     return ClusterSha.takeError();
   if (*ClusterName != Target.ClusterName || *Devices != Target.NumDevices ||
       *ClusterSha != Target.ClusterSha256)
-    return makeError(
+    return fail(
         llvm::formatv("{0} was made for cluster '{1}' with {2} devices "
                       "(sha256 {3}), not '{4}' with {5} devices ({6}); "
                       "use the same --cluster and --gpus, or re-run search",
@@ -502,9 +497,9 @@ llvm::Expected<Strategy> parseStrategy(llvm::StringRef Text,
   for (llvm::StringRef Name : Names) {
     auto It = ByKey.find(Name);
     if (It == ByKey.end())
-      return makeError(Where + ": unknown op '" + Name + "' (the model has " +
-                       llvm::Twine(G.numOps()) + " ops; the file may be for " +
-                       "another version of it)");
+      return fail(Where + ": unknown op '" + Name + "' (the model has " +
+                  llvm::Twine(G.numOps()) + " ops; the file may be for " +
+                  "another version of it)");
     auto C = readConfig(R, *(*Ops)->get(Name), "ops." + Name.str());
     if (!C)
       return C.takeError();
@@ -516,11 +511,11 @@ llvm::Expected<Strategy> parseStrategy(llvm::StringRef Text,
     ir::OpId First = std::find(Seen.begin(), Seen.end(), false) - Seen.begin();
     std::string More =
         Missing > 1 ? llvm::formatv(" (and {0} more)", Missing - 1).str() : "";
-    return makeError(Where + ": op '" + Keys[First] + "' has no config" + More +
-                     "; the file may be for another version of the " + "model");
+    return fail(Where + ": op '" + Keys[First] + "' has no config" + More +
+                "; the file may be for another version of the " + "model");
   }
   if (llvm::Error E = simulator::checkStrategy(G, S, Target.NumDevices))
-    return makeError(Where + ": " + llvm::toString(std::move(E)));
+    return fail(Where + ": " + llvm::toString(std::move(E)));
   return S;
 }
 
@@ -529,7 +524,7 @@ llvm::Expected<Strategy> readStrategy(llvm::StringRef Path, const ir::Graph &G,
                                       std::optional<double> *GradientBucket) {
   auto Buffer = llvm::MemoryBuffer::getFile(Path, /*IsText=*/true);
   if (!Buffer)
-    return makeError(Path + ": cannot read: " + Buffer.getError().message());
+    return fail(Path + ": cannot read: " + Buffer.getError().message());
   return parseStrategy((*Buffer)->getBuffer(), Path, G, Target, GradientBucket);
 }
 
