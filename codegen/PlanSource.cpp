@@ -17,7 +17,7 @@ namespace onnx2soap::codegen {
 
 using namespace rt::program;
 
-//===-- Spelling values as C++ ----------------------------------------------
+//===-- Spelling values as C++ --------------------------------------------===//
 
 static const char *dtypeEnumerator(rt::DType Type) {
   switch (Type) {

@@ -30,8 +30,7 @@ llvm::Error NodeContext::wrap(llvm::Error E) const {
   return makeError(llvm::toString(std::move(E)));
 }
 
-//===-- Attributes
-//---------------------------------------------------------===//
+//===-- Attributes --------------------------------------------------------===//
 
 const onnx::AttributeProto *NodeContext::attr(llvm::StringRef Name) const {
   for (const onnx::AttributeProto &A : Node.attribute())
@@ -103,8 +102,7 @@ NodeContext::checkAttributes(llvm::ArrayRef<llvm::StringRef> Known) const {
   return llvm::Error::success();
 }
 
-//===-- Inputs
-//-------------------------------------------------------------===//
+//===-- Inputs ------------------------------------------------------------===//
 
 const Value &NodeContext::input(unsigned I) const {
   assert(hasInput(I) && "handlers read only required or present inputs");
@@ -169,8 +167,7 @@ ir::TensorId NodeContext::constantTensor(const ConstTensor &C,
                                ir::TensorData::owned(C.toBytes()));
 }
 
-//===-- Outputs
-//------------------------------------------------------------===//
+//===-- Outputs -----------------------------------------------------------===//
 
 llvm::Expected<ir::OpId> NodeContext::emit(ir::OpKind Kind,
                                            llvm::ArrayRef<ir::TensorId> Inputs,

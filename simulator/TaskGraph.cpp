@@ -258,7 +258,7 @@ void TaskGraph::removeTask(TaskId Id, std::vector<TaskId> &Touched) {
   Removed.push_back(Id);
 }
 
-//===-- An op's own tasks ---------------------------------------------------
+//===-- An op's own tasks -------------------------------------------------===//
 
 bool isTrainingBatchNorm(const ir::Op &O) {
   return O.Kind == ir::OpKind::BatchNorm && O.Attrs.getInt("training", 0);
@@ -408,7 +408,7 @@ void TaskGraph::addStatsSync(ir::OpId Id, bool Backward) {
   }
 }
 
-//===-- Whole graph and updates ---------------------------------------------
+//===-- Whole graph and updates -------------------------------------------===//
 
 void TaskGraph::build(const Strategy &New) {
   S = New;

@@ -37,8 +37,7 @@ llvm::Expected<Window> readWindow(const Attributes &Attrs, size_t Spatial) {
 }
 } // namespace
 
-//===-- Conv
-//---------------------------------------------------------------===//
+//===-- Conv --------------------------------------------------------------===//
 
 static llvm::Expected<OutputTypes> inferConv(const Attributes &Attrs,
                                              InputTypes In) {
@@ -284,8 +283,7 @@ const OpKindInfo &infoConvTranspose() {
   return Info;
 }
 
-//===-- Gemm
-//---------------------------------------------------------------===//
+//===-- Gemm --------------------------------------------------------------===//
 
 static llvm::Expected<OutputTypes> inferGemm(const Attributes &Attrs,
                                              InputTypes In) {
@@ -360,8 +358,7 @@ const OpKindInfo &infoGemm() {
   return Info;
 }
 
-//===-- MatMul
-//-------------------------------------------------------------===//
+//===-- MatMul ------------------------------------------------------------===//
 
 static llvm::Expected<OutputTypes> inferMatMul(const Attributes &,
                                                InputTypes In) {

@@ -34,8 +34,7 @@ static OpKindInfo movementInfo(OpKind Kind, unsigned MinInputs,
   return I;
 }
 
-//===-- Reshape
-//------------------------------------------------------------===//
+//===-- Reshape -----------------------------------------------------------===//
 
 static llvm::Expected<OutputTypes> inferReshape(const Attributes &Attrs,
                                                 InputTypes In) {
@@ -132,8 +131,7 @@ const OpKindInfo &infoReshape() {
   return Info;
 }
 
-//===-- Transpose
-//----------------------------------------------------------===//
+//===-- Transpose ---------------------------------------------------------===//
 
 static llvm::Expected<OutputTypes> inferTranspose(const Attributes &Attrs,
                                                   InputTypes In) {
@@ -172,8 +170,7 @@ const OpKindInfo &infoTranspose() {
   return Info;
 }
 
-//===-- Concat
-//-------------------------------------------------------------===//
+//===-- Concat ------------------------------------------------------------===//
 
 static llvm::Expected<OutputTypes> inferConcat(const Attributes &Attrs,
                                                InputTypes In) {
@@ -221,8 +218,7 @@ const OpKindInfo &infoConcat() {
   return Info;
 }
 
-//===-- Split
-//--------------------------------------------------------------===//
+//===-- Split -------------------------------------------------------------===//
 
 static llvm::Expected<OutputTypes> inferSplit(const Attributes &Attrs,
                                               InputTypes In) {
@@ -273,8 +269,7 @@ const OpKindInfo &infoSplit() {
   return Info;
 }
 
-//===-- Slice
-//--------------------------------------------------------------===//
+//===-- Slice -------------------------------------------------------------===//
 
 static llvm::Expected<OutputTypes> inferSlice(const Attributes &Attrs,
                                               InputTypes In) {
@@ -322,8 +317,7 @@ const OpKindInfo &infoSlice() {
   return Info;
 }
 
-//===-- Pad
-//----------------------------------------------------------------===//
+//===-- Pad ---------------------------------------------------------------===//
 
 static llvm::Expected<OutputTypes> inferPad(const Attributes &Attrs,
                                             InputTypes In) {
@@ -385,8 +379,7 @@ const OpKindInfo &infoPad() {
   return Info;
 }
 
-//===-- Expand
-//-------------------------------------------------------------===//
+//===-- Expand ------------------------------------------------------------===//
 
 static llvm::Expected<OutputTypes> inferExpand(const Attributes &Attrs,
                                                InputTypes In) {
@@ -409,8 +402,7 @@ const OpKindInfo &infoExpand() {
   return Info;
 }
 
-//===-- Gather
-//-------------------------------------------------------------===//
+//===-- Gather ------------------------------------------------------------===//
 
 static llvm::Expected<OutputTypes> inferGather(const Attributes &Attrs,
                                                InputTypes In) {

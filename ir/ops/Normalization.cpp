@@ -16,8 +16,7 @@
 namespace onnx2soap::ir {
 using namespace ops;
 
-//===-- BatchNorm
-//----------------------------------------------------------===//
+//===-- BatchNorm ---------------------------------------------------------===//
 
 static llvm::Expected<OutputTypes> inferBatchNorm(const Attributes &Attrs,
                                                   InputTypes In) {
@@ -82,8 +81,7 @@ const OpKindInfo &infoBatchNorm() {
   return Info;
 }
 
-//===-- LayerNorm
-//----------------------------------------------------------===//
+//===-- LayerNorm ---------------------------------------------------------===//
 
 static llvm::Expected<OutputTypes> inferLayerNorm(const Attributes &Attrs,
                                                   InputTypes In) {
@@ -147,8 +145,7 @@ const OpKindInfo &infoLayerNorm() {
   return Info;
 }
 
-//===-- Softmax, LogSoftmax
-//-------------------------------------------------===//
+//===-- Softmax, LogSoftmax -----------------------------------------------===//
 
 static llvm::Expected<OutputTypes> inferSoftmax(const Attributes &Attrs,
                                                 InputTypes In) {
@@ -197,8 +194,7 @@ const OpKindInfo &infoLogSoftmax() {
   return Info;
 }
 
-//===-- ReduceMean, ReduceSum
-//----------------------------------------------===//
+//===-- ReduceMean, ReduceSum ---------------------------------------------===//
 
 static bool isReduced(llvm::ArrayRef<int64_t> Axes, size_t Dim) {
   return std::find(Axes.begin(), Axes.end(), static_cast<int64_t>(Dim)) !=

@@ -110,8 +110,7 @@ const OpKindInfo &infoAveragePool() {
   return Info;
 }
 
-//===-- Global pools
-//-------------------------------------------------------===//
+//===-- Global pools ------------------------------------------------------===//
 
 static llvm::Expected<OutputTypes> inferGlobalPool(const Attributes &,
                                                    InputTypes In) {

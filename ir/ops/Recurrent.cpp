@@ -157,8 +157,7 @@ const OpKindInfo &infoGRU() {
   return Info;
 }
 
-//===-- Cells
-//--------------------------------------------------------------===//
+//===-- Cells -------------------------------------------------------------===//
 
 /// Cell inputs: x, h, [c,] W, R, B? — WeightBase is the index of W.
 template <int Gates, unsigned WeightBase>

@@ -417,8 +417,7 @@ llvm::Error gather(NodeContext &C) {
   return C.emitOrFold(OpKind::Gather, {0, 1}, std::move(Attrs));
 }
 
-//===-- Ops that always fold
-//------------------------------------------------===//
+//===-- Ops that always fold ----------------------------------------------===//
 
 static ConstTensor int64Vector(llvm::ArrayRef<int64_t> Values) {
   ConstTensor T;

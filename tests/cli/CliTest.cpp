@@ -20,8 +20,7 @@ using namespace onnx2soap::clitest;
 
 namespace {
 
-//===-- Bad input
-//----------------------------------------------------------===//
+//===-- Bad input ---------------------------------------------------------===//
 
 TEST_F(CliTest, EmptyFile) {
   std::string Path = Dir.file("empty.onnx");
@@ -168,8 +167,7 @@ TEST_F(CliTest, ClustersShowBadFile) {
                   Path + ": unknown key 'nodez' (did you mean 'nodes'?)");
 }
 
-//===-- Success
-//------------------------------------------------------------===//
+//===-- Success -----------------------------------------------------------===//
 
 /// Runs `inspect FILE --batch N --json` and parses its output.
 std::optional<llvm::json::Value> inspectJson(const TempDir &Dir,

@@ -525,8 +525,7 @@ TEST(BadInputTest, DirectoryInsteadOfFile) {
   expectErr(Dir.path(), batch(2), "cannot read '" + Dir.path().str() + "'");
 }
 
-//===-- Models that must import
-//--------------------------------------------===//
+//===-- Models that must import -------------------------------------------===//
 
 TEST(BadInputTest, ValidModelImports) {
   TempDir Dir("onnx2soap-badinput");
