@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ir/Error.h"
+#include "ir/JsonReader.h"
 #include "simulator/Machine.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringMap.h"
@@ -21,6 +22,7 @@
 
 using namespace onnx2soap::simulator;
 using onnx2soap::fail;
+using onnx2soap::ir::Sign;
 namespace json = llvm::json;
 using llvm::Error;
 using llvm::Expected;
@@ -52,40 +54,15 @@ struct NodeSpec {
   std::vector<LinkSpec> Links;
 };
 
-enum class Sign { Positive, NonNegative };
-
-class ClusterReader {
+class ClusterReader : public onnx2soap::ir::JsonReader {
 public:
-  explicit ClusterReader(StringRef Where) : Where(Where) {}
+  using JsonReader::JsonReader;
   Expected<Machine> read(const json::Value &Root);
 
 private:
-  Error error(const std::string &Path, const Twine &Message) const {
-    std::string Prefix = Where + ": ";
-    if (!Path.empty())
-      Prefix += Path + ": ";
-    return fail(Prefix + Message);
-  }
-  static std::string key(const std::string &Path, StringRef Key) {
-    return Path.empty() ? Key.str() : Path + "." + Key.str();
-  }
-  static std::string index(const std::string &Path, size_t I) {
-    return Path + "[" + std::to_string(I) + "]";
-  }
-
-  Expected<const json::Object *> object(const json::Value &V,
-                                        const std::string &Path) const;
-  Error checkKeys(const json::Object &O, const std::string &Path,
-                  llvm::ArrayRef<StringRef> Known) const;
-  Expected<double> number(const json::Object &O, const std::string &Path,
-                          StringRef Key, Sign S,
-                          std::optional<double> Default = std::nullopt) const;
   Expected<std::string> string(const json::Object &O, const std::string &Path,
                                StringRef Key, bool IsName,
                                std::optional<StringRef> Default = {}) const;
-  Expected<const json::Array *> array(const json::Object &O,
-                                      const std::string &Path, StringRef Key,
-                                      bool Required) const;
   Error checkName(StringRef Name, const std::string &Path) const;
 
   Expected<DeviceType> readDeviceType(const json::Value &V,
@@ -100,7 +77,6 @@ private:
   Expected<DeviceId> readDevice(const json::Value &V, const std::string &Path,
                                 const MachineBuilder &Builder) const;
 
-  std::string Where;
   llvm::StringMap<unsigned> TypeIds;
   std::vector<std::string> TypeNames;
   std::vector<bool> TypeIsGpu; ///< has a cuda_arch: devices default to "gpu"
@@ -108,65 +84,7 @@ private:
 
 } // namespace
 
-//===-- Typed access with paths -------------------------------------------===//
-
-Expected<const json::Object *>
-ClusterReader::object(const json::Value &V, const std::string &Path) const {
-  if (const json::Object *O = V.getAsObject())
-    return O;
-  return error(Path, "expected an object");
-}
-
-Error ClusterReader::checkKeys(const json::Object &O, const std::string &Path,
-                               llvm::ArrayRef<StringRef> Known) const {
-  // Report the alphabetically first unknown key, so the message does not
-  // depend on the hash order of json::Object.
-  std::optional<std::string> Unknown;
-  for (const auto &Entry : O) {
-    StringRef Key = Entry.first;
-    if (!llvm::is_contained(Known, Key) && (!Unknown || Key < *Unknown))
-      Unknown = Key.str();
-  }
-  if (!Unknown)
-    return Error::success();
-  std::string Message = "unknown key '" + *Unknown + "'";
-  StringRef Closest;
-  unsigned Best = 4;
-  for (StringRef K : Known) {
-    unsigned Distance = StringRef(*Unknown).edit_distance(K, true, Best);
-    if (Distance < Best) {
-      Best = Distance;
-      Closest = K;
-    }
-  }
-  if (!Closest.empty())
-    Message += " (did you mean '" + Closest.str() + "'?)";
-  else
-    Message += " (expected one of: " + llvm::join(Known, ", ") + ")";
-  return error(Path, Message);
-}
-
-Expected<double> ClusterReader::number(const json::Object &O,
-                                       const std::string &Path, StringRef Key,
-                                       Sign S,
-                                       std::optional<double> Default) const {
-  const json::Value *V = O.get(Key);
-  if (!V) {
-    if (Default)
-      return *Default;
-    return error(Path, "missing '" + Key + "'");
-  }
-  std::optional<double> D;
-  if (auto Got = V->getAsNumber())
-    D = *Got;
-  if (!D || !std::isfinite(*D))
-    return error(key(Path, Key), "expected a number");
-  if (S == Sign::Positive && !(*D > 0))
-    return error(key(Path, Key), "must be greater than 0");
-  if (S == Sign::NonNegative && *D < 0)
-    return error(key(Path, Key), "must not be negative");
-  return *D;
-}
+//===-- Names -------------------------------------------------------------===//
 
 Error ClusterReader::checkName(StringRef Name, const std::string &Path) const {
   if (Name.empty())
@@ -196,21 +114,6 @@ ClusterReader::string(const json::Object &O, const std::string &Path,
     if (Error E = checkName(*S, key(Path, Key)))
       return E;
   return S->str();
-}
-
-Expected<const json::Array *> ClusterReader::array(const json::Object &O,
-                                                   const std::string &Path,
-                                                   StringRef Key,
-                                                   bool Required) const {
-  const json::Value *V = O.get(Key);
-  if (!V) {
-    if (Required)
-      return error(Path, "missing '" + Key + "'");
-    return nullptr;
-  }
-  if (const json::Array *A = V->getAsArray())
-    return A;
-  return error(key(Path, Key), "expected an array");
 }
 
 // Unwraps an Expected into Var or returns its error from the function.

@@ -11,6 +11,7 @@
 #include "simulator/ProfileCostModel.h"
 #include "ir/BatchDims.h"
 #include "ir/Error.h"
+#include "ir/JsonReader.h"
 #include "simulator/Strategy.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -171,49 +172,22 @@ std::string profileKey(const PartitionShape &P) {
                     O.Attrs);
 }
 
-//===-- Reading and writing
-//-------------------------------------------------===//
+//===-- Reading and writing -----------------------------------------------===//
 
 namespace {
-class ProfileReader {
+class ProfileReader : public ir::JsonReader {
 public:
-  explicit ProfileReader(StringRef Where) : Where(Where) {}
+  using JsonReader::JsonReader;
   Expected<Profile> read(const json::Value &Root);
 
 private:
-  Error error(const std::string &Path, const Twine &Message) const {
-    std::string Prefix = Where + ": ";
-    if (!Path.empty())
-      Prefix += Path + ": ";
-    return fail(Prefix + Message);
-  }
-  Error checkKeys(const json::Object &O, const std::string &Path,
-                  llvm::ArrayRef<StringRef> Known) const;
   Expected<double> seconds(const json::Object &O, const std::string &Path,
                            StringRef Key) const;
   Expected<ProfileEntry> entry(const json::Value &V,
                                const std::string &Path) const;
   Expected<CopyProfile> copies(const json::Value &V) const;
-
-  std::string Where;
 };
 } // namespace
-
-Error ProfileReader::checkKeys(const json::Object &O, const std::string &Path,
-                               llvm::ArrayRef<StringRef> Known) const {
-  // The alphabetically first unknown key, so the message does not depend on
-  // the object's hash order.
-  std::optional<std::string> Unknown;
-  for (const auto &Member : O) {
-    StringRef Name = Member.first;
-    if (!llvm::is_contained(Known, Name) && (!Unknown || Name < *Unknown))
-      Unknown = Name.str();
-  }
-  if (!Unknown)
-    return Error::success();
-  return error(Path, "unknown key '" + *Unknown + "' (expected " +
-                         llvm::join(Known, ", ") + ")");
-}
 
 Expected<double> ProfileReader::seconds(const json::Object &O,
                                         const std::string &Path,
@@ -429,8 +403,7 @@ json::Value Profile::toJson() const {
   return Root;
 }
 
-//===-- The cost model
-//--------------------------------------------------------===//
+//===-- The cost model ----------------------------------------------------===//
 
 Error ProfileCostModel::add(Profile P, StringRef Where) {
   if (hasDeviceType(P.DeviceType))

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "soap_search/StrategyFile.h"
 #include "ir/Error.h"
+#include "ir/JsonReader.h"
 #include "ir/JsonText.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
@@ -234,14 +235,12 @@ dimFlags(const std::vector<std::pair<std::string, int64_t>> &Dims) {
 }
 
 namespace {
-/// Field access with errors that name the file and the JSON path.
-class Reader {
+/// Field access with errors that name the file and the JSON path (a
+/// missing field: "<path>: missing").
+class Reader : public ir::JsonReader {
 public:
-  explicit Reader(llvm::StringRef Where) : Where(Where) {}
+  using JsonReader::JsonReader;
 
-  llvm::Error error(const llvm::Twine &Path, const llvm::Twine &Message) const {
-    return fail(Where + ": " + Path + ": " + Message);
-  }
   llvm::Expected<const Object *> object(const Object &Parent,
                                         llvm::StringRef Key,
                                         const llvm::Twine &Path) const {
@@ -281,9 +280,6 @@ public:
                    llvm::formatv("expected an integer of at least {0}", Min));
     return uint32_t(*I);
   }
-
-private:
-  llvm::StringRef Where;
 };
 } // namespace
 
@@ -357,12 +353,9 @@ readConfig(const Reader &R, const Value &V, const std::string &Path) {
     return R.error(Path, "expected an object {\"degrees\": [...], "
                          "\"reduction\": R, \"first_device\": D, "
                          "\"device_stride\": S}");
-  for (const auto &Entry : *O) {
-    llvm::StringRef Key = Entry.first;
-    if (Key != "degrees" && Key != "reduction" && Key != "first_device" &&
-        Key != "device_stride")
-      return R.error(Path, "unknown key '" + Key + "'");
-  }
+  if (llvm::Error E = R.checkKeys(
+          *O, Path, {"degrees", "reduction", "first_device", "device_stride"}))
+    return E;
   ParallelConfig C;
   const Value *Degrees = O->get("degrees");
   if (!Degrees)

@@ -1,0 +1,60 @@
+//===- ir/JsonReader.h - JSON files read with paths in errors --*- C++ -*-===//
+//
+// The files users write by hand (clusters, profiles, strategies) are read
+// through JsonReader: every error is one line naming the file and the JSON
+// path of what is wrong ("cluster.json: nodes[0].links[1]: expected a
+// number"), and an unknown key names the closest known one.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ONNX2SOAP_IR_JSONREADER_H
+#define ONNX2SOAP_IR_JSONREADER_H
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/ADT/Twine.h"
+#include "llvm/Support/Error.h"
+#include "llvm/Support/JSON.h"
+#include <optional>
+#include <string>
+
+namespace onnx2soap::ir {
+
+/// Which numbers a field takes.
+enum class Sign { Any, Positive, NonNegative };
+
+class JsonReader {
+public:
+  /// Where: the file's name, the first thing each error says.
+  explicit JsonReader(llvm::StringRef Where) : Where(Where.str()) {}
+
+  /// "<Where>: <Path>: <Message>" ("<Where>: <Message>" at the root).
+  llvm::Error error(const llvm::Twine &Path, const llvm::Twine &Message) const;
+  /// Path's member Key and element I ("a.b", "a[3]").
+  static std::string key(const std::string &Path, llvm::StringRef Key);
+  static std::string index(const std::string &Path, size_t I);
+
+  llvm::Expected<const llvm::json::Object *>
+  object(const llvm::json::Value &V, const std::string &Path) const;
+  /// An error for the alphabetically first key of O that is not Known (so
+  /// the message does not depend on the object's hash order), naming the
+  /// known key within edit distance 3 when there is one, else all of them.
+  llvm::Error checkKeys(const llvm::json::Object &O, const std::string &Path,
+                        llvm::ArrayRef<llvm::StringRef> Known) const;
+  /// O's finite number Key of sign S; Default when missing, if given.
+  llvm::Expected<double>
+  number(const llvm::json::Object &O, const std::string &Path,
+         llvm::StringRef Key, Sign S,
+         std::optional<double> Default = std::nullopt) const;
+  /// O's array Key; null when missing and not Required.
+  llvm::Expected<const llvm::json::Array *> array(const llvm::json::Object &O,
+                                                  const std::string &Path,
+                                                  llvm::StringRef Key,
+                                                  bool Required) const;
+
+protected:
+  std::string Where;
+};
+
+} // namespace onnx2soap::ir
+
+#endif
