@@ -11,6 +11,7 @@
 #include "ir/Training.h"
 #include "onnx_import/Importer.h"
 #include "simulator/Machine.h"
+#include "soap_search/Mcmc.h"
 #include "gtest/gtest.h"
 #include <string>
 
@@ -49,6 +50,15 @@ inline simulator::Machine machine(const std::string &Preset, unsigned Devices) {
   auto Some = M->firstDevices(Devices);
   EXPECT_TRUE(static_cast<bool>(Some)) << llvm::toString(Some.takeError());
   return std::move(*Some);
+}
+
+/// A fixed amount of search: 150 steps of each of 4 chains.
+inline soap_search::SearchOptions fixedWork(uint64_t Seed) {
+  soap_search::SearchOptions O;
+  O.Iterations = 150;
+  O.Seed = Seed;
+  O.Chains = 4;
+  return O;
 }
 
 } // namespace onnx2soap::test
