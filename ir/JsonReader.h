@@ -20,7 +20,7 @@
 namespace onnx2soap::ir {
 
 /// Which numbers a field takes.
-enum class Sign { Any, Positive, NonNegative };
+enum class Sign { Positive, NonNegative };
 
 class JsonReader {
 public:

@@ -208,9 +208,10 @@ Expected<double> ProfileReader::seconds(const json::Object &O,
 
 Expected<ProfileEntry> ProfileReader::entry(const json::Value &V,
                                             const std::string &Path) const {
-  const json::Object *O = V.getAsObject();
-  if (!O)
-    return error(Path, "expected an object");
+  auto Object = object(V, Path);
+  if (!Object)
+    return Object.takeError();
+  const json::Object *O = *Object;
   if (Error E =
           checkKeys(*O, Path, {"backward_s", "forward_s", "key", "samples"}))
     return E;
@@ -258,23 +259,24 @@ SizeTable CopyProfile::table() const {
 static constexpr size_t MaxCopySizes = 4096;
 
 Expected<CopyProfile> ProfileReader::copies(const json::Value &V) const {
-  const json::Object *O = V.getAsObject();
-  if (!O)
-    return error("copies", "expected an object");
+  auto Object = object(V, "copies");
+  if (!Object)
+    return Object.takeError();
+  const json::Object *O = *Object;
   if (Error E = checkKeys(*O, "copies", {"samples", "sizes_bytes", "times_us"}))
     return E;
   CopyProfile C;
   for (StringRef Key : {"sizes_bytes", "times_us"}) {
-    std::string Path = "copies." + Key.str();
-    const json::Array *List = O->getArray(Key);
-    if (!List)
-      return error(O->get(Key) ? Path : "copies",
-                   O->get(Key) ? "expected an array" : "missing '" + Key + "'");
+    std::string Path = key("copies", Key);
+    auto Array = array(*O, "copies", Key, /*Required=*/true);
+    if (!Array)
+      return Array.takeError();
+    const json::Array *List = *Array;
     if (List->empty() || List->size() > MaxCopySizes)
       return error(Path, "expected 1 to " + Twine(MaxCopySizes) + " numbers");
     std::vector<double> &Into = Key == "sizes_bytes" ? C.SizesBytes : C.TimesUs;
     for (size_t I = 0; I < List->size(); ++I) {
-      std::string At = Path + "[" + std::to_string(I) + "]";
+      std::string At = index(Path, I);
       auto D = (*List)[I].getAsNumber();
       if (!D || !std::isfinite(*D) || !(*D > 0))
         return error(At, "expected a number greater than 0");
@@ -332,13 +334,13 @@ Expected<Profile> ProfileReader::read(const json::Value &Root) {
       return C.takeError();
     P.Copies = std::move(*C);
   }
-  const json::Array *Entries = O->getArray("entries");
-  if (!Entries)
-    return error(O->get("entries") ? "entries" : "",
-                 O->get("entries") ? "expected an array" : "missing 'entries'");
+  auto Array = array(*O, "", "entries", /*Required=*/true);
+  if (!Array)
+    return Array.takeError();
+  const json::Array *Entries = *Array;
   llvm::StringMap<size_t> Seen;
   for (size_t I = 0; I < Entries->size(); ++I) {
-    std::string Path = "entries[" + std::to_string(I) + "]";
+    std::string Path = index("entries", I);
     auto Entry = entry((*Entries)[I], Path);
     if (!Entry)
       return Entry.takeError();

@@ -390,29 +390,28 @@ llvm::Expected<Strategy> parseStrategy(llvm::StringRef Text,
                                        const ir::Graph &G,
                                        const StrategyTarget &Target,
                                        std::optional<double> *GradientBucket) {
+  Reader R(Where);
   auto Parsed = llvm::json::parse(Text);
   if (!Parsed)
-    return fail(Where +
-                ": not valid JSON: " + describeParseError(Parsed.takeError()));
+    return R.error("",
+                   "not valid JSON: " + describeParseError(Parsed.takeError()));
   const Object *Top = Parsed->getAsObject();
   if (!Top)
-    return fail(Where + ": not a strategy file (expected a JSON object)");
-  Reader R(Where);
+    return R.error("", "not a strategy file (expected a JSON object)");
 
   // What the file is.
   auto Format = Top->getString("format");
   if (!Format || *Format != StrategyFormatName)
-    return fail(Where + ": not a strategy file (its \"format\" is not \"" +
-                StrategyFormatName + "\")");
+    return R.error("", "not a strategy file (its \"format\" is not \"" +
+                           StrategyFormatName + "\")");
   auto Version = Top->getInteger("version");
   if (!Version)
     return R.error("version", "missing or not an integer");
   if (*Version != StrategyFormatVersion)
-    return fail(llvm::formatv("{0}: strategy format version {1} is not "
-                              "supported (this onnx2soap reads version "
-                              "{2}); re-run search",
-                              Where, *Version, StrategyFormatVersion)
-                    .str());
+    return R.error("", llvm::formatv("strategy format version {0} is not "
+                                     "supported (this onnx2soap reads "
+                                     "version {1}); re-run search",
+                                     *Version, StrategyFormatVersion));
 
   // What it was made for.
   auto Model = R.object(*Top, "model", "model");
@@ -429,8 +428,7 @@ llvm::Expected<Strategy> parseStrategy(llvm::StringRef Text,
                               "not this one ({3} sha256 {4}); re-run "
                               "search",
                               Where, *ModelFile, shortHash(*ModelSha),
-                              Target.ModelFile, shortHash(Target.ModelSha256))
-                    .str());
+                              Target.ModelFile, shortHash(Target.ModelSha256)));
   auto Settings = readSettings(R, *Top);
   if (!Settings)
     return Settings.takeError();
@@ -457,8 +455,7 @@ llvm::Expected<Strategy> parseStrategy(llvm::StringRef Text,
                       "use the same --cluster and --gpus, or re-run search",
                       Where, *ClusterName, *Devices, shortHash(*ClusterSha),
                       Target.ClusterName, Target.NumDevices,
-                      shortHash(Target.ClusterSha256))
-            .str());
+                      shortHash(Target.ClusterSha256)));
 
   // How the gradients are all-reduced (optional).
   if (const Value *Bucket = Top->get("gradient_bucket")) {
@@ -490,9 +487,10 @@ llvm::Expected<Strategy> parseStrategy(llvm::StringRef Text,
   for (llvm::StringRef Name : Names) {
     auto It = ByKey.find(Name);
     if (It == ByKey.end())
-      return fail(Where + ": unknown op '" + Name + "' (the model has " +
-                  llvm::Twine(G.numOps()) + " ops; the file may be for " +
-                  "another version of it)");
+      return R.error("", "unknown op '" + Name + "' (the model has " +
+                             llvm::Twine(G.numOps()) +
+                             " ops; the file may be for another version of "
+                             "it)");
     auto C = readConfig(R, *(*Ops)->get(Name), "ops." + Name.str());
     if (!C)
       return C.takeError();
@@ -504,11 +502,12 @@ llvm::Expected<Strategy> parseStrategy(llvm::StringRef Text,
     ir::OpId First = std::find(Seen.begin(), Seen.end(), false) - Seen.begin();
     std::string More =
         Missing > 1 ? llvm::formatv(" (and {0} more)", Missing - 1).str() : "";
-    return fail(Where + ": op '" + Keys[First] + "' has no config" + More +
-                "; the file may be for another version of the " + "model");
+    return R.error("", "op '" + Keys[First] + "' has no config" + More +
+                           "; the file may be for another version of the "
+                           "model");
   }
   if (llvm::Error E = simulator::checkStrategy(G, S, Target.NumDevices))
-    return fail(Where + ": " + llvm::toString(std::move(E)));
+    return R.error("", llvm::toString(std::move(E)));
   return S;
 }
 
