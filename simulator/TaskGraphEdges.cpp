@@ -1,6 +1,6 @@
 //===- simulator/TaskGraphEdges.cpp - The edges of an op's inputs ---------===//
 //
-// The second layer of the task graph (TaskGraph.cpp builds an op's own
+// The second layer of the task graph (TaskGraphOps.cpp builds an op's own
 // tasks, TaskGraphSync.cpp its parameters' synchronization): for each input
 // of a consumer, a transfer for every non-empty overlap between a producer
 // partition's output region and the region a consumer partition reads, on

@@ -1,6 +1,6 @@
 //===- simulator/TaskGraphSync.cpp - Parameters' gradient sync ------------===//
 //
-// The third layer of the task graph (TaskGraph.cpp builds an op's own
+// The third layer of the task graph (TaskGraphOps.cpp builds an op's own
 // tasks, TaskGraphEdges.cpp the edges of its inputs): each parameter's
 // gradient synchronization among the partitions that hold replicas of it,
 // alone or in gradient buckets, as ring or tree all-reduces over the
