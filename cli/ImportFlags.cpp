@@ -57,10 +57,6 @@ static cl::opt<bool>
            cl::sub(simulateCommand()), cl::sub(searchCommand()),
            cl::sub(calibrateCommand()), cl::sub(compileCommand()));
 
-llvm::Error usageError(const llvm::Twine &Message) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), Message.str());
-}
-
 llvm::Expected<onnx_import::ImportOptions> importOptions() {
   onnx_import::ImportOptions Options;
   if (Batch.getNumOccurrences()) {

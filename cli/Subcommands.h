@@ -7,6 +7,7 @@
 #ifndef ONNX2SOAP_CLI_SUBCOMMANDS_H
 #define ONNX2SOAP_CLI_SUBCOMMANDS_H
 
+#include "ir/Error.h"
 #include "ir/Training.h"
 #include "onnx_import/Importer.h"
 #include "simulator/Simulator.h"
@@ -142,8 +143,11 @@ llvm::Expected<std::vector<char>> tensorBytes(const onnx::TensorProto &T,
 /// readTensor then tensorBytes.
 llvm::Expected<std::vector<char>> readTensorBytes(const std::string &Path);
 
-/// A user-input error: printed as one line, exit code 2.
-llvm::Error usageError(const llvm::Twine &Message);
+/// A flag given wrongly: a user-input error like any other (ir/Error.h),
+/// printed as one line, exit code 2.
+inline llvm::Error usageError(const llvm::Twine &Message) {
+  return fail(Message);
+}
 
 } // namespace onnx2soap::cli
 
