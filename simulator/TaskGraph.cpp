@@ -15,7 +15,6 @@
 #include "llvm/ADT/STLExtras.h"
 #include <algorithm>
 #include <cmath>
-#include <map>
 
 namespace onnx2soap::simulator {
 
