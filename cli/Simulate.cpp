@@ -404,29 +404,6 @@ llvm::Error writeStrategyIfAsked(const Planning &P,
                              [&](llvm::raw_ostream &OS) { OS << Text; });
 }
 
-std::string formatSeconds(double Seconds) {
-  char Text[32];
-  if (Seconds >= 1 || Seconds == 0)
-    std::snprintf(Text, sizeof Text, "%.4g s", Seconds);
-  else if (Seconds >= 1e-3)
-    std::snprintf(Text, sizeof Text, "%.4g ms", Seconds * 1e3);
-  else
-    std::snprintf(Text, sizeof Text, "%.4g us", Seconds * 1e6);
-  return Text;
-}
-
-std::string formatBytes(double Bytes) {
-  static const char *Units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  unsigned Unit = 0;
-  while (Bytes >= 1024 && Unit + 1 < std::size(Units)) {
-    Bytes /= 1024;
-    ++Unit;
-  }
-  char Text[32];
-  std::snprintf(Text, sizeof Text, "%.4g %s", Bytes, Units[Unit]);
-  return Text;
-}
-
 llvm::Error runSimulate() {
   if (StrategyFlag.empty())
     return usageError("--strategy S is required: a strategy file, or "

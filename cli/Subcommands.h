@@ -9,6 +9,7 @@
 
 #include "ir/Error.h"
 #include "ir/Training.h"
+#include "ir/Units.h"
 #include "onnx_import/Importer.h"
 #include "simulator/Simulator.h"
 #include "soap_search/StrategyFile.h"
@@ -131,9 +132,6 @@ bool jsonOutput();
 /// "16GiB", "80GB", "1.5 T", "1000000": bytes (KB, MB, ... powers of 1000;
 /// K, KiB, M, MiB, ... powers of 1024), or nothing.
 std::optional<double> parseBytes(llvm::StringRef Text);
-/// "1.234 ms", "15.9 GiB": for tables.
-std::string formatSeconds(double Seconds);
-std::string formatBytes(double Bytes);
 
 /// A serialized TensorProto file (cli/TensorFiles.cpp).
 llvm::Expected<onnx::TensorProto> readTensor(const std::string &Path);

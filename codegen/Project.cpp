@@ -12,6 +12,7 @@
 #include "codegen/PlanSource.h"
 #include "ir/Error.h"
 #include "ir/JsonText.h"
+#include "ir/Units.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -119,7 +120,7 @@ llvm::Expected<ProjectFiles> projectFiles(const ProjectInputs &In) {
       {"CUDA_ARCHITECTURES", llvm::join(Archs, ";")},
       {"OPTIMIZER", In.OptimizerName},
       {"LOSS", In.LossName},
-      {"TIME", llvm::formatv("{0:g}", P.Prediction.Time).str()},
+      {"TIME", formatSeconds(P.Prediction.Time)},
   };
   for (size_t I = 0; I < NumEmbeddedFiles; ++I) {
     llvm::StringRef Path = EmbeddedFiles[I].Path;

@@ -144,6 +144,16 @@ TEST_F(CliTest, CompileWritesTheProject) {
         "weights/shards.bin", "strategy.json", "model.onnx", "README.md"})
     EXPECT_FALSE(Tree[File].empty()) << File;
   EXPECT_EQ(Tree["model.onnx"], readFile(fixturePath("cnn_bn", "model.onnx")));
+  // The README states the prediction as compile reported it (in a unit that
+  // shows its digits: a step of microseconds once read "0.00 s").
+  llvm::StringRef Predicted = llvm::StringRef(R.Out)
+                                  .split(", predicted ")
+                                  .second.split(" per step")
+                                  .first;
+  EXPECT_THAT(Predicted.str(), ::testing::MatchesRegex("[0-9.]+ (us|ms|s)"));
+  EXPECT_THAT(Tree["README.md"],
+              ::testing::HasSubstr("the planner predicted " + Predicted.str() +
+                                   " per training step"));
 
   // The manifest lists every other file with its SHA-256.
   auto Parsed = llvm::json::parse(Tree["manifest.json"]);
