@@ -39,7 +39,10 @@ if [[ ${BENCH_HYPERFINE:-1} != 0 ]] && command -v hyperfine >/dev/null; then
   HAVE_HYPERFINE=1
 fi
 BUILD_TYPE=$(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$BUILD/CMakeCache.txt" 2>/dev/null || true)
-echo "onnx2soap: $BIN (CMAKE_BUILD_TYPE=${BUILD_TYPE:-unknown}); timer:" \
+# The default RelWithDebInfo build keeps assert()s (ONNX2SOAP_ASSERTIONS).
+ASSERTIONS=$(sed -n 's/^ONNX2SOAP_ASSERTIONS:BOOL=//p' "$BUILD/CMakeCache.txt" 2>/dev/null || true)
+echo "onnx2soap: $BIN (CMAKE_BUILD_TYPE=${BUILD_TYPE:-unknown}," \
+  "ONNX2SOAP_ASSERTIONS=${ASSERTIONS:-unknown}); timer:" \
   "$( ((HAVE_HYPERFINE)) && echo hyperfine || echo 'date loop')"
 echo
 

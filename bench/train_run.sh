@@ -48,7 +48,9 @@ CASES=(
 )
 
 BUILD_TYPE=$(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$BUILD/CMakeCache.txt" 2>/dev/null || true)
-echo "onnx2soap: $BIN (CMAKE_BUILD_TYPE=${BUILD_TYPE:-unknown}), --threads $THREADS;" \
+ASSERTIONS=$(sed -n 's/^ONNX2SOAP_ASSERTIONS:BOOL=//p' "$BUILD/CMakeCache.txt" 2>/dev/null || true)
+echo "onnx2soap: $BIN (CMAKE_BUILD_TYPE=${BUILD_TYPE:-unknown}," \
+  "ONNX2SOAP_ASSERTIONS=${ASSERTIONS:-unknown}), --threads $THREADS;" \
   "peer: $("$PY" -c 'import torch; print("PyTorch", torch.__version__)'), set_num_threads($THREADS)"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
