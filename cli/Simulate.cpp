@@ -219,8 +219,8 @@ static llvm::Expected<simulator::OptimizerKind> optimizerKind() {
     return simulator::OptimizerKind::SgdMomentum;
   if (OptimizerFlag == "adam" || OptimizerFlag == "adamw")
     return simulator::OptimizerKind::Adam;
-  return usageError(llvm::formatv("--optimizer {0}: expected sgd, momentum or "
-                                  "adam",
+  return usageError(llvm::formatv("--optimizer {0}: expected sgd, momentum, "
+                                  "adam or adamw",
                                   OptimizerFlag.getValue()));
 }
 

@@ -63,6 +63,26 @@ TEST_F(CliTest, CompileRefusesBadFlags) {
   expectUserError(run(compileArgs({"--strategy", "data-parallel", "--init",
                                    "zeros", "-o", Out})),
                   "--init zeros: expected onnx or random");
+  // compile accepts every optimizer the program runs, adamw too.
+  std::vector<std::string> Bare{
+      "compile",    fixturePath("cnn_bn", "model.onnx"),
+      "--batch",    "8",
+      "--cluster",  "cpu:2",
+      "--strategy", "data-parallel",
+      "-o",         Out};
+  auto With = [&](std::vector<std::string> More) {
+    std::vector<std::string> Args = Bare;
+    Args.insert(Args.end(), More.begin(), More.end());
+    return Args;
+  };
+  expectUserError(run(With({"--optimizer", "lbfgs"})),
+                  "--optimizer lbfgs: expected sgd, momentum, adam or adamw");
+  expectUserError(run(With({"--lr", "0"})), "--lr must be positive");
+  expectUserError(
+      run(compileArgs({"--budget", "1", "--iterations", "3", "-o", Out})),
+      "--budget and --iterations exclude each other");
+  expectUserError(run(compileArgs({"--budget", "-1", "-o", Out})),
+                  "--budget must be a positive number of seconds");
   EXPECT_FALSE(llvm::sys::fs::exists(Out));
 }
 

@@ -386,7 +386,7 @@ TEST_F(CliTest, PlanningRefusesBadInput) {
   expectUserError(
       run(planArgs("simulate", "cpu:2",
                    {"--strategy", "expert", "--optimizer", "lbfgs"})),
-      "--optimizer lbfgs");
+      "--optimizer lbfgs: expected sgd, momentum, adam or adamw");
   std::string NotJson = Dir.file("bad.json");
   ASSERT_TRUE(writeBytes(NotJson, "{\"format\": \"onnx2soap-strategy\",\n"));
   expectUserError(run(planArgs("simulate", "cpu:2", {"--strategy", NotJson})),
@@ -402,6 +402,31 @@ TEST_F(CliTest, PlanningRefusesBadInput) {
   expectUserError(
       run(planArgs("search", "cpu:2", {"--budget", "1", "--iterations", "10"})),
       "--budget and --iterations");
+  expectUserError(run(planArgs("search", "cpu:2", {"--budget", "0"})),
+                  "--budget must be a positive number of seconds");
+  expectUserError(run(planArgs("search", "cpu:2", {"--iterations", "0"})),
+                  "--iterations must be at least 1");
+  expectUserError(run(planArgs("search", "cpu:2", {"--chains", "0"})),
+                  "--chains must be at least 1");
+  expectUserError(
+      run(planArgs("search", "cpu:2",
+                   {"--sweep-gpus", "1,2", "-o", Dir.file("s.json")})),
+      "-o and --trace write one strategy's files; they cannot be combined "
+      "with --sweep-gpus");
+  // Every planning command shares these flags (simulate checks them first).
+  expectUserError(run(planArgs("simulate", "cpu:2",
+                               {"--strategy", "expert", "--loss", "hinge"})),
+                  "--loss hinge: expected cross-entropy, mse or model");
+  expectUserError(run(planArgs("simulate", "cpu:2",
+                               {"--strategy", "expert", "--gpus", "0"})),
+                  "--gpus 0: must be at least 1");
+  expectUserError(run(planArgs("simulate", "cpu:2",
+                               {"--strategy", "expert", "--gpus", "3"})),
+                  "--gpus 3: cluster 'cpu:2' has only 2 devices");
+  expectUserError(
+      run(planArgs("simulate", "cpu:2",
+                   {"--strategy", "expert", "--comm-model", "nccl"})),
+      "--comm-model nccl: expected program or flexflow");
   expectUserError(run(planArgs("search", "cpu:2", {"--iterations", "ten"})),
                   "iterations");
   expectUserError(run(planArgs("search", "cpu:2", {"--sweep-gpus", "1,x"})),
