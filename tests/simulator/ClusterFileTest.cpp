@@ -256,6 +256,44 @@ const BadCase BadCases[] = {
        (*node(V, 2).getArray("nics"))[0].getAsObject()->erase("bandwidth_GBps");
      },
      "nodes[2].nics[0]: missing 'bandwidth_GBps'"},
+    {"EmptyDeviceName",
+     [](json::Value &V) {
+       node(V, 1)["devices"] =
+           json::Array{json::Object{{"type", "G"}, {"names", {"", "b"}}}};
+     },
+     "cluster.json: nodes[1].devices[0].names[0]: a name must not be empty"},
+    {"NamesWithPrefix",
+     [](json::Value &V) {
+       node(V, 1)["devices"] = json::Array{
+           json::Object{{"type", "G"}, {"names", {"a", "b"}}, {"prefix", "x"}}};
+     },
+     "cluster.json: nodes[1].devices[0].prefix: goes with 'count', not "
+     "'names'"},
+    {"NamesEmpty",
+     [](json::Value &V) {
+       node(V, 1)["devices"] =
+           json::Array{json::Object{{"type", "G"}, {"names", json::Array{}}}};
+     },
+     "cluster.json: nodes[1].devices[0].names: must not be empty"},
+    {"NameNotAString",
+     [](json::Value &V) {
+       node(V, 1)["devices"] =
+           json::Array{json::Object{{"type", "G"}, {"names", {"a", 7}}}};
+     },
+     "cluster.json: nodes[1].devices[0].names[1]: expected a string"},
+    {"NodeWithoutDevices", [](json::Value &V) { node(V, 2).erase("devices"); },
+     "cluster.json: nodes[2]: missing 'devices'"},
+    {"SwitchNotAString",
+     [](json::Value &V) { node(V, 0)["switches"] = json::Array{3}; },
+     "cluster.json: nodes[0].switches[0]: expected a string (the switch's "
+     "name)"},
+    {"NicsWithoutNetwork",
+     [](json::Value &V) {
+       root(V).erase("network");
+       root(V)["nodes"] = json::Array{json::Object(node(V, 0))};
+     },
+     "cluster.json: nodes[0].nics: NICs need the top-level 'network' they "
+     "connect to"},
     {"NodesWithoutNetwork", [](json::Value &V) { root(V).erase("network"); },
      "cluster.json: 3 nodes need a 'network' (and NICs) to reach each other"},
     {"NetworkKeyTypo",
