@@ -199,6 +199,33 @@ TEST_F(StrategyFileTest, RefusesFilesThatDoNotMatch) {
          object(F, "settings")["dims"] = Object{{"seq", 32}};
        },
        "was made with --dim seq=32, not no --dim"},
+      {"fuse",
+       [](Object &F, auto &) {
+         object(F, "settings")["fuse_patterns"] = false;
+       },
+       "was made with --no-fuse, not no --no-fuse"},
+      {"batch missing",
+       [](Object &F, auto &) { object(F, "settings").erase("batch"); },
+       "strategy.json: settings.batch: missing"},
+      {"batch zero",
+       [](Object &F, auto &) { object(F, "settings")["batch"] = 0; },
+       "strategy.json: settings.batch: expected a positive integer or null"},
+      {"dim negative",
+       [](Object &F, auto &) {
+         object(F, "settings")["dims"] = Object{{"seq", -1}};
+       },
+       "strategy.json: settings.dims.seq: expected a non-negative integer"},
+      {"settings type", [](Object &F, auto &) { F["settings"] = 8; },
+       "strategy.json: settings: expected an object"},
+      {"model file type",
+       [](Object &F, auto &) { object(F, "model")["file"] = 3; },
+       "strategy.json: model.file: expected a string"},
+      {"model hash missing",
+       [](Object &F, auto &) { object(F, "model").erase("sha256"); },
+       "strategy.json: model.sha256: missing"},
+      {"cluster name missing",
+       [](Object &F, auto &) { object(F, "cluster").erase("name"); },
+       "strategy.json: cluster.name: missing"},
       {"unroll",
        [](Object &F, auto &) { object(F, "settings")["unroll_rnn"] = true; },
        "was made with --unroll-rnn, not no --unroll-rnn"},
@@ -223,6 +250,15 @@ TEST_F(StrategyFileTest, RefusesFilesThatDoNotMatch) {
          object(F, "ops").erase(First);
        },
        "has no config; the file may be for another version of the model"},
+      {"op type",
+       [](Object &F, const std::string &First) { object(F, "ops")[First] = 4; },
+       ": expected an object {\"degrees\": [...], \"reduction\": R, "
+       "\"first_device\": D, \"device_stride\": S}"},
+      {"degrees missing",
+       [](Object &F, const std::string &First) {
+         object(object(F, "ops"), First).erase("degrees");
+       },
+       ".degrees: missing"},
       {"degrees type",
        [](Object &F, const std::string &First) {
          object(object(F, "ops"), First)["degrees"] = 4;
