@@ -277,6 +277,14 @@ TEST(ProfileFileTest, BadFiles) {
        "p.json: copies.times_us: has 1 times for 2 sizes"},
       {Head + R"("entries":[],"copies":{"sizes_bytes":[1],"times_us":[1]}})",
        "p.json: copies: missing 'samples'"},
+      {Head + R"("entries":[],"copies":{"sizes_bytes":[],)" +
+           R"("times_us":[],"samples":1}})",
+       "p.json: copies.sizes_bytes: expected 1 to "},
+      {R"({"format":"onnx2soap-profile","version":"1","device_type":"cpu",)"
+       R"("entries":[]})",
+       "p.json: version: expected an integer"},
+      {Head + R"("entries":[],"measured_with":"my laptop"})",
+       "p.json: measured_with: expected an object"},
   };
   for (const BadFile &Case : Cases) {
     auto Read = Profile::fromJson(Case.Text, "p.json");
