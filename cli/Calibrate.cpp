@@ -440,9 +440,9 @@ llvm::Error runCalibrate() {
     double Elapsed =
         std::chrono::duration<double>(Clock::now() - Start).count();
     if (Elapsed > Budget) {
-      OS << llvm::formatv("--budget {0} s reached: {1} shapes not measured "
+      OS << llvm::formatv("--budget {0} reached: {1} shapes not measured "
                           "(the analytic model answers for them)\n",
-                          Budget.getValue(), Todo.size() - I);
+                          formatSeconds(Budget), Todo.size() - I);
       Skipped += Todo.size() - I;
       break;
     }

@@ -9,8 +9,10 @@
 #include "CliTestUtil.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "gmock/gmock.h"
+#include <algorithm>
 #include <map>
 #include <optional>
+#include <set>
 
 using namespace onnx2soap::testing;
 using namespace onnx2soap::clitest;
@@ -471,6 +473,50 @@ std::vector<std::string> mlpArgs(llvm::StringRef Command,
                                  llvm::StringRef Cluster,
                                  std::vector<std::string> More) {
   return sampleArgs(Command, "tiny_mlp.onnx", 4, Cluster, std::move(More));
+}
+
+/// The keys of a profile's entries.
+std::set<std::string> profileKeys(const std::string &Path) {
+  std::set<std::string> Keys;
+  auto Parsed = llvm::json::parse(readFile(Path));
+  EXPECT_TRUE(static_cast<bool>(Parsed)) << llvm::toString(Parsed.takeError());
+  if (!Parsed)
+    return Keys;
+  if (const llvm::json::Array *Entries =
+          Parsed->getAsObject()->getArray("entries"))
+    for (const llvm::json::Value &E : *Entries)
+      Keys.insert(E.getAsObject()->getString("key").getValueOr("").str());
+  return Keys;
+}
+
+TEST_F(CliTest, CalibrateMeasuresWhatItIsAskedTo) {
+  auto Calibrate = [&](const std::string &Profile,
+                       std::vector<std::string> More) {
+    More.insert(More.end(), {"-o", Profile, "--repeat", "1", "--threads", "1"});
+    RunResult R = run(mlpArgs("calibrate", "cpu:2", More));
+    EXPECT_EQ(R.ExitCode, 0) << R.Err;
+    return R;
+  };
+  // One strategy's partitions, then the same and random configs of every
+  // op as the search proposes them: more shapes, the first among them.
+  std::string One = Dir.file("one.json"), More = Dir.file("more.json");
+  Calibrate(One, {"--strategy", "data-parallel"});
+  Calibrate(More, {"--strategy", "data-parallel", "--search-configs", "3",
+                   "--seed", "2"});
+  std::set<std::string> OneKeys = profileKeys(One),
+                        MoreKeys = profileKeys(More);
+  EXPECT_FALSE(OneKeys.empty());
+  EXPECT_GT(MoreKeys.size(), OneKeys.size());
+  EXPECT_TRUE(std::includes(MoreKeys.begin(), MoreKeys.end(), OneKeys.begin(),
+                            OneKeys.end()));
+  // A budget spent at once: one shape measured, the rest left to the
+  // analytic model, and the file written all the same.
+  std::string Short = Dir.file("short.json");
+  RunResult R = Calibrate(Short, {"--budget", "0.000001"});
+  EXPECT_THAT(R.Out, ::testing::HasSubstr("--budget 1 us reached: "));
+  EXPECT_THAT(R.Out, ::testing::HasSubstr("shapes not measured (the analytic "
+                                          "model answers for them)"));
+  EXPECT_EQ(profileKeys(Short).size(), 1u);
 }
 
 TEST_F(CliTest, CalibrateThenSimulateWithTheProfile) {
