@@ -306,9 +306,7 @@ void recurrentCases(std::mt19937 &Rng, std::vector<Case> &All) {
   // Recurrent: layers in both layouts and directions, peepholes, both GRU
   // variants, an LSTM cell computing a slice of the hidden units.
   auto Random = [&](Ints Dims) {
-    HostTensor T = f32(std::move(Dims));
-    randomize(T, Rng, -0.5, 0.5);
-    return T;
+    return RandomF32{Rng}(std::move(Dims), -0.5, 0.5);
   };
   OpAttrs Lstm;
   Lstm.set("hidden_size", int64_t(5));
