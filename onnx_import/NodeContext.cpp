@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "onnx_import/NodeContext.h"
+#include "ir/Error.h"
 #include "onnx_import/Evaluate.h"
 #include <cassert>
 
@@ -17,11 +18,8 @@ std::string NodeContext::name() const {
 }
 
 llvm::Error NodeContext::makeError(const std::string &Message) const {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                 llvm::formatv("node '{0}' (#{1}, op {2}): {3}",
-                                               name(), Index, Node.op_type(),
-                                               Message)
-                                     .str());
+  return fail(llvm::formatv("node '{0}' (#{1}, op {2}): {3}", name(), Index,
+                            Node.op_type(), Message));
 }
 
 llvm::Error NodeContext::wrap(llvm::Error E) const {

@@ -8,6 +8,7 @@
 #ifndef ONNX2SOAP_IR_OPS_OPHELPERS_H
 #define ONNX2SOAP_IR_OPS_OPHELPERS_H
 
+#include "ir/Error.h"
 #include "ir/Graph.h"
 #include "ir/OpKind.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -21,10 +22,9 @@ namespace onnx2soap::ir {
 
 namespace ops {
 
+/// onnx2soap::fail() of a formatv message.
 template <typename... Ts> llvm::Error fail(const char *Format, Ts &&...Vals) {
-  return llvm::createStringError(
-      llvm::inconvertibleErrorCode(),
-      llvm::formatv(Format, std::forward<Ts>(Vals)...).str());
+  return onnx2soap::fail(llvm::formatv(Format, std::forward<Ts>(Vals)...));
 }
 
 /// Numpy-style multidirectional broadcast of several shapes.
