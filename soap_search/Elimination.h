@@ -119,6 +119,11 @@ public:
   /// layer's cells move together). Empty until minimize() has costed the
   /// edges.
   std::vector<Change> changesBySum(const simulator::Strategy &S) const;
+  /// How many edges minimize() costed, and of how many: alike edges are
+  /// costed once (0 of 0 before the first minimize()).
+  std::pair<size_t, size_t> edgesCosted() const {
+    return {TablesCosted, EdgeCount};
+  }
 
 private:
   /// One reduction, undone in reverse to read the configs back.
@@ -183,9 +188,17 @@ private:
   /// The edges of the first minimize(), costed by it and helpCostEdges().
   struct EdgeWork {
     std::vector<EdgeJob> Jobs;
-    /// Jobs by work, the heaviest first: what the threads take in turn.
+    /// Per job: the first job alike (alikeEdges()), whose table is its
+    /// table; itself for the jobs costed.
+    std::vector<size_t> SameAs;
+    /// Per job: the regions of its shapes where alikeEdges() listed them,
+    /// until it is costed.
+    std::vector<std::optional<EdgeRegions>> Regions;
+    /// The jobs costed, by work, the heaviest first: what the threads take
+    /// in turn.
     std::vector<size_t> Order;
-    /// Per job: its table, added to its edge's in graph order.
+    /// Per job costed: its table, added to its edge's (and to those of the
+    /// jobs alike) in graph order.
     std::vector<std::vector<double>> Tables;
     std::atomic<size_t> Next{0}, Done{0};
     std::mutex Lock;
@@ -193,6 +206,14 @@ private:
   };
   /// Every edge, in graph order (forEachEdge()).
   std::vector<EdgeJob> edgeJobs() const;
+  /// Work's SameAs (and Regions): per job, the first job whose table
+  /// costEdge() makes the same, since everything it reads is the same (the
+  /// blocks of a residual stage, an Inception module's repeats); the job
+  /// itself when none is.
+  void alikeEdges(EdgeWork &Work) const;
+  /// The regions of Job's ends' shapes (shapesOf()), as costEdge() reads
+  /// them.
+  EdgeRegions shapeRegions(const EdgeJob &Job) const;
   /// Costs every edge (on this thread and any that helps) into
   /// CostedEdges and CostedNeighbours.
   void costTheEdges();
@@ -200,7 +221,10 @@ private:
   void costEdges(EdgeWork &Work) const;
   /// Job's table: the cost of its edge under each pair of configs,
   /// row-major with the lower node's config first.
-  std::vector<double> costEdge(const EdgeJob &Job, EdgeScratch &Scratch) const;
+  /// Listed: the regions alikeEdges() listed for it, if any.
+  std::vector<double> costEdge(const EdgeJob &Job,
+                               std::optional<EdgeRegions> Listed,
+                               EdgeScratch &Scratch) const;
   /// A non-empty overlap of what a producer's partition writes and a
   /// consumer's partition reads: the bytes the consumer's needs from it.
   struct Overlap {
@@ -294,6 +318,7 @@ private:
   double SyncWeight = 1;
   /// The edge tables and neighbours as costed, before any reduction.
   bool EdgesCosted = false;
+  size_t TablesCosted = 0, EdgeCount = 0;
   std::map<std::pair<unsigned, unsigned>, std::vector<double>> CostedEdges;
   std::vector<std::set<unsigned>> CostedNeighbours;
 

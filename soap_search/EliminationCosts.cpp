@@ -13,6 +13,7 @@
 #include "ir/OpKind.h"
 #include "soap_search/Elimination.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/MathExtras.h"
 #include <algorithm>
 #include <map>
 #include <numeric>
@@ -341,7 +342,16 @@ static std::vector<unsigned> shapesOf(llvm::ArrayRef<ParallelConfig> Configs,
   return ShapeOf;
 }
 
+AdditiveCost::EdgeRegions AdditiveCost::shapeRegions(const EdgeJob &Job) const {
+  std::vector<ParallelConfig> ProducerShapes, ConsumerShapes;
+  shapesOf(Configs[Job.Producer], ProducerShapes);
+  shapesOf(Configs[Job.Consumer], ConsumerShapes);
+  return regions(Job.Producer, Job.Output, ProducerShapes, Job.Consumer,
+                 Job.Slot, ConsumerShapes);
+}
+
 std::vector<double> AdditiveCost::costEdge(const EdgeJob &Job,
+                                           std::optional<EdgeRegions> Listed,
                                            EdgeScratch &Scratch) const {
   // Which parts overlap and by how much depends on the configs' shapes, not
   // on their devices: measured once per pair of shapes (a quarter of the
@@ -352,8 +362,9 @@ std::vector<double> AdditiveCost::costEdge(const EdgeJob &Job,
       shapesOf(Configs[Producer], ProducerShapes);
   std::vector<unsigned> ConsumerShape =
       shapesOf(Configs[Consumer], ConsumerShapes);
-  EdgeRegions R = regions(Producer, Job.Output, ProducerShapes, Consumer,
-                          Job.Slot, ConsumerShapes);
+  EdgeRegions R = Listed ? std::move(*Listed)
+                         : regions(Producer, Job.Output, ProducerShapes,
+                                   Consumer, Job.Slot, ConsumerShapes);
   size_t KP = Configs[Producer].size(), KC = Configs[Consumer].size();
   std::vector<double> E(KP * KC, 0.0);
   for (unsigned SP = 0; SP < ProducerShapes.size(); ++SP)
@@ -373,12 +384,82 @@ std::vector<double> AdditiveCost::costEdge(const EdgeJob &Job,
   return E;
 }
 
+void AdditiveCost::alikeEdges(EdgeWork &Work) const {
+  // Everything costEdge() reads, as a row of numbers: both ends' configs,
+  // the regions their shapes write and read, the element size, whether the
+  // gradient comes back, and which end the table's rows are. The regions
+  // take as long to list as a small edge to cost, so they are listed only
+  // for edges that agree on the configs and the tensor's dims (and kept for
+  // costEdge()).
+  std::vector<int64_t> Key;
+  auto AddConfigs = [&](llvm::ArrayRef<ParallelConfig> Configs) {
+    Key.push_back(int64_t(Configs.size()));
+    for (const ParallelConfig &C : Configs) {
+      Key.push_back(int64_t(C.Degrees.size()));
+      Key.insert(Key.end(), C.Degrees.begin(), C.Degrees.end());
+      Key.insert(Key.end(), {int64_t(C.Reduction), int64_t(C.FirstDevice),
+                             int64_t(C.DeviceStride)});
+    }
+  };
+  auto AddRegions = [&](const std::vector<std::vector<ir::Region>> &Shapes) {
+    Key.push_back(int64_t(Shapes.size()));
+    for (const std::vector<ir::Region> &Parts : Shapes) {
+      Key.push_back(int64_t(Parts.size()));
+      for (const ir::Region &R : Parts) {
+        Key.push_back(int64_t(R.size()));
+        for (const ir::Interval &I : R)
+          Key.insert(Key.end(), {I.Begin, I.End});
+      }
+    }
+  };
+  // First by configs and the tensor's dims (edges between ops of other
+  // kinds may still read and write alike: a ReLU after a BatchNorm or after
+  // an Add).
+  size_t Count = Work.Jobs.size();
+  std::map<std::vector<int64_t>, std::vector<size_t>> Groups;
+  for (size_t I = 0; I < Count; ++I) {
+    const EdgeJob &Job = Work.Jobs[I];
+    const ir::Op &To = G.op(Ops[Job.Consumer]);
+    Key.clear();
+    AddConfigs(Configs[Job.Producer]);
+    AddConfigs(Configs[Job.Consumer]);
+    const ir::Shape &Dims = G.tensor(To.Inputs[Job.Slot]).Type.Dims;
+    Key.insert(Key.end(), Dims.begin(), Dims.end());
+    Key.push_back(int64_t(Job.Producer < Job.Consumer));
+    Groups[Key].push_back(I);
+  }
+  // Then, within each group, by the rest.
+  Work.SameAs.resize(Count);
+  Work.Regions.assign(Count, {});
+  for (auto &[Ignored, Members] : Groups) {
+    if (Members.size() == 1) {
+      Work.SameAs[Members[0]] = Members[0];
+      continue;
+    }
+    std::map<std::vector<int64_t>, size_t> Seen;
+    for (size_t I : Members) {
+      const EdgeJob &Job = Work.Jobs[I];
+      EdgeRegions R = shapeRegions(Job);
+      Key.clear();
+      AddRegions(R.Written);
+      AddRegions(R.Needed);
+      Key.insert(Key.end(), {int64_t(llvm::DoubleToBits(R.ElementSize)),
+                             int64_t(llvm::DoubleToBits(R.Scale))});
+      auto [At, New] = Seen.try_emplace(Key, I);
+      Work.SameAs[I] = At->second;
+      if (New)
+        Work.Regions[I] = std::move(R);
+    }
+  }
+}
+
 void AdditiveCost::costEdges(EdgeWork &Work) const {
   EdgeScratch Mine = scratch();
-  size_t Count = Work.Jobs.size();
+  size_t Count = Work.Order.size();
   for (size_t I; (I = Work.Next.fetch_add(1)) < Count;) {
     size_t Job = Work.Order[I];
-    Work.Tables[Job] = costEdge(Work.Jobs[Job], Mine);
+    Work.Tables[Job] =
+        costEdge(Work.Jobs[Job], std::move(Work.Regions[Job]), Mine);
     if (Work.Done.fetch_add(1) + 1 == Count) {
       std::lock_guard<std::mutex> Guard(Work.Lock);
       Work.AllDone.notify_all();
@@ -389,12 +470,14 @@ void AdditiveCost::costEdges(EdgeWork &Work) const {
 void AdditiveCost::costTheEdges() {
   auto Work = std::make_shared<EdgeWork>();
   Work->Jobs = edgeJobs();
+  alikeEdges(*Work);
   std::vector<double> Parts = partitionsOffered();
   auto Weight = [&](size_t I) {
     return Parts[Work->Jobs[I].Producer] * Parts[Work->Jobs[I].Consumer];
   };
-  Work->Order.resize(Work->Jobs.size());
-  std::iota(Work->Order.begin(), Work->Order.end(), 0);
+  for (size_t I = 0; I < Work->Jobs.size(); ++I)
+    if (Work->SameAs[I] == I)
+      Work->Order.push_back(I);
   std::stable_sort(Work->Order.begin(), Work->Order.end(),
                    [&](size_t A, size_t B) { return Weight(A) > Weight(B); });
   Work->Tables.resize(Work->Jobs.size());
@@ -406,7 +489,7 @@ void AdditiveCost::costTheEdges() {
   {
     std::unique_lock<std::mutex> Lock(Work->Lock);
     Work->AllDone.wait(Lock,
-                       [&] { return Work->Done.load() == Work->Jobs.size(); });
+                       [&] { return Work->Done.load() == Work->Order.size(); });
   }
   {
     std::lock_guard<std::mutex> Guard(SharingLock);
@@ -419,14 +502,17 @@ void AdditiveCost::costTheEdges() {
   for (size_t I = 0; I < Work->Jobs.size(); ++I) {
     const EdgeJob &Job = Work->Jobs[I];
     std::vector<double> &E = edgeIn(CostedEdges, Job.Producer, Job.Consumer);
+    const std::vector<double> &Table = Work->Tables[Work->SameAs[I]];
     if (E.empty())
-      E.assign(Work->Tables[I].size(), 0.0);
+      E.assign(Table.size(), 0.0);
     for (size_t K = 0; K < E.size(); ++K)
-      E[K] += Work->Tables[I][K];
+      E[K] += Table[K];
     CostedNeighbours[Job.Producer].insert(Job.Consumer);
     CostedNeighbours[Job.Consumer].insert(Job.Producer);
   }
   EdgesCosted = true;
+  TablesCosted = Work->Order.size();
+  EdgeCount = Work->Jobs.size();
 }
 
 void AdditiveCost::helpCostEdges() {

@@ -336,6 +336,32 @@ TEST(Elimination, ChangesBySumAreRankedByWhatTheyAdd) {
   }
 }
 
+// Edges alike (the same configs at both ends, the same regions written and
+// read: a residual stage's repeated blocks) are costed once and share a
+// table; each change of one op still adds what the sum from scratch says.
+TEST(Elimination, AlikeEdgesShareATable) {
+  ir::TrainingGraph T =
+      test::training("tests/fixtures/resnet18/model.onnx", 8, false);
+  ASSERT_GT(T.G.numOps(), 0u);
+  Machine M = test::machine("paper-k80", 4);
+  AnalyticCostModel Model;
+  ConfigSpace Space(T.G, M.numDevices());
+  AdditiveCost Cost(T, M, Model, {}, Space);
+  EXPECT_EQ(Cost.edgesCosted(), (std::pair<size_t, size_t>{0, 0}));
+  std::optional<Strategy> S = Cost.minimize(dataParallel(T.G, M), 1e12);
+  ASSERT_TRUE(S);
+  auto [Costed, Edges] = Cost.edgesCosted();
+  EXPECT_GT(Costed, 0u);
+  EXPECT_LT(Costed, Edges * 3 / 4) << Costed << " of " << Edges;
+  double Sum = Cost.of(*S);
+  for (const AdditiveCost::Change &C : Cost.changesBySum(*S)) {
+    Strategy Changed = *S;
+    Changed[C.Op] = C.Config;
+    EXPECT_NEAR(C.Added, Cost.of(Changed) - Sum, 1e-9 * Sum)
+        << T.G.op(C.Op).Name << " " << C.Config.str();
+  }
+}
+
 // Another thread helping to cost the edges (the search's first chain
 // thread) changes nothing: Inception-v3 on 8 K80s, whose concatenations
 // read several branches, with a helper asking for work throughout.
