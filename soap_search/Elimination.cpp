@@ -198,19 +198,23 @@ std::vector<double> AdditiveCost::partitionsOffered() const {
   return Parts;
 }
 
-double AdditiveCost::work() const {
-  // Per edge: every pair of configs, every pair of their partitions.
+AdditiveCost::EdgeWorkSize AdditiveCost::work() {
   std::vector<double> Parts = partitionsOffered();
-  double Work = 0;
-  forEachEdge([&](unsigned Producer, unsigned, unsigned Consumer, unsigned) {
-    Work += Parts[Producer] * Parts[Consumer];
-  });
-  return Work;
+  std::shared_ptr<EdgeWork> Edges = prepareEdges();
+  EdgeWorkSize Size;
+  for (size_t I = 0; I < Edges->Jobs.size(); ++I) {
+    double Pairs =
+        Parts[Edges->Jobs[I].Producer] * Parts[Edges->Jobs[I].Consumer];
+    Size.All += Pairs;
+    if (Edges->SameAs[I] == I)
+      Size.Costed += Pairs;
+  }
+  return Size;
 }
 
 std::optional<Strategy> AdditiveCost::minimize(const Strategy &Base,
                                                double MaxWork) {
-  if (work() > MaxWork)
+  if (work().Costed > MaxWork)
     return std::nullopt;
   // Each node's parts are costed once, then charged as set now.
   if (CostedParts.empty())

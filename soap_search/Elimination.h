@@ -119,6 +119,14 @@ public:
   /// layer's cells move together). Empty until minimize() has costed the
   /// edges.
   std::vector<Change> changesBySum(const simulator::Strategy &S) const;
+  /// The work of costing the edges, in pairs of partitions (every pair of
+  /// configs of an edge, every pair of their partitions): of the edges
+  /// costed (edges alike are costed once), which minimize() holds against
+  /// its MaxWork, and of every edge.
+  struct EdgeWorkSize {
+    double Costed = 0, All = 0;
+  };
+  EdgeWorkSize work();
   /// How many edges minimize() costed, and of how many: alike edges are
   /// costed once (0 of 0 before the first minimize()).
   std::pair<size_t, size_t> edgesCosted() const {
@@ -163,7 +171,6 @@ private:
   template <typename Fn> void forEachEdge(Fn &&Visit) const;
   /// Per node: the partitions of all its configs offered.
   std::vector<double> partitionsOffered() const;
-  double work() const;
   EdgeRegions
   regions(unsigned Producer, unsigned Output,
           llvm::ArrayRef<simulator::ParallelConfig> ProducerConfigs,
@@ -214,6 +221,8 @@ private:
   /// The regions of Job's ends' shapes (shapesOf()), as costEdge() reads
   /// them.
   EdgeRegions shapeRegions(const EdgeJob &Job) const;
+  /// The edges to cost and which are alike, listed once.
+  std::shared_ptr<EdgeWork> prepareEdges();
   /// Costs every edge (on this thread and any that helps) into
   /// CostedEdges and CostedNeighbours.
   void costTheEdges();
@@ -342,6 +351,8 @@ private:
   /// The costing of the first minimize() while it runs (helpCostEdges()),
   /// under SharingLock.
   std::shared_ptr<EdgeWork> Sharing;
+  /// prepareEdges()'s.
+  std::shared_ptr<EdgeWork> Prepared;
   std::mutex SharingLock;
   /// allReduceCost's time by (devices, bytes), as nodeParts asks for them.
   mutable std::map<std::pair<std::vector<simulator::DeviceId>, double>, double>

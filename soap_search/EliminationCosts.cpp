@@ -453,6 +453,15 @@ void AdditiveCost::alikeEdges(EdgeWork &Work) const {
   }
 }
 
+std::shared_ptr<AdditiveCost::EdgeWork> AdditiveCost::prepareEdges() {
+  if (!Prepared) {
+    Prepared = std::make_shared<EdgeWork>();
+    Prepared->Jobs = edgeJobs();
+    alikeEdges(*Prepared);
+  }
+  return Prepared;
+}
+
 void AdditiveCost::costEdges(EdgeWork &Work) const {
   EdgeScratch Mine = scratch();
   size_t Count = Work.Order.size();
@@ -468,9 +477,7 @@ void AdditiveCost::costEdges(EdgeWork &Work) const {
 }
 
 void AdditiveCost::costTheEdges() {
-  auto Work = std::make_shared<EdgeWork>();
-  Work->Jobs = edgeJobs();
-  alikeEdges(*Work);
+  std::shared_ptr<EdgeWork> Work = prepareEdges();
   std::vector<double> Parts = partitionsOffered();
   auto Weight = [&](size_t I) {
     return Parts[Work->Jobs[I].Producer] * Parts[Work->Jobs[I].Consumer];

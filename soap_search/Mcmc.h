@@ -95,8 +95,8 @@ std::vector<double> distinctGradientBuckets(const ir::TrainingGraph &T,
                                             llvm::ArrayRef<double> Sizes);
 
 /// The most pairs of partitions the search lets AdditiveCost::minimize cost
-/// for OptCNN's candidate (work the size of AlexNet's on 64 GPUs, about
-/// 3.15e7: 0.3 s on a 2.x GHz core).
+/// for OptCNN's candidate, edges alike counted once (work the size of
+/// AlexNet's on 64 GPUs, about 2.7e7: 0.3 s on a 2.x GHz core).
 constexpr double EliminationWork = 3.2e7;
 /// The search refines OptCNN's strategy by the changes of one op that the
 /// sum ranks least costly (AdditiveCost::changesBySum), each simulated and

@@ -408,4 +408,20 @@ TEST(Elimination, DeclinesMoreWorkThanAllowed) {
   EXPECT_TRUE(Cost.minimize(dataParallel(T.G, M), 1e7));
 }
 
+// The limit counts the work of the edges costed: edges alike (ResNet-18's
+// repeated blocks) once.
+TEST(Elimination, TheLimitCountsEdgesAlikeOnce) {
+  ir::TrainingGraph T =
+      test::training("tests/fixtures/resnet18/model.onnx", 8, false);
+  ASSERT_GT(T.G.numOps(), 0u);
+  Machine M = test::machine("paper-k80", 8);
+  AnalyticCostModel Model;
+  ConfigSpace Space(T.G, M.numDevices());
+  AdditiveCost Cost(T, M, Model, {}, Space);
+  AdditiveCost::EdgeWorkSize Work = Cost.work();
+  EXPECT_LT(Work.Costed, Work.All * 3 / 4);
+  EXPECT_FALSE(Cost.minimize(dataParallel(T.G, M), Work.Costed * 0.999));
+  EXPECT_TRUE(Cost.minimize(dataParallel(T.G, M), Work.Costed));
+}
+
 } // namespace
