@@ -16,7 +16,6 @@
 #include "llvm/Support/MathExtras.h"
 #include <algorithm>
 #include <map>
-#include <numeric>
 
 namespace onnx2soap::soap_search {
 
@@ -520,6 +519,9 @@ void AdditiveCost::costTheEdges() {
   EdgesCosted = true;
   TablesCosted = Work->Order.size();
   EdgeCount = Work->Jobs.size();
+  // The jobs and which are alike stay for work(); the tables are added up.
+  Work->Tables = {};
+  Work->Regions = {};
 }
 
 void AdditiveCost::helpCostEdges() {
