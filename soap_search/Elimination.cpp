@@ -198,9 +198,19 @@ std::vector<double> AdditiveCost::partitionsOffered() const {
   return Parts;
 }
 
-AdditiveCost::EdgeWorkSize AdditiveCost::work() {
+double AdditiveCost::leastWork() {
   std::vector<double> Parts = partitionsOffered();
   std::shared_ptr<EdgeWork> Edges = prepareEdges();
+  double Least = 0;
+  for (const std::vector<size_t> &Members : Edges->Groups)
+    Least += Parts[Edges->Jobs[Members[0]].Producer] *
+             Parts[Edges->Jobs[Members[0]].Consumer];
+  return Least;
+}
+
+AdditiveCost::EdgeWorkSize AdditiveCost::work() {
+  std::vector<double> Parts = partitionsOffered();
+  std::shared_ptr<EdgeWork> Edges = listAlikeEdges();
   EdgeWorkSize Size;
   for (size_t I = 0; I < Edges->Jobs.size(); ++I) {
     double Pairs =
@@ -214,7 +224,9 @@ AdditiveCost::EdgeWorkSize AdditiveCost::work() {
 
 std::optional<Strategy> AdditiveCost::minimize(const Strategy &Base,
                                                double MaxWork) {
-  if (work().Costed > MaxWork)
+  // Edges of other configs or dims are never alike: their work may be too
+  // much before any region is listed.
+  if (leastWork() > MaxWork || work().Costed > MaxWork)
     return std::nullopt;
   // Each node's parts are costed once, then charged as set now.
   if (CostedParts.empty())

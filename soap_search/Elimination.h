@@ -195,6 +195,11 @@ private:
   /// The edges of the first minimize(), costed by it and helpCostEdges().
   struct EdgeWork {
     std::vector<EdgeJob> Jobs;
+    /// The jobs by their ends' configs and the tensor's dims
+    /// (groupEdges()): only jobs of one group can be alike.
+    std::vector<std::vector<size_t>> Groups;
+    /// Whether alikeEdges() has filled SameAs and Regions.
+    bool Alike = false;
     /// Per job: the first job alike (alikeEdges()), whose table is its
     /// table; itself for the jobs costed.
     std::vector<size_t> SameAs;
@@ -213,16 +218,24 @@ private:
   };
   /// Every edge, in graph order (forEachEdge()).
   std::vector<EdgeJob> edgeJobs() const;
-  /// Work's SameAs (and Regions): per job, the first job whose table
-  /// costEdge() makes the same, since everything it reads is the same (the
-  /// blocks of a residual stage, an Inception module's repeats); the job
-  /// itself when none is.
+  /// Work's Groups.
+  void groupEdges(EdgeWork &Work) const;
+  /// Work's SameAs (and Regions): per job, the first job of its group
+  /// whose table costEdge() makes the same, since everything it reads is
+  /// the same (the blocks of a residual stage, an Inception module's
+  /// repeats); the job itself when none is.
   void alikeEdges(EdgeWork &Work) const;
   /// The regions of Job's ends' shapes (shapesOf()), as costEdge() reads
   /// them.
   EdgeRegions shapeRegions(const EdgeJob &Job) const;
-  /// The edges to cost and which are alike, listed once.
+  /// The edges to cost, grouped, listed once.
   std::shared_ptr<EdgeWork> prepareEdges();
+  /// The same, with which are alike (listing the regions of the groups of
+  /// more than one), once.
+  std::shared_ptr<EdgeWork> listAlikeEdges();
+  /// The pairs of partitions of one edge of each group: at most the work
+  /// of the edges costed, known without listing any region.
+  double leastWork();
   /// Costs every edge (on this thread and any that helps) into
   /// CostedEdges and CostedNeighbours.
   void costTheEdges();
@@ -351,9 +364,9 @@ private:
   /// The costing of the first minimize() while it runs (helpCostEdges()),
   /// under SharingLock.
   std::shared_ptr<EdgeWork> Sharing;
+  std::mutex SharingLock;
   /// prepareEdges()'s.
   std::shared_ptr<EdgeWork> Prepared;
-  std::mutex SharingLock;
   /// allReduceCost's time by (devices, bytes), as nodeParts asks for them.
   mutable std::map<std::pair<std::vector<simulator::DeviceId>, double>, double>
       ReduceTimes;

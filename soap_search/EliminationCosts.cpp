@@ -383,65 +383,71 @@ std::vector<double> AdditiveCost::costEdge(const EdgeJob &Job,
   return E;
 }
 
-void AdditiveCost::alikeEdges(EdgeWork &Work) const {
-  // Everything costEdge() reads, as a row of numbers: both ends' configs,
-  // the regions their shapes write and read, the element size, whether the
-  // gradient comes back, and which end the table's rows are. The regions
-  // take as long to list as a small edge to cost, so they are listed only
-  // for edges that agree on the configs and the tensor's dims (and kept for
-  // costEdge()).
-  std::vector<int64_t> Key;
-  auto AddConfigs = [&](llvm::ArrayRef<ParallelConfig> Configs) {
-    Key.push_back(int64_t(Configs.size()));
-    for (const ParallelConfig &C : Configs) {
-      Key.push_back(int64_t(C.Degrees.size()));
-      Key.insert(Key.end(), C.Degrees.begin(), C.Degrees.end());
-      Key.insert(Key.end(), {int64_t(C.Reduction), int64_t(C.FirstDevice),
-                             int64_t(C.DeviceStride)});
+/// Appends Configs to Key, a row of numbers.
+static void addConfigs(std::vector<int64_t> &Key,
+                       llvm::ArrayRef<ParallelConfig> Configs) {
+  Key.push_back(int64_t(Configs.size()));
+  for (const ParallelConfig &C : Configs) {
+    Key.push_back(int64_t(C.Degrees.size()));
+    Key.insert(Key.end(), C.Degrees.begin(), C.Degrees.end());
+    Key.insert(Key.end(), {int64_t(C.Reduction), int64_t(C.FirstDevice),
+                           int64_t(C.DeviceStride)});
+  }
+}
+
+/// Appends the regions of each shape's partitions to Key.
+static void addRegions(std::vector<int64_t> &Key,
+                       const std::vector<std::vector<ir::Region>> &Shapes) {
+  Key.push_back(int64_t(Shapes.size()));
+  for (const std::vector<ir::Region> &Parts : Shapes) {
+    Key.push_back(int64_t(Parts.size()));
+    for (const ir::Region &R : Parts) {
+      Key.push_back(int64_t(R.size()));
+      for (const ir::Interval &I : R)
+        Key.insert(Key.end(), {I.Begin, I.End});
     }
-  };
-  auto AddRegions = [&](const std::vector<std::vector<ir::Region>> &Shapes) {
-    Key.push_back(int64_t(Shapes.size()));
-    for (const std::vector<ir::Region> &Parts : Shapes) {
-      Key.push_back(int64_t(Parts.size()));
-      for (const ir::Region &R : Parts) {
-        Key.push_back(int64_t(R.size()));
-        for (const ir::Interval &I : R)
-          Key.insert(Key.end(), {I.Begin, I.End});
-      }
-    }
-  };
-  // First by configs and the tensor's dims (edges between ops of other
-  // kinds may still read and write alike: a ReLU after a BatchNorm or after
-  // an Add).
-  size_t Count = Work.Jobs.size();
+  }
+}
+
+void AdditiveCost::groupEdges(EdgeWork &Work) const {
+  // Edges between ops of other kinds may still read and write alike (a
+  // ReLU after a BatchNorm or after an Add): not the kinds.
   std::map<std::vector<int64_t>, std::vector<size_t>> Groups;
-  for (size_t I = 0; I < Count; ++I) {
+  std::vector<int64_t> Key;
+  for (size_t I = 0; I < Work.Jobs.size(); ++I) {
     const EdgeJob &Job = Work.Jobs[I];
     const ir::Op &To = G.op(Ops[Job.Consumer]);
     Key.clear();
-    AddConfigs(Configs[Job.Producer]);
-    AddConfigs(Configs[Job.Consumer]);
+    addConfigs(Key, Configs[Job.Producer]);
+    addConfigs(Key, Configs[Job.Consumer]);
     const ir::Shape &Dims = G.tensor(To.Inputs[Job.Slot]).Type.Dims;
     Key.insert(Key.end(), Dims.begin(), Dims.end());
     Key.push_back(int64_t(Job.Producer < Job.Consumer));
     Groups[Key].push_back(I);
   }
-  // Then, within each group, by the rest.
+  for (auto &[Ignored, Members] : Groups)
+    Work.Groups.push_back(std::move(Members));
+}
+
+void AdditiveCost::alikeEdges(EdgeWork &Work) const {
+  // Within a group, everything else costEdge() reads: the regions the
+  // shapes write and read, the element size, whether the gradient comes
+  // back. The regions are kept for costEdge().
+  size_t Count = Work.Jobs.size();
   Work.SameAs.resize(Count);
   Work.Regions.assign(Count, {});
-  for (auto &[Ignored, Members] : Groups) {
+  std::vector<int64_t> Key;
+  for (const std::vector<size_t> &Members : Work.Groups) {
     if (Members.size() == 1) {
       Work.SameAs[Members[0]] = Members[0];
       continue;
     }
     std::map<std::vector<int64_t>, size_t> Seen;
     for (size_t I : Members) {
-      const EdgeJob &Job = Work.Jobs[I];
-      EdgeRegions R = shapeRegions(Job);
+      EdgeRegions R = shapeRegions(Work.Jobs[I]);
       Key.clear();
-      AddRegions(R.Written);
-      AddRegions(R.Needed);
+      addRegions(Key, R.Written);
+      addRegions(Key, R.Needed);
       Key.insert(Key.end(), {int64_t(llvm::DoubleToBits(R.ElementSize)),
                              int64_t(llvm::DoubleToBits(R.Scale))});
       auto [At, New] = Seen.try_emplace(Key, I);
@@ -450,15 +456,23 @@ void AdditiveCost::alikeEdges(EdgeWork &Work) const {
         Work.Regions[I] = std::move(R);
     }
   }
+  Work.Alike = true;
 }
 
 std::shared_ptr<AdditiveCost::EdgeWork> AdditiveCost::prepareEdges() {
   if (!Prepared) {
     Prepared = std::make_shared<EdgeWork>();
     Prepared->Jobs = edgeJobs();
-    alikeEdges(*Prepared);
+    groupEdges(*Prepared);
   }
   return Prepared;
+}
+
+std::shared_ptr<AdditiveCost::EdgeWork> AdditiveCost::listAlikeEdges() {
+  std::shared_ptr<EdgeWork> Work = prepareEdges();
+  if (!Work->Alike)
+    alikeEdges(*Work);
+  return Work;
 }
 
 void AdditiveCost::costEdges(EdgeWork &Work) const {
@@ -476,7 +490,7 @@ void AdditiveCost::costEdges(EdgeWork &Work) const {
 }
 
 void AdditiveCost::costTheEdges() {
-  std::shared_ptr<EdgeWork> Work = prepareEdges();
+  std::shared_ptr<EdgeWork> Work = listAlikeEdges();
   std::vector<double> Parts = partitionsOffered();
   auto Weight = [&](size_t I) {
     return Parts[Work->Jobs[I].Producer] * Parts[Work->Jobs[I].Consumer];
