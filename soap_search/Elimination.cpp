@@ -199,25 +199,20 @@ std::vector<double> AdditiveCost::partitionsOffered() const {
 }
 
 double AdditiveCost::leastWork() {
-  std::vector<double> Parts = partitionsOffered();
   std::shared_ptr<EdgeWork> Edges = prepareEdges();
   double Least = 0;
   for (const std::vector<size_t> &Members : Edges->Groups)
-    Least += Parts[Edges->Jobs[Members[0]].Producer] *
-             Parts[Edges->Jobs[Members[0]].Consumer];
+    Least += Edges->Pairs[Members[0]];
   return Least;
 }
 
 AdditiveCost::EdgeWorkSize AdditiveCost::work() {
-  std::vector<double> Parts = partitionsOffered();
   std::shared_ptr<EdgeWork> Edges = listAlikeEdges();
   EdgeWorkSize Size;
   for (size_t I = 0; I < Edges->Jobs.size(); ++I) {
-    double Pairs =
-        Parts[Edges->Jobs[I].Producer] * Parts[Edges->Jobs[I].Consumer];
-    Size.All += Pairs;
+    Size.All += Edges->Pairs[I];
     if (Edges->SameAs[I] == I)
-      Size.Costed += Pairs;
+      Size.Costed += Edges->Pairs[I];
   }
   return Size;
 }

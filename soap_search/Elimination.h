@@ -130,7 +130,9 @@ public:
   /// How many edges minimize() costed, and of how many: alike edges are
   /// costed once (0 of 0 before the first minimize()).
   std::pair<size_t, size_t> edgesCosted() const {
-    return {TablesCosted, EdgeCount};
+    if (!EdgesCosted)
+      return {0, 0};
+    return {Prepared->Order.size(), Prepared->Jobs.size()};
   }
 
 private:
@@ -195,6 +197,9 @@ private:
   /// The edges of the first minimize(), costed by it and helpCostEdges().
   struct EdgeWork {
     std::vector<EdgeJob> Jobs;
+    /// Per job: its pairs of partitions (every pair of configs, every pair
+    /// of their partitions), the work of costing it.
+    std::vector<double> Pairs;
     /// The jobs by their ends' configs and the tensor's dims
     /// (groupEdges()): only jobs of one group can be alike.
     std::vector<std::vector<size_t>> Groups;
@@ -340,7 +345,6 @@ private:
   double SyncWeight = 1;
   /// The edge tables and neighbours as costed, before any reduction.
   bool EdgesCosted = false;
-  size_t TablesCosted = 0, EdgeCount = 0;
   std::map<std::pair<unsigned, unsigned>, std::vector<double>> CostedEdges;
   std::vector<std::set<unsigned>> CostedNeighbours;
 

@@ -463,6 +463,9 @@ std::shared_ptr<AdditiveCost::EdgeWork> AdditiveCost::prepareEdges() {
   if (!Prepared) {
     Prepared = std::make_shared<EdgeWork>();
     Prepared->Jobs = edgeJobs();
+    std::vector<double> Parts = partitionsOffered();
+    for (const EdgeJob &Job : Prepared->Jobs)
+      Prepared->Pairs.push_back(Parts[Job.Producer] * Parts[Job.Consumer]);
     groupEdges(*Prepared);
   }
   return Prepared;
@@ -491,15 +494,12 @@ void AdditiveCost::costEdges(EdgeWork &Work) const {
 
 void AdditiveCost::costTheEdges() {
   std::shared_ptr<EdgeWork> Work = listAlikeEdges();
-  std::vector<double> Parts = partitionsOffered();
-  auto Weight = [&](size_t I) {
-    return Parts[Work->Jobs[I].Producer] * Parts[Work->Jobs[I].Consumer];
-  };
   for (size_t I = 0; I < Work->Jobs.size(); ++I)
     if (Work->SameAs[I] == I)
       Work->Order.push_back(I);
-  std::stable_sort(Work->Order.begin(), Work->Order.end(),
-                   [&](size_t A, size_t B) { return Weight(A) > Weight(B); });
+  std::stable_sort(
+      Work->Order.begin(), Work->Order.end(),
+      [&](size_t A, size_t B) { return Work->Pairs[A] > Work->Pairs[B]; });
   Work->Tables.resize(Work->Jobs.size());
   {
     std::lock_guard<std::mutex> Guard(SharingLock);
@@ -531,9 +531,8 @@ void AdditiveCost::costTheEdges() {
     CostedNeighbours[Job.Consumer].insert(Job.Producer);
   }
   EdgesCosted = true;
-  TablesCosted = Work->Order.size();
-  EdgeCount = Work->Jobs.size();
-  // The jobs and which are alike stay for work(); the tables are added up.
+  // The jobs and which are alike stay for work() and edgesCosted(); the
+  // tables are added up.
   Work->Tables = {};
   Work->Regions = {};
 }
