@@ -300,6 +300,20 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Overlap{"samples/resnet101.onnx", "paper-k80", 8},
                       Overlap{"samples/inception_v3.onnx", "paper-p100", 8}));
 
+/// Each change of S's ops that Cost ranks adds what the sum from scratch
+/// says it does.
+void expectChangesAddWhatTheSumSays(
+    AdditiveCost &Cost, const ir::TrainingGraph &T, const Strategy &S,
+    llvm::ArrayRef<AdditiveCost::Change> Changes) {
+  double Sum = Cost.of(S);
+  for (const AdditiveCost::Change &C : Changes) {
+    Strategy Changed = S;
+    Changed[C.Op] = C.Config;
+    EXPECT_NEAR(C.Added, Cost.of(Changed) - Sum, 1e-9 * Sum)
+        << T.G.op(C.Op).Name << " " << C.Config.str();
+  }
+}
+
 // Each change of one op is ranked by what it adds to the sum, exactly; at
 // the sum's minimum of a chain of ops (AlexNet) none saves anything.
 TEST(Elimination, ChangesBySumAreRankedByWhatTheyAdd) {
@@ -328,12 +342,9 @@ TEST(Elimination, ChangesBySumAreRankedByWhatTheyAdd) {
     if (I > 0) {
       EXPECT_LE(Changes[I - 1].Added, C.Added);
     }
-    Strategy Changed = *S;
-    Changed[C.Op] = C.Config;
-    EXPECT_NEAR(C.Added, Cost.of(Changed) - Sum, 1e-9 * Sum)
-        << T.G.op(C.Op).Name << " " << C.Config.str();
     EXPECT_GE(C.Added, -1e-9 * Sum) << "not the minimum";
   }
+  expectChangesAddWhatTheSumSays(Cost, T, *S, Changes);
 }
 
 // Edges alike (the same configs at both ends, the same regions written and
@@ -353,13 +364,7 @@ TEST(Elimination, AlikeEdgesShareATable) {
   auto [Costed, Edges] = Cost.edgesCosted();
   EXPECT_GT(Costed, 0u);
   EXPECT_LT(Costed, Edges * 3 / 4) << Costed << " of " << Edges;
-  double Sum = Cost.of(*S);
-  for (const AdditiveCost::Change &C : Cost.changesBySum(*S)) {
-    Strategy Changed = *S;
-    Changed[C.Op] = C.Config;
-    EXPECT_NEAR(C.Added, Cost.of(Changed) - Sum, 1e-9 * Sum)
-        << T.G.op(C.Op).Name << " " << C.Config.str();
-  }
+  expectChangesAddWhatTheSumSays(Cost, T, *S, Cost.changesBySum(*S));
 }
 
 // Another thread helping to cost the edges (the search's first chain
