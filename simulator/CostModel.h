@@ -46,6 +46,11 @@ struct PartitionShape {
 class CostModel {
 public:
   virtual ~CostModel();
+  /// A function of the op's kind and attributes, the types of the tensors
+  /// it reads and writes, P's region and slice, and the device type: never
+  /// of the op's name or which tensors it reads. Ops alike in all of these
+  /// take the same times, and OptCNN's elimination costs them once
+  /// (soap_search/Elimination.h).
   virtual TaskTimes opTimes(const PartitionShape &P,
                             const DeviceType &Device) const = 0;
   /// One optimizer update over Elements parameters (their gradients and

@@ -225,11 +225,7 @@ std::optional<Strategy> AdditiveCost::minimize(const Strategy &Base,
     return std::nullopt;
   // Each node's parts are costed once, then charged as set now.
   if (CostedParts.empty())
-    for (unsigned J = 0; J < Ops.size(); ++J) {
-      CostedParts.emplace_back();
-      for (const ParallelConfig &C : Configs[J])
-        CostedParts.back().push_back(nodeParts(G.op(Ops[J]), C));
-    }
+    costTheNodes();
   NodeCosts.clear();
   for (unsigned J = 0; J < Ops.size(); ++J) {
     NodeCosts.emplace_back();

@@ -26,8 +26,10 @@
 // offered are each op's shapes that split no Attribute dim (except for ops
 // whose outputs are matrices: fully-connected layers and the activations
 // and dropouts between them), on the first devices and, where the space has
-// it, spread over the cluster (one part per node). The search refines the
-// strategy along changesBySum().
+// it, spread over the cluster (one part per node). Ops alike and edges
+// alike (the same kinds, shapes and configs: a residual stage's repeated
+// blocks) are costed once. The search refines the strategy along
+// changesBySum().
 //
 //===----------------------------------------------------------------------===//
 #ifndef ONNX2SOAP_SOAP_SEARCH_ELIMINATION_H
@@ -135,6 +137,12 @@ public:
     return {Prepared->Order.size(), Prepared->Jobs.size()};
   }
 
+  /// How many nodes (ops with tasks) minimize() costed, and of how many:
+  /// nodes alike are costed once (0 of 0 before the first minimize()).
+  std::pair<size_t, size_t> nodesCosted() const {
+    return {NodesCosted, CostedParts.empty() ? 0 : Ops.size()};
+  }
+
 private:
   /// One reduction, undone in reverse to read the configs back.
   struct Step {
@@ -168,6 +176,10 @@ private:
   /// The parts charged under the charge and weight set now.
   double charge(const NodeParts &Parts) const;
   void addNodes();
+  /// Fills CostedParts, nodes alike (alikeNodes()) costed once.
+  void costTheNodes();
+  /// Whether nodes A and B cost the same under every config offered.
+  bool alikeNodes(unsigned A, unsigned B) const;
   /// Calls Visit(Producer, Output, Consumer, Slot) (nodes, not ops) for
   /// every activation a node reads from another.
   template <typename Fn> void forEachEdge(Fn &&Visit) const;
@@ -356,6 +368,7 @@ private:
   std::vector<std::vector<double>> NodeCosts;
   /// Per node and offered config, costed by the first minimize().
   std::vector<std::vector<NodeParts>> CostedParts;
+  size_t NodesCosted = 0;
   /// Edge tables by (lower node, higher node), and each node's neighbours.
   std::map<std::pair<unsigned, unsigned>, std::vector<double>> Edges;
   std::vector<std::set<unsigned>> Neighbours;

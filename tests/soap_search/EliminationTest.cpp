@@ -367,6 +367,40 @@ TEST(Elimination, AlikeEdgesShareATable) {
   expectChangesAddWhatTheSumSays(Cost, T, *S, Cost.changesBySum(*S));
 }
 
+// Ops alike (the same kind, attributes, types read and written, configs
+// offered and weights synchronized: a residual stage's repeated blocks,
+// Inception's modules) are costed once; each change of one op still adds
+// what the sum from scratch says (each config of every op with more than
+// one offered whose neighbours' configs are offered too), so its costs are
+// its own.
+TEST(Elimination, AlikeNodesShareTheirCosts) {
+  for (bool Inception : {false, true}) {
+    ir::TrainingGraph T =
+        Inception
+            ? test::sample("inception_v3", 64)
+            : test::training("tests/fixtures/resnet18/model.onnx", 8, false);
+    ASSERT_GT(T.G.numOps(), 0u);
+    Machine M = test::machine("paper-k80", 4);
+    AnalyticCostModel Model;
+    ConfigSpace Space(T.G, M.numDevices());
+    AdditiveCost Cost(T, M, Model, {}, Space);
+    EXPECT_EQ(Cost.nodesCosted(), (std::pair<size_t, size_t>{0, 0}));
+    std::optional<Strategy> S = Cost.minimize(dataParallel(T.G, M), 1e12);
+    ASSERT_TRUE(S);
+    auto [Costed, Nodes] = Cost.nodesCosted();
+    EXPECT_EQ(Nodes, Cost.ops().size());
+    EXPECT_GT(Costed, 0u);
+    EXPECT_LT(Costed, Nodes * 3 / 4) << Costed << " of " << Nodes;
+    std::vector<AdditiveCost::Change> Changes = Cost.changesBySum(*S);
+    std::set<ir::OpId> Changed;
+    for (const AdditiveCost::Change &C : Changes)
+      Changed.insert(C.Op);
+    // More ops than were costed: some of them took another's costs.
+    EXPECT_GT(Changed.size(), Costed) << Costed << " of " << Nodes;
+    expectChangesAddWhatTheSumSays(Cost, T, *S, Changes);
+  }
+}
+
 // Another thread helping to cost the edges (the search's first chain
 // thread) changes nothing: Inception-v3 on 8 K80s, whose concatenations
 // read several branches, with a helper asking for work throughout.
