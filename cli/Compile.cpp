@@ -15,6 +15,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -118,17 +119,26 @@ std::function<bool(ir::OpId, const simulator::ParallelConfig &)>
 runnableConfigs(const ir::TrainingGraph &T) {
   struct Cache {
     std::mutex Lock;
-    std::vector<std::string> Signatures; // by op, "" until first asked
-    std::unordered_map<std::string, bool> Verdicts;
+    /// By op: its signature's number, -1 until first asked.
+    std::vector<int> SignatureOf;
+    std::unordered_map<std::string, int> Signatures;
+    /// By {signature, Reduction degree, degrees...}: the verdict does not
+    /// depend on the devices.
+    std::map<llvm::SmallVector<uint32_t, 8>, bool> Verdicts;
   };
   auto Shared = std::make_shared<Cache>();
-  Shared->Signatures.resize(T.G.numOps());
+  Shared->SignatureOf.assign(T.G.numOps(), -1);
   return [&T, Shared](ir::OpId Op, const simulator::ParallelConfig &C) {
     std::lock_guard<std::mutex> Guard(Shared->Lock);
-    std::string &Signature = Shared->Signatures[Op];
-    if (Signature.empty())
-      Signature = runnableSignature(T.G, T.G.op(Op));
-    auto [It, New] = Shared->Verdicts.try_emplace(Signature + "|" + C.str());
+    int &Signature = Shared->SignatureOf[Op];
+    if (Signature < 0)
+      Signature = Shared->Signatures
+                      .try_emplace(runnableSignature(T.G, T.G.op(Op)),
+                                   int(Shared->Signatures.size()))
+                      .first->second;
+    llvm::SmallVector<uint32_t, 8> Key{uint32_t(Signature), C.Reduction};
+    Key.append(C.Degrees.begin(), C.Degrees.end());
+    auto [It, New] = Shared->Verdicts.try_emplace(std::move(Key));
     if (New) {
       llvm::Error E = codegen::checkRunnable(T, T.G.op(Op), C);
       It->second = !E;
