@@ -327,7 +327,7 @@ double AdditiveCost::of(const Strategy &S) {
 }
 
 std::vector<AdditiveCost::Change>
-AdditiveCost::changesBySum(const Strategy &S) const {
+AdditiveCost::changesBySum(const Strategy &S, size_t Most) const {
   std::vector<Change> Changes;
   if (!EdgesCosted)
     return Changes;
@@ -338,28 +338,51 @@ AdditiveCost::changesBySum(const Strategy &S) const {
     if (Found != Configs[J].end())
       Index[J] = int(Found - Configs[J].begin());
   }
-  // Node J's charge and its costed edges' with J in config C.
+  // Node J's charge and its costed edges' with J in config C (Tables: its
+  // costed edges' tables, in CostedNeighbours[J]'s order).
+  std::vector<const std::vector<double> *> Tables;
   auto Local = [&](unsigned J, uint32_t C) {
     double Total = charge(CostedParts[J][C]);
+    size_t I = 0;
     for (unsigned K : CostedNeighbours[J])
-      Total += entry(CostedEdges.at({std::min(J, K), std::max(J, K)}), J, C, K,
-                     uint32_t(Index[K]));
+      Total += entry(*Tables[I++], J, C, K, uint32_t(Index[K]));
     return Total;
   };
+  // Ranked by what each adds, ties in op and config order, before the
+  // changes are written out: the first Most, in the order a stable sort by
+  // what each adds of all of them in op and config order gives.
+  struct Ranked {
+    double Added;
+    unsigned J;
+    uint32_t C;
+  };
+  std::vector<Ranked> Ranking;
   for (unsigned J = 0; J < Ops.size(); ++J) {
     if (Index[J] < 0 ||
         llvm::any_of(CostedNeighbours[J],
                      [&](unsigned K) { return Index[K] < 0; }) ||
         readsSharedWeight(G.op(Ops[J])))
       continue;
+    Tables.clear();
+    for (unsigned K : CostedNeighbours[J])
+      Tables.push_back(&CostedEdges.at({std::min(J, K), std::max(J, K)}));
     double Now = Local(J, uint32_t(Index[J]));
     for (uint32_t C = 0; C < Configs[J].size(); ++C)
       if (int(C) != Index[J])
-        Changes.push_back({Ops[J], Configs[J][C], Local(J, C) - Now});
+        Ranking.push_back({Local(J, C) - Now, J, C});
   }
-  std::stable_sort(
-      Changes.begin(), Changes.end(),
-      [](const Change &A, const Change &B) { return A.Added < B.Added; });
+  auto Before = [](const Ranked &A, const Ranked &B) {
+    if (A.Added != B.Added)
+      return A.Added < B.Added;
+    return A.J != B.J ? A.J < B.J : A.C < B.C;
+  };
+  size_t Kept = std::min(Most, Ranking.size());
+  std::partial_sort(Ranking.begin(), Ranking.begin() + Kept, Ranking.end(),
+                    Before);
+  Changes.reserve(Kept);
+  for (size_t I = 0; I < Kept; ++I)
+    Changes.push_back({Ops[Ranking[I].J], Configs[Ranking[I].J][Ranking[I].C],
+                       Ranking[I].Added});
   return Changes;
 }
 

@@ -45,6 +45,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include <atomic>
 #include <condition_variable>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -119,8 +120,11 @@ public:
   /// search). Not changed: ops whose config in S, or a neighbour's, is not
   /// offered, and ops reading a weight other ops read too (an unrolled
   /// layer's cells move together). Empty until minimize() has costed the
-  /// edges.
-  std::vector<Change> changesBySum(const simulator::Strategy &S) const;
+  /// edges. Most: only the first so many (a refinement's walk tries a few
+  /// dozen of thousands between two gains).
+  std::vector<Change>
+  changesBySum(const simulator::Strategy &S,
+               size_t Most = std::numeric_limits<size_t>::max()) const;
   /// The work of costing the edges, in pairs of partitions (every pair of
   /// configs of an edge, every pair of their partitions): of the edges
   /// costed (edges alike are costed once), which minimize() holds against

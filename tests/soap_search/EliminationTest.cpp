@@ -345,6 +345,30 @@ TEST(Elimination, ChangesBySumAreRankedByWhatTheyAdd) {
     EXPECT_GE(C.Added, -1e-9 * Sum) << "not the minimum";
   }
   expectChangesAddWhatTheSumSays(Cost, T, *S, Changes);
+  // Ties in op and config order (the ops' order in Cost.ops()).
+  auto Place = [&](const AdditiveCost::Change &C) {
+    return std::make_pair(llvm::find(Cost.ops(), C.Op) - Cost.ops().begin(),
+                          llvm::find(Cost.configs(C.Op), C.Config) -
+                              Cost.configs(C.Op).begin());
+  };
+  size_t Ties = 0;
+  for (size_t I = 1; I < Changes.size(); ++I)
+    if (Changes[I - 1].Added == Changes[I].Added) {
+      ++Ties;
+      EXPECT_LT(Place(Changes[I - 1]), Place(Changes[I])) << I;
+    }
+  EXPECT_GT(Ties, 0u) << "nothing to check the order of ties on";
+  // The first few alone: the same, in the same order.
+  for (size_t Most : {size_t(0), size_t(1), size_t(7), Changes.size() / 2,
+                      Changes.size(), Changes.size() + 1}) {
+    std::vector<AdditiveCost::Change> First = Cost.changesBySum(*S, Most);
+    ASSERT_EQ(First.size(), std::min(Most, Changes.size()));
+    for (size_t I = 0; I < First.size(); ++I) {
+      EXPECT_EQ(First[I].Op, Changes[I].Op) << Most << " " << I;
+      EXPECT_EQ(First[I].Config, Changes[I].Config) << Most << " " << I;
+      EXPECT_EQ(First[I].Added, Changes[I].Added) << Most << " " << I;
+    }
+  }
 }
 
 // Edges alike (the same configs at both ends, the same regions written and
