@@ -365,12 +365,14 @@ llvm::Error runSearch() {
     Out["progression"] = std::move(Progression);
     llvm::json::Array Refinements;
     for (const soap_search::Refinement &W : R.Refinements)
-      Refinements.push_back(llvm::json::Object{{"minimum", W.Source},
-                                               {"start_time", W.Start},
-                                               {"probed_time", W.Probed},
-                                               {"time", W.Time},
-                                               {"tries", int64_t(W.Tries)},
-                                               {"ended_seconds", W.EndedAt}});
+      Refinements.push_back(
+          llvm::json::Object{{"minimum", W.Source},
+                             {"start_time", W.Start},
+                             {"probed_time", W.Probed},
+                             {"time", W.Time},
+                             {"tries", int64_t(W.Tries)},
+                             {"helped_tries", int64_t(W.HelpedTries)},
+                             {"ended_seconds", W.EndedAt}});
     Out["refinements"] = std::move(Refinements);
     if (Options->Goal == Objective::Frontier) {
       llvm::json::Array Frontier;

@@ -24,7 +24,9 @@
 // parallelism under each gradient bucket size. The thread that found the
 // minima refines them before its chains (the other threads start theirs:
 // on RNNs, whose refinements take seconds, the chains find the answers);
-// the first chain thread helps between two of its steps. Each refinement is
+// the first chain thread helps between two of its steps, with the walks
+// of far minima, the relinkings and, outside unrolled RNNs, each walk the
+// other thread takes (trying its changes beside it). Each refinement is
 // determined by its minimum alone, each relinking by its walk's end, and
 // the best of them (ties to the earlier minimum) is the candidate, so the
 // result does not depend on the thread timing.
@@ -130,13 +132,25 @@ private:
              const std::string &Source);
   void publish(size_t K);
   void startWalk(size_t K);
-  void goOn(size_t K, uint64_t Until);
-  void probe(size_t K, uint64_t Until);
+  void goOn(size_t K, uint64_t Until, bool Open = false);
+  /// What one round of a walk came to: how many of its tries count (those
+  /// before the first gain, and that one; Helped of them the helping
+  /// thread's), and the first gain's index and cost (SIZE_MAX when none).
+  struct RoundEnd {
+    size_t Tried = 0;
+    size_t Helped = 0;
+    size_t Gain = SIZE_MAX;
+    double Cost = 0;
+  };
+  RoundEnd runRound(Walk &W, const std::vector<AdditiveCost::Change> &Tries,
+                    size_t Room, bool Open);
+  void helpWalk(std::unique_lock<std::mutex> &Lock);
+  void probe(size_t K, uint64_t Until, bool Open = false);
   bool far(size_t K) const;
   size_t relinkEntry(size_t K, size_t I) const;
   bool planRelink(size_t K);
   void runRelink(size_t K, size_t I);
-  void walkOn(size_t K, size_t I);
+  void walkOn(size_t K, size_t I, bool Open = false);
   void endWalk(size_t K);
   void helpRefine(bool Owner);
   /// A simulator with gradient buckets of about Bytes, nothing simulated
@@ -200,9 +214,51 @@ private:
   /// WalksLock.
   std::vector<std::pair<size_t, size_t>> Relinks;
   /// Set when there is work for the first chain thread (far minima to
-  /// walk, paths to relink), under WalksLock: it then helps, between two of
-  /// its steps.
+  /// walk, paths to relink, a walk open to its help), under WalksLock: it
+  /// then helps, between two of its steps.
   std::atomic<bool> HelpWanted{false};
+  /// Whether the first chain thread helps the walks of the thread that
+  /// found the minima (goOn()'s Open).
+  bool HelpWalks = false;
+
+  /// The round of a walk open to help (goOn()): the first chain thread,
+  /// with nothing else to do, tries the round's changes beside the thread
+  /// that walks, on a simulator of its own that holds the round's
+  /// strategy (Mirror), each thread taking the next change not yet taken.
+  /// The round's outcome is the first gain in the ranking's order, as a
+  /// walk on one thread finds it: tries past it are not counted. Under
+  /// WalksLock, but for the changes, which only the walking thread writes,
+  /// between rounds.
+  struct OpenRound {
+    /// Whether the walking thread takes help; rounds are numbered over
+    /// all walks, from 1.
+    bool Open = false;
+    uint64_t Number = 0;
+    /// The round's strategy, gradient bucket size, cost to beat and
+    /// changes to try, in order (the walking thread's, while the round
+    /// lasts).
+    simulator::Strategy At;
+    double Bucket = 0;
+    double Current = 0;
+    const std::vector<AdditiveCost::Change> *Tries = nullptr;
+    /// The next change to take; none at or after Stop is taken (how many
+    /// the round may try; 0 once it is over, or the budget is spent), nor
+    /// after the first gain found (FirstGain).
+    size_t Next = 0;
+    size_t Stop = 0;
+    size_t FirstGain = SIZE_MAX;
+    /// Per change taken: 0 being tried, 1 slower, 2 a gain (its cost in
+    /// Costs); whether the helping thread tried it.
+    std::vector<char> Outcomes;
+    std::vector<double> Costs;
+    std::vector<char> ByHelper;
+    /// The helping thread's simulator, and whether it holds a change not
+    /// undone (a gain of its own past the first, or the walking thread's
+    /// given to it).
+    std::unique_ptr<simulator::Simulator> Mirror;
+    bool MirrorChanged = false;
+  };
+  OpenRound Round;
 };
 
 } // namespace onnx2soap::soap_search
