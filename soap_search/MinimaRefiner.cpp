@@ -259,7 +259,7 @@ MinimaRefiner::runRound(Walk &W, const std::vector<AdditiveCost::Change> &Tries,
   Round.Stop = Room;
   Round.Next = 0;
   Round.FirstGain = SIZE_MAX;
-  Round.Outcomes.assign(Room, 0);
+  Round.Outcomes.assign(Room, OpenRound::Outcome::Trying);
   Round.Costs.assign(Room, 0);
   Round.ByHelper.assign(Room, 0);
   size_t Mine = SIZE_MAX; // this thread's gain
@@ -273,7 +273,8 @@ MinimaRefiner::runRound(Walk &W, const std::vector<AdditiveCost::Change> &Tries,
     double Cost;
     bool Gain = Try(*W.Sim, Tries[I], W.Current, Cost);
     Lock.lock();
-    Round.Outcomes[I] = Gain ? 2 : 1;
+    Round.Outcomes[I] =
+        Gain ? OpenRound::Outcome::Faster : OpenRound::Outcome::Slower;
     Round.Costs[I] = Cost;
     if (Gain) {
       Mine = I;
@@ -284,8 +285,10 @@ MinimaRefiner::runRound(Walk &W, const std::vector<AdditiveCost::Change> &Tries,
   // Every change before the first gain (or taken, without one) tried.
   for (;;) {
     size_t Upto = std::min(Round.Next, Round.FirstGain);
-    if (std::all_of(Round.Outcomes.begin(), Round.Outcomes.begin() + Upto,
-                    [](char O) { return O != 0; }))
+    if (std::none_of(Round.Outcomes.begin(), Round.Outcomes.begin() + Upto,
+                     [](OpenRound::Outcome O) {
+                       return O == OpenRound::Outcome::Trying;
+                     }))
       break;
     Lock.unlock();
     std::this_thread::yield();
@@ -655,7 +658,8 @@ void MinimaRefiner::helpWalk(std::unique_lock<std::mutex> &Lock) {
     Lock.lock();
     Round.MirrorChanged |= Gain;
     if (Round.Tries && Round.Number == Synced) {
-      Round.Outcomes[I] = Gain ? 2 : 1;
+      Round.Outcomes[I] =
+          Gain ? OpenRound::Outcome::Faster : OpenRound::Outcome::Slower;
       Round.Costs[I] = Cost;
       Round.ByHelper[I] = 1;
       if (Gain)

@@ -247,9 +247,10 @@ private:
     size_t Next = 0;
     size_t Stop = 0;
     size_t FirstGain = SIZE_MAX;
-    /// Per change taken: 0 being tried, 1 slower, 2 a gain (its cost in
-    /// Costs); whether the helping thread tried it.
-    std::vector<char> Outcomes;
+    /// Per change taken: how its try went (a gain's cost in Costs), and
+    /// whether the helping thread tried it.
+    enum class Outcome : char { Trying, Slower, Faster };
+    std::vector<Outcome> Outcomes;
     std::vector<double> Costs;
     std::vector<char> ByHelper;
     /// The helping thread's simulator, and whether it holds a change not
