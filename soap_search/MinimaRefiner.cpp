@@ -146,7 +146,7 @@ void MinimaRefiner::goOn(size_t K, uint64_t Until, bool Open) {
   assert(W.Summary.Tries <= Until && "a walk past its pause");
   auto Stopping = [&] {
     return W.SinceGain == RefinePatience || W.Summary.Tries == RefineTries ||
-           (!Options.Iterations && secondsSince(Begin) > ChainBudget);
+           budgetSpent();
   };
   Open &= HelpWalks;
   if (Open) {
@@ -226,24 +226,11 @@ void MinimaRefiner::goOn(size_t K, uint64_t Until, bool Open) {
 MinimaRefiner::RoundEnd
 MinimaRefiner::runRound(Walk &W, const std::vector<AdditiveCost::Change> &Tries,
                         size_t Room, bool Open) {
-  auto Spent = [&] {
-    return !Options.Iterations && secondsSince(Begin) > ChainBudget;
-  };
-  auto Try = [&](simulator::Simulator &Sim, const AdditiveCost::Change &C,
-                 double Current, double &Cost) {
-    Progress.Iterations.fetch_add(1, std::memory_order_relaxed);
-    Cost = F(Sim, propose(Sim, C.Op, C.Config, Options.FullSimulation,
-                          giveUpAbove(F, Current)));
-    if (Cost < Current)
-      return true;
-    Sim.revert();
-    return false;
-  };
   RoundEnd End;
   if (!Open) {
-    for (size_t I = 0; I < Room && !Spent(); ++I) {
+    for (size_t I = 0; I < Room && !budgetSpent(); ++I) {
       End.Tried = I + 1;
-      if (Try(*W.Sim, Tries[I], W.Current, End.Cost)) {
+      if (tryChange(*W.Sim, Tries[I], W.Current, End.Cost)) {
         End.Gain = I;
         break;
       }
@@ -264,21 +251,18 @@ MinimaRefiner::runRound(Walk &W, const std::vector<AdditiveCost::Change> &Tries,
   Round.ByHelper.assign(Room, 0);
   size_t Mine = SIZE_MAX; // this thread's gain
   while (Round.Next < std::min(Round.Stop, Round.FirstGain)) {
-    if (Spent()) {
+    if (budgetSpent()) {
       Round.Stop = Round.Next;
       break;
     }
     size_t I = Round.Next++;
     Lock.unlock();
     double Cost;
-    bool Gain = Try(*W.Sim, Tries[I], W.Current, Cost);
+    bool Gain = tryChange(*W.Sim, Tries[I], W.Current, Cost);
     Lock.lock();
-    Round.Outcomes[I] =
-        Gain ? OpenRound::Outcome::Faster : OpenRound::Outcome::Slower;
-    Round.Costs[I] = Cost;
+    Round.record(I, Gain, Cost, /*Helper=*/false);
     if (Gain) {
       Mine = I;
-      Round.FirstGain = std::min(Round.FirstGain, I);
       break;
     }
   }
@@ -310,9 +294,21 @@ MinimaRefiner::runRound(Walk &W, const std::vector<AdditiveCost::Change> &Tries,
   End.Helped =
       std::count(Round.ByHelper.begin(), Round.ByHelper.begin() + End.Tried, 1);
   // Closed: no thread takes a change of it (Tries is the caller's).
-  Round.Stop = 0;
   Round.Tries = nullptr;
   return End;
+}
+
+// C delta simulated on Sim (its cost in Cost): kept when it costs less
+// than Current, else undone.
+bool MinimaRefiner::tryChange(Simulator &Sim, const AdditiveCost::Change &C,
+                              double Current, double &Cost) {
+  Progress.Iterations.fetch_add(1, std::memory_order_relaxed);
+  Cost = F(Sim, propose(Sim, C.Op, C.Config, Options.FullSimulation,
+                        giveUpAbove(F, Current)));
+  if (Cost < Current)
+    return true;
+  Sim.revert();
+  return false;
 }
 
 // Walk K from its start until its tries reach Until: its probe.
@@ -358,8 +354,7 @@ size_t MinimaRefiner::relinkEntry(size_t K, size_t I) const {
 // Walk K's path and sizes (its own first); false when it is not relinked.
 bool MinimaRefiner::planRelink(size_t K) {
   Walk &From = Walks[K];
-  if (Options.Goal != Objective::Time ||
-      (!Options.Iterations && secondsSince(Begin) > ChainBudget))
+  if (Options.Goal != Objective::Time || budgetSpent())
     return false;
   for (const ir::Op &O : G.ops())
     if (!(From.End[O.Id] == Toward[O.Id]))
@@ -389,7 +384,7 @@ bool MinimaRefiner::planRelink(size_t K) {
 // Walk K's path under its I-th size; its fastest point is the entry's
 // End (walked on by walkOn()).
 void MinimaRefiner::runRelink(size_t K, size_t I) {
-  if (!Options.Iterations && secondsSince(Begin) > ChainBudget)
+  if (budgetSpent())
     return;
   Walk &From = Walks[K];
   Walk &W = Walks[relinkEntry(K, I)];
@@ -637,8 +632,7 @@ void MinimaRefiner::helpWalk(std::unique_lock<std::mutex> &Lock) {
       Synced = Number;
       continue;
     }
-    if (!Round.Tries || Synced != Round.Number ||
-        Round.Next >= std::min(Round.Stop, Round.FirstGain)) {
+    if (!Round.Tries || Round.Next >= std::min(Round.Stop, Round.FirstGain)) {
       Lock.unlock();
       std::this_thread::yield();
       Lock.lock();
@@ -649,22 +643,12 @@ void MinimaRefiner::helpWalk(std::unique_lock<std::mutex> &Lock) {
     double Current = Round.Current;
     Simulator &Sim = *Round.Mirror;
     Lock.unlock();
-    Progress.Iterations.fetch_add(1, std::memory_order_relaxed);
-    double Cost = F(Sim, propose(Sim, C.Op, C.Config, Options.FullSimulation,
-                                 giveUpAbove(F, Current)));
-    bool Gain = Cost < Current;
-    if (!Gain)
-      Sim.revert();
+    double Cost;
+    bool Gain = tryChange(Sim, C, Current, Cost);
     Lock.lock();
     Round.MirrorChanged |= Gain;
-    if (Round.Tries && Round.Number == Synced) {
-      Round.Outcomes[I] =
-          Gain ? OpenRound::Outcome::Faster : OpenRound::Outcome::Slower;
-      Round.Costs[I] = Cost;
-      Round.ByHelper[I] = 1;
-      if (Gain)
-        Round.FirstGain = std::min(Round.FirstGain, I);
-    }
+    if (Round.Tries && Round.Number == Synced)
+      Round.record(I, Gain, Cost, /*Helper=*/true);
   }
 }
 

@@ -145,6 +145,12 @@ private:
   RoundEnd runRound(Walk &W, const std::vector<AdditiveCost::Change> &Tries,
                     size_t Room, bool Open);
   void helpWalk(std::unique_lock<std::mutex> &Lock);
+  bool tryChange(simulator::Simulator &Sim, const AdditiveCost::Change &C,
+                 double Current, double &Cost);
+  /// With a budget, whether the chains' share of it (ChainBudget) is spent.
+  bool budgetSpent() const {
+    return !Options.Iterations && secondsSince(Begin) > ChainBudget;
+  }
   void probe(size_t K, uint64_t Until, bool Open = false);
   bool far(size_t K) const;
   size_t relinkEntry(size_t K, size_t I) const;
@@ -242,8 +248,9 @@ private:
     double Current = 0;
     const std::vector<AdditiveCost::Change> *Tries = nullptr;
     /// The next change to take; none at or after Stop is taken (how many
-    /// the round may try; 0 once it is over, or the budget is spent), nor
-    /// after the first gain found (FirstGain).
+    /// the round may try, fewer once the budget is spent), nor after the
+    /// first gain found (FirstGain), nor any once the round is over (Tries
+    /// null).
     size_t Next = 0;
     size_t Stop = 0;
     size_t FirstGain = SIZE_MAX;
@@ -253,6 +260,14 @@ private:
     std::vector<Outcome> Outcomes;
     std::vector<double> Costs;
     std::vector<char> ByHelper;
+    /// Change I's try, with WalksLock held.
+    void record(size_t I, bool Gain, double Cost, bool Helper) {
+      Outcomes[I] = Gain ? Outcome::Faster : Outcome::Slower;
+      Costs[I] = Cost;
+      ByHelper[I] = Helper;
+      if (Gain)
+        FirstGain = std::min(FirstGain, I);
+    }
     /// The helping thread's simulator, and whether it holds a change not
     /// undone (a gain of its own past the first, or the walking thread's
     /// given to it).
