@@ -198,7 +198,8 @@ private:
   std::vector<Walk> Walks;
   const size_t Relinkings;
   const size_t SizesOffered;
-  /// The simulator that simulated the minima, when it holds the fastest.
+  /// The simulator that simulated the minima (it holds the first found),
+  /// for the fastest one's walk.
   std::unique_ptr<simulator::Simulator> Held;
   /// Per op, the ops it exchanges activations with (neighbours()).
   std::vector<std::vector<ir::OpId>> Near;
