@@ -407,7 +407,7 @@ llvm::Error writeStrategyIfAsked(const Planning &P,
 llvm::Error runSimulate() {
   if (StrategyFlag.empty())
     return usageError("--strategy S is required: a strategy file, or "
-                      "data-parallel, model-parallel or expert");
+                      "data-parallel, model-parallel, expert or optcnn");
   auto Loaded = loadPlanning(Model);
   if (!Loaded)
     return Loaded.takeError();
