@@ -68,6 +68,12 @@ static cl::opt<unsigned> Chains("chains", cl::desc("Markov chains (default 4)"),
 static cl::opt<unsigned>
     Threads("threads", cl::desc("Threads running chains (0: all cores)"),
             cl::value_desc("N"), cl::init(0), cl::sub(searchCommand()));
+static cl::opt<unsigned> RefineHelpers(
+    "refine-helpers",
+    cl::desc("Threads beside the chains' that help refine OptCNN's "
+             "strategy, for cores the chains leave idle (default 0); each "
+             "holds a simulator. The answer is the same with any number"),
+    cl::value_desc("N"), cl::sub(searchCommand()));
 static cl::opt<std::string>
     ObjectiveFlag("objective", cl::desc("time (default), memory or frontier"),
                   cl::init("time"), cl::sub(searchCommand()));
@@ -116,6 +122,15 @@ static llvm::Expected<SearchOptions> searchOptions() {
   O.Chains = Chains;
   O.FullSimulation = FullSimulation;
   O.Threads = Threads;
+  if (RefineHelpers.getNumOccurrences()) {
+    if (RefineHelpers > 64)
+      return usageError(llvm::formatv("--refine-helpers {0}: at most 64",
+                                      RefineHelpers.getValue()));
+    if (Threads == 1 && RefineHelpers > 0)
+      return usageError("--refine-helpers needs --threads 2 or more (they "
+                        "help a refinement that has a thread of its own)");
+    O.RefineHelpers = RefineHelpers;
+  }
   if (ObjectiveFlag == "time")
     O.Goal = Objective::Time;
   else if (ObjectiveFlag == "memory")

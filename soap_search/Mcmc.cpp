@@ -189,6 +189,12 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
                         Progress, Begin, ChainBudget,
                         Given.GradientBuckets.size());
   std::function<void()> Help = [&] { Refiner.helpIfWanted(); };
+  // Threads beside the chains' (SearchOptions::RefineHelpers): the
+  // refinements' helpers from the start, numbered after the first chain
+  // thread.
+  std::vector<std::thread> Beside;
+  for (unsigned H = 1; Ahead.joinable() && H <= Options.RefineHelpers; ++H)
+    Beside.emplace_back([&Refiner, H] { Refiner.helpUntilDone(H); });
   auto Worker = [&](const std::function<void()> &Aside) {
     for (unsigned C; (C = NextChain.fetch_add(1)) < Chains;) {
       Strategy Start;
@@ -320,6 +326,8 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
     });
   if (Ahead.joinable())
     Ahead.join();
+  for (std::thread &Thread : Beside)
+    Thread.join();
   for (std::thread &Thread : Pool)
     Thread.join();
   Done = true;

@@ -47,6 +47,13 @@ struct SearchOptions {
   uint64_t Seed = 0;
   unsigned Chains = 4;
   unsigned Threads = 0; ///< 0: one per hardware thread
+  /// Threads beside the chains' that help refine OptCNN's minima (they
+  /// cost its edges, try a walk's changes beside the walking thread, walk
+  /// far minima and relink paths), where Threads is 2 or more; each holds
+  /// a simulator of its own. For cores the chains leave idle: on cores
+  /// the search's threads already take they slow it (docs/planner.md).
+  /// The answer does not depend on them.
+  unsigned RefineHelpers = 0;
   /// Bytes per device; 0: each device's capacity.
   double MemoryLimit = 0;
   Objective Goal = Objective::Time;

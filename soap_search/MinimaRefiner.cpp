@@ -5,7 +5,9 @@
 //===----------------------------------------------------------------------===//
 #include "soap_search/MinimaRefiner.h"
 #include "simulator/TaskGraph.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/Support/FormatVariadic.h"
+#include <chrono>
 #include <cmath>
 #include <numeric>
 #include <thread>
@@ -62,6 +64,7 @@ void MinimaRefiner::findMinima(std::shared_future<double> Bucket) {
     Progress.improved(ByElimination->Time);
   }
   Walks.resize(Minima.size() * (1 + Relinkings));
+  MinimaKnown.store(true, std::memory_order_release);
 }
 
 void MinimaRefiner::helpFindMinima() {
@@ -156,7 +159,7 @@ void MinimaRefiner::goOn(size_t K, uint64_t Until, bool Open) {
   if (Open) {
     std::lock_guard<std::mutex> Guard(WalksLock);
     Round.Open = true;
-    HelpWanted.store(true, std::memory_order_release);
+    wantHelp();
   }
   bool Ended = true;
   for (;;) {
@@ -206,6 +209,7 @@ void MinimaRefiner::goOn(size_t K, uint64_t Until, bool Open) {
   if (Open) {
     std::lock_guard<std::mutex> Guard(WalksLock);
     Round.Open = false;
+    Round.Changes.fetch_add(1, std::memory_order_release);
   }
   W.Summary.Time = W.Sim->time();
   if (Ended) {
@@ -252,7 +256,8 @@ MinimaRefiner::runRound(Walk &W, const std::vector<AdditiveCost::Change> &Tries,
   Round.FirstGain = SIZE_MAX;
   Round.Outcomes.assign(Room, OpenRound::Outcome::Trying);
   Round.Costs.assign(Room, 0);
-  Round.ByHelper.assign(Room, 0);
+  Round.By.assign(Room, 0);
+  Round.Changes.fetch_add(1, std::memory_order_release);
   size_t Mine = SIZE_MAX; // this thread's gain
   while (Round.Next < std::min(Round.Stop, Round.FirstGain)) {
     if (budgetSpent()) {
@@ -264,7 +269,7 @@ MinimaRefiner::runRound(Walk &W, const std::vector<AdditiveCost::Change> &Tries,
     double Cost;
     bool Gain = tryChange(*W.Sim, Tries[I], W.Current, Cost);
     Lock.lock();
-    Round.record(I, Gain, Cost, /*Helper=*/false);
+    Round.record(I, Gain, Cost, /*Thread=*/0);
     if (Gain) {
       Mine = I;
       break;
@@ -287,16 +292,18 @@ MinimaRefiner::runRound(Walk &W, const std::vector<AdditiveCost::Change> &Tries,
     End.Tried = End.Gain + 1;
     End.Cost = Round.Costs[End.Gain];
     if (End.Gain != Mine) {
-      // The helping thread's simulator holds the gain (and it waits for
-      // the next round); this one, any gain of its own past it.
-      std::swap(W.Sim, Round.Mirror);
-      Round.MirrorChanged = Mine != SIZE_MAX;
+      // The simulator of the helping thread that tried it holds the gain
+      // (and that thread waits for the next round); this one, any gain of
+      // its own past it.
+      unsigned Helper = Round.By[End.Gain] - 1;
+      std::swap(W.Sim, Round.Mirrors[Helper]);
+      Round.MirrorChanged[Helper] = Mine != SIZE_MAX;
     }
   } else {
     End.Tried = Round.Next;
   }
   End.Helped =
-      std::count(Round.ByHelper.begin(), Round.ByHelper.begin() + End.Tried, 1);
+      End.Tried - std::count(Round.By.begin(), Round.By.begin() + End.Tried, 0);
   // Closed: no thread takes a change of it (Tries is the caller's).
   Round.Tries = nullptr;
   return End;
@@ -477,7 +484,7 @@ void MinimaRefiner::endWalk(size_t K) {
     Walks[K].RelinksLeft = Walks[K].Sizes.size();
     for (size_t I = 0; I < Walks[K].Sizes.size(); ++I)
       Relinks.push_back({K, I});
-    HelpWanted.store(true, std::memory_order_release);
+    wantHelp();
   }
   Stages[K] = Relinked ? Stage::Relinking : Stage::Ended;
   WalkChanged.notify_all();
@@ -514,7 +521,7 @@ void MinimaRefiner::endWalk(size_t K) {
 // held up).
 // Each walk is determined by its minimum alone, and each path by its
 // walk's end, so the threads change only when their steps are found.
-void MinimaRefiner::helpRefine(bool Owner) {
+void MinimaRefiner::helpRefine(bool Owner, unsigned Helper) {
   for (;;) {
     size_t K = Stages.size();
     bool Start = false;
@@ -546,7 +553,7 @@ void MinimaRefiner::helpRefine(bool Owner) {
               K = J;
         if (K == Stages.size()) {
           if (!Owner && Round.Open) {
-            helpWalk(Lock);
+            helpWalk(Lock, Helper);
             continue;
           }
           if (!Owner) {
@@ -606,19 +613,25 @@ void MinimaRefiner::helpRefine(bool Owner) {
   }
 }
 
-// The first chain thread's help with the rounds of the walk open to it
+// A helping thread's help with the rounds of the walk open to it
 // (runRound()), with WalksLock held (Lock), until the walk closes: its
-// simulator is brought to each round's strategy, and it tries the next
-// change not yet taken, until the round has a gain or none is left.
-void MinimaRefiner::helpWalk(std::unique_lock<std::mutex> &Lock) {
+// simulator (Round.Mirrors[Helper]) is brought to each round's strategy,
+// and it tries the next change not yet taken, until the round has a gain
+// or none is left.
+void MinimaRefiner::helpWalk(std::unique_lock<std::mutex> &Lock,
+                             unsigned Helper) {
+  if (Round.Mirrors.size() <= Helper) {
+    Round.Mirrors.resize(Helper + 1);
+    Round.MirrorChanged.resize(Helper + 1, 0);
+  }
   uint64_t Synced = 0; // the round whose strategy the mirror holds
   while (Round.Open) {
     if (Round.Tries && Synced != Round.Number) {
       uint64_t Number = Round.Number;
       Strategy At = Round.At;
       double Bytes = Round.Bucket;
-      bool Undo = std::exchange(Round.MirrorChanged, false);
-      Simulator *Sim = Round.Mirror.get();
+      bool Undo = std::exchange(Round.MirrorChanged[Helper], 0);
+      Simulator *Sim = Round.Mirrors[Helper].get();
       Lock.unlock();
       std::unique_ptr<Simulator> New;
       if (!Sim) {
@@ -632,27 +645,31 @@ void MinimaRefiner::helpWalk(std::unique_lock<std::mutex> &Lock) {
       Sim->moveTo(At);
       Lock.lock();
       if (New)
-        Round.Mirror = std::move(New);
+        Round.Mirrors[Helper] = std::move(New);
       Synced = Number;
       continue;
     }
     if (!Round.Tries || Round.Next >= std::min(Round.Stop, Round.FirstGain)) {
+      // Nothing to take before the next round or the walk's end: waits
+      // without the lock, which the walking thread takes for each try.
+      uint64_t Seen = Round.Changes.load(std::memory_order_relaxed);
       Lock.unlock();
-      std::this_thread::yield();
+      while (Round.Changes.load(std::memory_order_acquire) == Seen)
+        std::this_thread::yield();
       Lock.lock();
       continue;
     }
     size_t I = Round.Next++;
     AdditiveCost::Change C = (*Round.Tries)[I];
     double Current = Round.Current;
-    Simulator &Sim = *Round.Mirror;
+    Simulator &Sim = *Round.Mirrors[Helper];
     Lock.unlock();
     double Cost;
     bool Gain = tryChange(Sim, C, Current, Cost);
     Lock.lock();
-    Round.MirrorChanged |= Gain;
+    Round.MirrorChanged[Helper] |= Gain;
     if (Round.Tries && Round.Number == Synced)
-      Round.record(I, Gain, Cost, /*Helper=*/true);
+      Round.record(I, Gain, Cost, Helper + 1);
   }
 }
 
@@ -680,6 +697,12 @@ void MinimaRefiner::spare(std::unique_ptr<Simulator> Sim) {
 }
 
 void MinimaRefiner::refine(bool Helped) {
+  // However it ends, the helpers beside the chains end with it.
+  auto Finish = llvm::make_scope_exit([&] {
+    std::lock_guard<std::mutex> Guard(WalksLock);
+    Finished = true;
+    WalkChanged.notify_all();
+  });
   if (Options.Goal != Objective::Time || Minima.empty())
     return;
   // Not in unrolled RNNs: their walks cannot move the cells (a shared
@@ -692,9 +715,12 @@ void MinimaRefiner::refine(bool Helped) {
   Stages.assign(Minima.size(), Stage::Waiting);
   Leads.assign(Walks.size(), std::numeric_limits<double>::infinity());
   Stages[0] = Stage::Started;
-  for (size_t K = 1; Helped && K < Minima.size(); ++K)
-    if (far(K))
-      HelpWanted.store(true, std::memory_order_release);
+  {
+    std::lock_guard<std::mutex> Guard(WalksLock);
+    for (size_t K = 1; Helped && K < Minima.size(); ++K)
+      if (far(K))
+        wantHelp();
+  }
   probe(0, Helped ? RefineTries : Options.RefineProbe, /*Open=*/true);
   if (!Walks[0].Sim) {
     endWalk(0);
@@ -707,7 +733,27 @@ void MinimaRefiner::refine(bool Helped) {
 
 void MinimaRefiner::helpIfWanted() {
   if (HelpWanted.load(std::memory_order_acquire))
-    helpRefine(/*Owner=*/false);
+    helpRefine(/*Owner=*/false, /*Helper=*/0);
+}
+
+void MinimaRefiner::helpUntilDone(unsigned Helper) {
+  // First the costing of OptCNN's edges, from when it starts (polled: it
+  // starts once the ops are costed, a few milliseconds in).
+  while (!MinimaKnown.load(std::memory_order_acquire)) {
+    helpFindMinima();
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> Lock(WalksLock);
+      WalkChanged.wait(Lock, [&] {
+        return Finished || HelpWanted.load(std::memory_order_relaxed);
+      });
+      if (Finished)
+        return;
+    }
+    helpRefine(/*Owner=*/false, Helper);
+  }
 }
 
 MinimaRefiner::Outcome

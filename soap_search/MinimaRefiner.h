@@ -26,7 +26,9 @@
 // on RNNs, whose refinements take seconds, the chains find the answers);
 // the first chain thread helps between two of its steps, with the walks
 // of far minima, the relinkings and, outside unrolled RNNs, each walk the
-// other thread takes (trying its changes beside it). Each refinement is
+// other thread takes (trying its changes beside it); so do the threads
+// beside the chains (SearchOptions::RefineHelpers), from the start, where
+// they also cost OptCNN's edges. Each refinement is
 // determined by its minimum alone, each relinking by its walk's end, and
 // the best of them (ties to the earlier minimum) is the candidate, so the
 // result does not depend on the thread timing.
@@ -77,6 +79,10 @@ public:
   /// The first chain thread's help, between two steps of its chains (they
   /// wait: the help uses simulators of its own), once it is wanted.
   void helpIfWanted();
+  /// The help of a thread beside the chains (spare cores, search()) until
+  /// the refinements end: as the first chain thread's, whenever wanted.
+  /// Helper: the thread's number, from 1 (the first chain thread is 0).
+  void helpUntilDone(unsigned Helper);
   /// A used simulator of the search's (its options but the gradient bucket
   /// size) for the refinements to take before building new ones: the
   /// minima's first simulation, the walks' starts, the relinked paths.
@@ -144,7 +150,7 @@ private:
   };
   RoundEnd runRound(Walk &W, const std::vector<AdditiveCost::Change> &Tries,
                     size_t Room, bool Open);
-  void helpWalk(std::unique_lock<std::mutex> &Lock);
+  void helpWalk(std::unique_lock<std::mutex> &Lock, unsigned Helper);
   bool tryChange(simulator::Simulator &Sim, const AdditiveCost::Change &C,
                  double Current, double &Cost);
   /// With a budget, whether the chains' share of it (ChainBudget) is spent.
@@ -158,7 +164,7 @@ private:
   void runRelink(size_t K, size_t I);
   void walkOn(size_t K, size_t I, bool Open = false);
   void endWalk(size_t K);
-  void helpRefine(bool Owner);
+  void helpRefine(bool Owner, unsigned Helper = 0);
   /// A simulator with gradient buckets of about Bytes, nothing simulated
   /// yet: one let go before (spare()), else a new one.
   std::unique_ptr<simulator::Simulator> simulator(double Bytes);
@@ -185,6 +191,8 @@ private:
   std::optional<AdditiveCost> Additive;
   /// Additive once there, for helpFindMinima().
   std::atomic<AdditiveCost *> Costing{nullptr};
+  /// Set once findMinima() has found and simulated the minima.
+  std::atomic<bool> MinimaKnown{false};
   std::vector<simulator::Strategy> Minima; // fastest first
   std::vector<double> MinimaTimes; // as simulated with data parallelism's
                                    // gradient buckets
@@ -220,18 +228,27 @@ private:
   /// Relinking tasks (walk, index into its Sizes) not yet taken, under
   /// WalksLock.
   std::vector<std::pair<size_t, size_t>> Relinks;
-  /// Set when there is work for the first chain thread (far minima to
-  /// walk, paths to relink, a walk open to its help), under WalksLock: it
-  /// then helps, between two of its steps.
+  /// Set when there is work for the helping threads (far minima to walk,
+  /// paths to relink, a walk open to their help), under WalksLock: the
+  /// first chain thread then helps, between two of its steps, and the
+  /// threads beside the chains wake (WalkChanged).
   std::atomic<bool> HelpWanted{false};
-  /// Whether the first chain thread helps the walks of the thread that
-  /// found the minima (goOn()'s Open).
+  void wantHelp() {
+    HelpWanted.store(true, std::memory_order_release);
+    WalkChanged.notify_all();
+  }
+  /// Set when refine() ends, under WalksLock: the threads beside the
+  /// chains then end.
+  bool Finished = false;
+  /// Whether the helping threads help the walks of the thread that found
+  /// the minima (goOn()'s Open).
   bool HelpWalks = false;
 
-  /// The round of a walk open to help (goOn()): the first chain thread,
-  /// with nothing else to do, tries the round's changes beside the thread
-  /// that walks, on a simulator of its own that holds the round's
-  /// strategy (Mirror), each thread taking the next change not yet taken.
+  /// The round of a walk open to help (goOn()): the helping threads (the
+  /// first chain thread with nothing else to do, the threads beside the
+  /// chains) try the round's changes beside the thread that walks, each on
+  /// a simulator of its own that holds the round's strategy (Mirrors),
+  /// each thread taking the next change not yet taken.
   /// The round's outcome is the first gain in the ranking's order, as a
   /// walk on one thread finds it: tries past it are not counted. Under
   /// WalksLock, but for the changes, which only the walking thread writes,
@@ -241,6 +258,9 @@ private:
     /// all walks, from 1.
     bool Open = false;
     uint64_t Number = 0;
+    /// Counts each round's start and each walk's end, for the helping
+    /// threads to wait on without the lock.
+    std::atomic<uint64_t> Changes{0};
     /// The round's strategy, gradient bucket size, cost to beat and
     /// changes to try, in order (the walking thread's, while the round
     /// lasts).
@@ -256,24 +276,24 @@ private:
     size_t Stop = 0;
     size_t FirstGain = SIZE_MAX;
     /// Per change taken: how its try went (a gain's cost in Costs), and
-    /// whether the helping thread tried it.
+    /// which thread tried it (0 the walking thread, else helper By - 1).
     enum class Outcome : char { Trying, Slower, Faster };
     std::vector<Outcome> Outcomes;
     std::vector<double> Costs;
-    std::vector<char> ByHelper;
+    std::vector<unsigned> By;
     /// Change I's try, with WalksLock held.
-    void record(size_t I, bool Gain, double Cost, bool Helper) {
+    void record(size_t I, bool Gain, double Cost, unsigned Thread) {
       Outcomes[I] = Gain ? Outcome::Faster : Outcome::Slower;
       Costs[I] = Cost;
-      ByHelper[I] = Helper;
+      By[I] = Thread;
       if (Gain)
         FirstGain = std::min(FirstGain, I);
     }
-    /// The helping thread's simulator, and whether it holds a change not
-    /// undone (a gain of its own past the first, or the walking thread's
-    /// given to it).
-    std::unique_ptr<simulator::Simulator> Mirror;
-    bool MirrorChanged = false;
+    /// Per helping thread, its simulator, and whether it holds a change
+    /// not undone (a gain of its own past the first, or the walking
+    /// thread's given to it).
+    std::vector<std::unique_ptr<simulator::Simulator>> Mirrors;
+    std::vector<char> MirrorChanged;
   };
   OpenRound Round;
 };

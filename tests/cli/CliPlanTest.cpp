@@ -410,6 +410,11 @@ TEST_F(CliTest, PlanningRefusesBadInput) {
                   "--iterations must be at least 1");
   expectUserError(run(planArgs("search", "cpu:2", {"--chains", "0"})),
                   "--chains must be at least 1");
+  expectUserError(run(planArgs("search", "cpu:2", {"--refine-helpers", "65"})),
+                  "--refine-helpers 65: at most 64");
+  expectUserError(run(planArgs("search", "cpu:2",
+                               {"--threads", "1", "--refine-helpers", "2"})),
+                  "--refine-helpers needs --threads 2 or more");
   expectUserError(
       run(planArgs("search", "cpu:2",
                    {"--sweep-gpus", "1,2", "-o", Dir.file("s.json")})),
