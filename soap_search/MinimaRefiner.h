@@ -79,8 +79,9 @@ public:
   /// The first chain thread's help, between two steps of its chains (they
   /// wait: the help uses simulators of its own), once it is wanted.
   void helpIfWanted();
-  /// The help of a thread beside the chains (spare cores, search()) until
-  /// the refinements end: as the first chain thread's, whenever wanted.
+  /// The help of a thread beside the chains (SearchOptions::RefineHelpers)
+  /// until the refinements end: as the first chain thread's, whenever
+  /// wanted.
   /// Helper: the thread's number, from 1 (the first chain thread is 0).
   void helpUntilDone(unsigned Helper);
   /// A used simulator of the search's (its options but the gradient bucket
