@@ -195,9 +195,10 @@ struct Refinement {
   double Start = 0, Probed = 0, Time = 0;
   /// Relinked: with the path's simulations.
   uint64_t Tries = 0;
-  /// Of Tries, those the first chain thread made, helping the thread that
-  /// walked (the walk and its outcome are the same without help; how many
-  /// depends on the threads' timing).
+  /// Of Tries, those the helping threads made (the first chain thread and
+  /// SearchOptions::RefineHelpers), helping the thread that walked (the walk
+  /// and its outcome are the same without help; how many depends on the
+  /// threads' timing).
   uint64_t HelpedTries = 0;
   double EndedAt = 0; ///< seconds from the start of the search
 };

@@ -140,13 +140,14 @@ void MinimaRefiner::startWalk(size_t K) {
 // same, and each change it tried was kept or is among the rejected. With
 // a budget, the walks stop when the chains' share of it is spent.
 // A round is the tries from one ranking to its first gain. Open: the
-// thread that found the minima walks, and the first chain thread, with
-// nothing else to do, helps with each round (runRound()), where the
-// changes are tried two at a time: the walk, its tries and its ends are
-// those of a walk on one thread. The answer then came after 0.81-0.85 s
-// against 1.01-1.09 on Inception-v3 with 8 K80s, 0.44-0.48 against
-// 0.62-0.65 on 16, 2.06-2.17 against 2.44-2.49 on ResNet-101 with 32
-// (FlexFlow's model, 3 runs each).
+// thread that found the minima walks, and the helping threads (the first
+// chain thread with nothing else to do, those of --refine-helpers) help
+// with each round (runRound()), where the changes are tried several at a
+// time: the walk, its tries and its ends are those of a walk on one
+// thread. With the first chain thread's help the answer came after
+// 0.81-0.85 s against 1.01-1.09 on Inception-v3 with 8 K80s, 0.44-0.48
+// against 0.62-0.65 on 16, 2.06-2.17 against 2.44-2.49 on ResNet-101 with
+// 32 (FlexFlow's model, 3 runs each).
 void MinimaRefiner::goOn(size_t K, uint64_t Until, bool Open) {
   Walk &W = Walks[K];
   std::string Name = W.Summary.Source + ", refined";
@@ -226,11 +227,11 @@ void MinimaRefiner::goOn(size_t K, uint64_t Until, bool Open) {
 }
 
 // One round of walk W: the first Room of Tries delta simulated in order
-// until one is a gain, which W's simulator then holds. Open: the first
-// chain thread may try the later changes beside this thread (helpWalk()),
-// the first gain in order wins all the same, and W's simulator is the one
-// that holds it (the two simulators trade places when the helping thread's
-// is).
+// until one is a gain, which W's simulator then holds. Open: the helping
+// threads may try the later changes beside this thread (helpWalk()), the
+// first gain in order wins all the same, and W's simulator is the one
+// that holds it (it trades places with the simulator of the helping
+// thread that found it).
 MinimaRefiner::RoundEnd
 MinimaRefiner::runRound(Walk &W, const std::vector<AdditiveCost::Change> &Tries,
                         size_t Room, bool Open) {
@@ -259,7 +260,7 @@ MinimaRefiner::runRound(Walk &W, const std::vector<AdditiveCost::Change> &Tries,
   Round.By.assign(Room, 0);
   Round.Changes.fetch_add(1, std::memory_order_release);
   size_t Mine = SIZE_MAX; // this thread's gain
-  while (Round.Next < std::min(Round.Stop, Round.FirstGain)) {
+  while (Round.takeable()) {
     if (budgetSpent()) {
       Round.Stop = Round.Next;
       break;
@@ -296,8 +297,8 @@ MinimaRefiner::runRound(Walk &W, const std::vector<AdditiveCost::Change> &Tries,
       // (and that thread waits for the next round); this one, any gain of
       // its own past it.
       unsigned Helper = Round.By[End.Gain] - 1;
-      std::swap(W.Sim, Round.Mirrors[Helper]);
-      Round.MirrorChanged[Helper] = Mine != SIZE_MAX;
+      std::swap(W.Sim, Round.Mirrors[Helper].Sim);
+      Round.Mirrors[Helper].Changed = Mine != SIZE_MAX;
     }
   } else {
     End.Tried = Round.Next;
@@ -620,18 +621,16 @@ void MinimaRefiner::helpRefine(bool Owner, unsigned Helper) {
 // or none is left.
 void MinimaRefiner::helpWalk(std::unique_lock<std::mutex> &Lock,
                              unsigned Helper) {
-  if (Round.Mirrors.size() <= Helper) {
+  if (Round.Mirrors.size() <= Helper)
     Round.Mirrors.resize(Helper + 1);
-    Round.MirrorChanged.resize(Helper + 1, 0);
-  }
   uint64_t Synced = 0; // the round whose strategy the mirror holds
   while (Round.Open) {
     if (Round.Tries && Synced != Round.Number) {
       uint64_t Number = Round.Number;
       Strategy At = Round.At;
       double Bytes = Round.Bucket;
-      bool Undo = std::exchange(Round.MirrorChanged[Helper], 0);
-      Simulator *Sim = Round.Mirrors[Helper].get();
+      bool Undo = std::exchange(Round.Mirrors[Helper].Changed, false);
+      Simulator *Sim = Round.Mirrors[Helper].Sim.get();
       Lock.unlock();
       std::unique_ptr<Simulator> New;
       if (!Sim) {
@@ -645,11 +644,11 @@ void MinimaRefiner::helpWalk(std::unique_lock<std::mutex> &Lock,
       Sim->moveTo(At);
       Lock.lock();
       if (New)
-        Round.Mirrors[Helper] = std::move(New);
+        Round.Mirrors[Helper].Sim = std::move(New);
       Synced = Number;
       continue;
     }
-    if (!Round.Tries || Round.Next >= std::min(Round.Stop, Round.FirstGain)) {
+    if (!Round.takeable()) {
       // Nothing to take before the next round or the walk's end: waits
       // without the lock, which the walking thread takes for each try.
       uint64_t Seen = Round.Changes.load(std::memory_order_relaxed);
@@ -662,12 +661,12 @@ void MinimaRefiner::helpWalk(std::unique_lock<std::mutex> &Lock,
     size_t I = Round.Next++;
     AdditiveCost::Change C = (*Round.Tries)[I];
     double Current = Round.Current;
-    Simulator &Sim = *Round.Mirrors[Helper];
+    Simulator &Sim = *Round.Mirrors[Helper].Sim;
     Lock.unlock();
     double Cost;
     bool Gain = tryChange(Sim, C, Current, Cost);
     Lock.lock();
-    Round.MirrorChanged[Helper] |= Gain;
+    Round.Mirrors[Helper].Changed |= Gain;
     if (Round.Tries && Round.Number == Synced)
       Round.record(I, Gain, Cost, Helper + 1);
   }
@@ -715,11 +714,13 @@ void MinimaRefiner::refine(bool Helped) {
   Stages.assign(Minima.size(), Stage::Waiting);
   Leads.assign(Walks.size(), std::numeric_limits<double>::infinity());
   Stages[0] = Stage::Started;
-  {
+  if (Helped) {
     std::lock_guard<std::mutex> Guard(WalksLock);
-    for (size_t K = 1; Helped && K < Minima.size(); ++K)
-      if (far(K))
+    for (size_t K = 1; K < Minima.size(); ++K)
+      if (far(K)) {
         wantHelp();
+        break;
+      }
   }
   probe(0, Helped ? RefineTries : Options.RefineProbe, /*Open=*/true);
   if (!Walks[0].Sim) {

@@ -282,6 +282,8 @@ private:
     std::vector<Outcome> Outcomes;
     std::vector<double> Costs;
     std::vector<unsigned> By;
+    /// Whether a change is left to take.
+    bool takeable() const { return Tries && Next < std::min(Stop, FirstGain); }
     /// Change I's try, with WalksLock held.
     void record(size_t I, bool Gain, double Cost, unsigned Thread) {
       Outcomes[I] = Gain ? Outcome::Faster : Outcome::Slower;
@@ -293,8 +295,11 @@ private:
     /// Per helping thread, its simulator, and whether it holds a change
     /// not undone (a gain of its own past the first, or the walking
     /// thread's given to it).
-    std::vector<std::unique_ptr<simulator::Simulator>> Mirrors;
-    std::vector<char> MirrorChanged;
+    struct Mirror {
+      std::unique_ptr<simulator::Simulator> Sim;
+      bool Changed = false;
+    };
+    std::vector<Mirror> Mirrors;
   };
   OpenRound Round;
 };
