@@ -387,6 +387,7 @@ llvm::Error runSearch() {
                              {"time", W.Time},
                              {"tries", int64_t(W.Tries)},
                              {"helped_tries", int64_t(W.HelpedTries)},
+                             {"started_seconds", W.StartedAt},
                              {"ended_seconds", W.EndedAt}});
     Out["refinements"] = std::move(Refinements);
     if (Options->Goal == Objective::Frontier) {

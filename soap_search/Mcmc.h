@@ -200,7 +200,9 @@ struct Refinement {
   /// and its outcome are the same without help; how many depends on the
   /// threads' timing).
   uint64_t HelpedTries = 0;
-  double EndedAt = 0; ///< seconds from the start of the search
+  /// When it started (relinked: its path) and ended, in seconds from the
+  /// start of the search.
+  double StartedAt = 0, EndedAt = 0;
 };
 
 struct SearchResult {

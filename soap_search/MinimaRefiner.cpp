@@ -97,6 +97,7 @@ void MinimaRefiner::publish(size_t K) {
 // parallelism's, which comes first (5 simulations sooner).
 void MinimaRefiner::startWalk(size_t K) {
   Walk &W = Walks[K];
+  W.Summary.StartedAt = secondsSince(Begin);
   W.Summary.Source = K == 0 ? std::string("optcnn")
                             : "optcnn (minimum " + std::to_string(K + 1) +
                                   " of " + std::to_string(Minima.size()) + ")";
@@ -335,6 +336,17 @@ bool MinimaRefiner::far(size_t K) const {
   return MinimaTimes[K] >= FarFromTheFirst * MinimaTimes[0];
 }
 
+// Whether helping thread Helper starts far minimum K's walk: a thread
+// beside the chains does; the first chain thread (Helper 0) not in
+// unrolled RNNs (HelpWalks false), whose chains find the answers and
+// whose far minima's walks none: each probe held that thread away from
+// its chains for about 0.1 s, and NMT's answer on 32 K80s, chain 0's,
+// came after 0.81-0.88 s in half the runs, 0.36-0.40 in the others; left
+// to the thread that found the minima (NearFirst), 0.40-0.49 in each.
+bool MinimaRefiner::startsFar(size_t K, unsigned Helper) const {
+  return far(K) && (Helper > 0 || HelpWalks);
+}
+
 // When a walk ends, its end is relinked towards data parallelism under
 // each gradient bucket size: path relinking (Glover's), where the path is
 // the ops the two strategies place differently. Each op's move alone is
@@ -400,6 +412,7 @@ void MinimaRefiner::runRelink(size_t K, size_t I) {
     return;
   Walk &From = Walks[K];
   Walk &W = Walks[relinkEntry(K, I)];
+  W.Summary.StartedAt = secondsSince(Begin);
   double Bytes = From.Sizes[I];
   double MiB = Bytes / (1 << 20);
   W.Summary.Source =
@@ -504,18 +517,18 @@ void MinimaRefiner::endWalk(size_t K) {
 // paused walk ahead (ties to the earlier minimum), and so on. With two
 // threads or more, the first chain thread helps between two steps of its
 // chains, once the minima are known, but starts only the walks of minima
-// that simulate FarFromTheFirst times the first's time or more:
-// strategies unlike the first, whose walks the other thread would reach
-// last, while the first's walk covers those near it. On AlexNet with 32
-// K80s it probes the fourth minimum (74.6 ms, the first 26.4; 21.7 ms
-// after 32 tries, the first then at 24.9), which goes on to the answer
-// while the first walks; on ResNet-101 and NMT, whose minima lie within
-// 1.25 times the first's, it does not help, and its chains find those
-// answers as soon as before (waiting for the minima and helping with
-// every walk before its chains had delayed NMT's answer on 8 K80s from
-// 0.16 to 0.67-0.98 s, RNNTC's on 16 from 0.27 to 1.2 s). Both threads
-// take the paths of ended walks (relinking, above) before anything else,
-// the first chain thread any walk's (Inception-v3 on 8 K80s: the answer
+// that simulate FarFromTheFirst times the first's time or more, outside
+// unrolled RNNs (startsFar()): strategies unlike the first, whose walks
+// the other thread would reach last, while the first's walk covers those
+// near it. On AlexNet with 32 K80s it probes the fourth minimum (74.6 ms,
+// the first 26.4; 21.7 ms after 32 tries, the first then at 24.9), which
+// goes on to the answer while the first walks; on ResNet-101, whose
+// minima lie within 1.25 times the first's, and on RNNs, it does not
+// help, and its chains find those answers as soon as before (waiting for the
+// minima and helping with every walk before its chains had delayed NMT's answer
+// on 8 K80s from 0.16 to 0.67-0.98 s, RNNTC's on 16 from 0.27 to 1.2 s). Both
+// threads take the paths of ended walks (relinking, above) before anything
+// else, the first chain thread any walk's (Inception-v3 on 8 K80s: the answer
 // after 1.5 s, where the thread that found the minima, relinking each
 // walk it ended before walking the next, had found it after 2.0 s; most
 // RNN walks' paths are too long to relink, so their chains are seldom
@@ -541,8 +554,14 @@ void MinimaRefiner::helpRefine(bool Owner, unsigned Helper) {
         Task = *First;
         Relinks.erase(First);
       } else {
+        // Where the thread that found the minima is left the far ones
+        // too (NearFirst), it starts them last, once every near walk
+        // has ended.
+        auto Starts = [&](size_t J) {
+          return Owner ? !(NearFirst && far(J)) : startsFar(J, Helper);
+        };
         for (size_t J = Stages.size(); J-- > 0;)
-          if (Stages[J] == Stage::Waiting && (Owner || far(J))) {
+          if (Stages[J] == Stage::Waiting && Starts(J)) {
             K = J;
             Start = true;
             break;
@@ -552,6 +571,13 @@ void MinimaRefiner::helpRefine(bool Owner, unsigned Helper) {
             if (Stages[J] == Stage::Paused &&
                 (K == Stages.size() || Leads[J] < Leads[K]))
               K = J;
+        if (K == Stages.size() && Owner && NearFirst)
+          for (size_t J = Stages.size(); J-- > 0;)
+            if (Stages[J] == Stage::Waiting) {
+              K = J;
+              Start = true;
+              break;
+            }
         if (K == Stages.size()) {
           if (!Owner && Round.Open) {
             helpWalk(Lock, Helper);
@@ -708,8 +734,10 @@ void MinimaRefiner::refine(bool Helped) {
   // weight's readers move together), and the chains find most of their
   // answers, sooner without the first chain thread away helping (on 16
   // K80s NMT's answer came after 0.19-0.93 s against 0.18-0.42, RNNTC's
-  // after 0.14-0.80 against 0.14-0.25).
+  // after 0.14-0.80 against 0.14-0.25), with their walks or with far
+  // minima (startsFar()).
   HelpWalks = Helped && !Additive->sharesWeights();
+  NearFirst = Helped && !HelpWalks && Options.RefineHelpers == 0;
   Near = neighbours(G, simulator::weightOnlyOps(G));
   Stages.assign(Minima.size(), Stage::Waiting);
   Leads.assign(Walks.size(), std::numeric_limits<double>::infinity());
@@ -717,7 +745,7 @@ void MinimaRefiner::refine(bool Helped) {
   if (Helped) {
     std::lock_guard<std::mutex> Guard(WalksLock);
     for (size_t K = 1; K < Minima.size(); ++K)
-      if (far(K)) {
+      if (startsFar(K, /*Helper=*/0) || (far(K) && Options.RefineHelpers > 0)) {
         wantHelp();
         break;
       }

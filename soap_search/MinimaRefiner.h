@@ -24,11 +24,12 @@
 // parallelism under each gradient bucket size. The thread that found the
 // minima refines them before its chains (the other threads start theirs:
 // on RNNs, whose refinements take seconds, the chains find the answers);
-// the first chain thread helps between two of its steps, with the walks
-// of far minima, the relinkings and, outside unrolled RNNs, each walk the
-// other thread takes (trying its changes beside it); so do the threads
-// beside the chains (SearchOptions::RefineHelpers), from the start, where
-// they also cost OptCNN's edges. Each refinement is
+// the first chain thread helps between two of its steps, with the
+// relinkings and, outside unrolled RNNs, the walks of far minima and each
+// walk the other thread takes (trying its changes beside it); so do the
+// threads beside the chains (SearchOptions::RefineHelpers), from the
+// start, where they also cost OptCNN's edges and walk far minima in
+// unrolled RNNs too. Each refinement is
 // determined by its minimum alone, each relinking by its walk's end, and
 // the best of them (ties to the earlier minimum) is the candidate, so the
 // result does not depend on the thread timing.
@@ -160,6 +161,7 @@ private:
   }
   void probe(size_t K, uint64_t Until, bool Open = false);
   bool far(size_t K) const;
+  bool startsFar(size_t K, unsigned Helper) const;
   size_t relinkEntry(size_t K, size_t I) const;
   bool planRelink(size_t K);
   void runRelink(size_t K, size_t I);
@@ -242,8 +244,16 @@ private:
   /// chains then end.
   bool Finished = false;
   /// Whether the helping threads help the walks of the thread that found
-  /// the minima (goOn()'s Open).
+  /// the minima (goOn()'s Open), and the first chain thread walks far
+  /// minima (startsFar()).
   bool HelpWalks = false;
+  /// Whether the thread that found the minima is left the far minima too
+  /// (unrolled RNNs, other threads but none beside the chains): it then
+  /// starts them last, once every near minimum's walk has ended. On RNNLM
+  /// with 16 K80s the answer is the third minimum's walk (150.7 ms, the
+  /// first 135.3), which probing the three far ones (216-252 ms, 0.1 s
+  /// each) in their turn had delayed from 0.69-0.95 s to 1.11-1.22.
+  bool NearFirst = false;
 
   /// The round of a walk open to help (goOn()): the helping threads (the
   /// first chain thread with nothing else to do, the threads beside the
