@@ -318,6 +318,24 @@ TEST(Search, TheRefinementAheadAfterItsProbeGoesOnFirst) {
   EXPECT_GT(InTurn.R.Best.FoundAt, InTurn.R.Refinements[0].EndedAt);
 }
 
+// A search of T on M under FlexFlow's model of communication: 2 chains of
+// Iterations steps, the default gradient bucket sizes, on Threads threads
+// with Helpers threads beside the chains.
+static SearchResult searchOnThreads(const ir::TrainingGraph &T,
+                                    const Machine &M, uint64_t Iterations,
+                                    unsigned Threads, unsigned Helpers) {
+  AnalyticCostModel Cost;
+  SimOptions Sim;
+  Sim.setProgramModel(false);
+  SearchOptions O = fixedWork(1);
+  O.Iterations = Iterations;
+  O.Chains = 2;
+  O.Threads = Threads;
+  O.RefineHelpers = Helpers;
+  O.GradientBuckets = defaultGradientBuckets();
+  return search(T, M, Cost, Sim, O);
+}
+
 // Searches of ResNet-101 on 8 K80s, whose minima lie close together (the
 // first chain thread walks none of its own), with chains long enough for
 // it to help between two of their steps: on one thread, then, up to 5
@@ -328,17 +346,8 @@ TEST(Search, TheRefinementAheadAfterItsProbeGoesOnFirst) {
 static bool helpedWalksGoAsOneAlone(unsigned Helpers) {
   ir::TrainingGraph T = test::sample("resnet101", 64);
   Machine M = test::machine("paper-k80", 8);
-  AnalyticCostModel Cost;
-  SimOptions Sim;
-  Sim.setProgramModel(false);
   auto Run = [&](unsigned Threads) {
-    SearchOptions O = fixedWork(1);
-    O.Iterations = 200;
-    O.Chains = 2;
-    O.Threads = Threads;
-    O.RefineHelpers = Threads == 1 ? 0 : Helpers;
-    O.GradientBuckets = defaultGradientBuckets();
-    return search(T, M, Cost, Sim, O);
+    return searchOnThreads(T, M, 200, Threads, Threads == 1 ? 0 : Helpers);
   };
   const SearchResult Alone = Run(1);
   EXPECT_FALSE(Alone.Refinements.empty());
@@ -390,18 +399,8 @@ TEST(Search, AWalkHelpedByThreadsBesideTheChainsGoesAsOneAlone) {
 TEST(Search, FarMinimaOfUnrolledRnnsAreWalkedLast) {
   ir::TrainingGraph T = test::sample("rnnlm", 64, /*Unroll=*/true);
   Machine M = test::machine("paper-k80", 16);
-  AnalyticCostModel Cost;
-  SimOptions Sim;
-  Sim.setProgramModel(false);
-  auto Run = [&](unsigned Threads) {
-    SearchOptions O = fixedWork(1);
-    O.Iterations = 20;
-    O.Chains = 2;
-    O.Threads = Threads;
-    O.GradientBuckets = defaultGradientBuckets();
-    return search(T, M, Cost, Sim, O);
-  };
-  const SearchResult Alone = Run(1), Two = Run(2);
+  const SearchResult Alone = searchOnThreads(T, M, 20, 1, 0),
+                     Two = searchOnThreads(T, M, 20, 2, 0);
   ASSERT_EQ(Two.Refinements.size(), Alone.Refinements.size());
   for (size_t K = 0; K < Alone.Refinements.size(); ++K) {
     EXPECT_EQ(Alone.Refinements[K].Source, Two.Refinements[K].Source);
