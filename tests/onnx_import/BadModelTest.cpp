@@ -1,0 +1,415 @@
+//===- tests/onnx_import/BadModelTest.cpp - Broken models, one-line errors ===//
+//
+// Each case starts from ModelBuilder's valid model, breaks one thing (a
+// field, a shape, an op's attributes or inputs, external data), and expects
+// a one-line error naming what is wrong and where (BadInputTest.cpp: broken
+// bytes, missing files, and models that must import).
+//
+//===----------------------------------------------------------------------===//
+#include "ExpectImportError.h"
+#include "ModelBuilder.h"
+#include "onnx_import/Importer.h"
+#include "gtest/gtest.h"
+#include <functional>
+
+using namespace onnx2soap;
+using namespace onnx2soap::testing;
+using onnx_import::ImportOptions;
+
+namespace {
+
+using Mutation = std::function<void(onnx::ModelProto &, const TempDir &)>;
+
+struct BadModelCase {
+  const char *Name;
+  Mutation Mutate;
+  const char *Expected;
+  ImportOptions Options = batch(2);
+};
+
+onnx::GraphProto &graph(onnx::ModelProto &M) { return *M.mutable_graph(); }
+
+/// Replaces the graph input x with one of the given dims.
+void setInputDims(onnx::ModelProto &M, std::initializer_list<Dim> Dims) {
+  onnx::GraphProto &G = graph(M);
+  G.mutable_input()->DeleteSubrange(0, 1);
+  addInput(G, "x", Dims);
+}
+
+/// Appends Reshape(y, shape) -> r with r the graph output.
+void addReshape(onnx::ModelProto &M, std::vector<int64_t> Target) {
+  onnx::GraphProto &G = graph(M);
+  addInt64Initializer(G, "target", std::move(Target));
+  addNode(G, "Reshape", {"y", "target"}, {"r"}, "reshape");
+  G.mutable_output(0)->set_name("r");
+}
+
+const BadModelCase BadModelCases[] =
+    {
+        // Versions.
+        {"WrongIrVersion",
+         [](onnx::ModelProto &M, const TempDir &) { M.set_ir_version(99); },
+         "ONNX IR version 99 is not supported"},
+        {"NoIrVersion",
+         [](onnx::ModelProto &M, const TempDir &) { M.clear_ir_version(); },
+         "has no ir_version"},
+        {"OldOpset",
+         [](onnx::ModelProto &M, const TempDir &) {
+           M.mutable_opset_import(0)->set_version(7);
+         },
+         "the model uses ai.onnx opset 7; onnx2soap supports opsets 13 to 21"},
+        {"FutureOpset",
+         [](onnx::ModelProto &M, const TempDir &) {
+           M.mutable_opset_import(0)->set_version(99);
+         },
+         "ai.onnx opset 99"},
+        {"NoOpset",
+         [](onnx::ModelProto &M, const TempDir &) { M.clear_opset_import(); },
+         "imports no default-domain (ai.onnx) opset"},
+
+        // Operators.
+        {"UnknownOp",
+         [](onnx::ModelProto &M, const TempDir &) {
+           graph(M).mutable_node(2)->set_op_type("Frobnicate");
+         },
+         "unsupported ONNX operators: Frobnicate (opset 17) at 'relu'"},
+        {"SeveralUnknownOpsSorted",
+         [](onnx::ModelProto &M, const TempDir &) {
+           graph(M).mutable_node(0)->set_op_type("Zorch");
+           graph(M).mutable_node(1)->set_op_type("Blarg");
+           graph(M).mutable_node(2)->set_op_type("Zorch");
+         },
+         "unsupported ONNX operators: Blarg (opset 17) at 'add'; Zorch (opset "
+         "17) at 'matmul' and 1 more"},
+        {"CustomDomainOp",
+         [](onnx::ModelProto &M, const TempDir &) {
+           graph(M).mutable_node(2)->set_domain("com.example");
+         },
+         "unsupported ONNX operators: com.example.Relu at 'relu'"},
+
+        // Structure.
+        {"Cycle",
+         [](onnx::ModelProto &M, const TempDir &) {
+           // matmul reads relu's output: matmul -> add -> relu -> matmul.
+           graph(M).mutable_node(0)->set_input(0, "y");
+         },
+         "the graph has a cycle through node 'matmul' (#0, op MatMul)"},
+        {"SelfLoop",
+         [](onnx::ModelProto &M, const TempDir &) {
+           graph(M).mutable_node(2)->set_input(0, "y");
+         },
+         "cycle through node 'relu' (#2, op Relu)"},
+        {"UndefinedInput",
+         [](onnx::ModelProto &M, const TempDir &) {
+           graph(M).mutable_node(1)->set_input(1, "nowhere");
+         },
+         "node 'add' (#1, op Add) reads 'nowhere', which no node, input or "
+         "initializer defines"},
+        {"DuplicateNodeOutputs",
+         [](onnx::ModelProto &M, const TempDir &) {
+           graph(M).mutable_node(2)->set_output(0, "a");
+         },
+         "value 'a' is defined twice"},
+        {"NodeOutputShadowsInput",
+         [](onnx::ModelProto &M, const TempDir &) {
+           graph(M).mutable_node(0)->set_output(0, "x");
+         },
+         "value 'x' is defined twice"},
+        {"DuplicateInitializers",
+         [](onnx::ModelProto &M, const TempDir &) {
+           addFloatInitializer(graph(M), "W", {4, 3});
+         },
+         "value 'W' is defined twice (initializer)"},
+        {"DuplicateGraphOutputs",
+         [](onnx::ModelProto &M, const TempDir &) { addOutput(graph(M), "y"); },
+         "graph output 'y' is listed twice"},
+        {"UndefinedGraphOutput",
+         [](onnx::ModelProto &M, const TempDir &) {
+           graph(M).mutable_output(0)->set_name("nothing");
+         },
+         "graph output 'nothing' is not defined"},
+        {"MissingRequiredInput",
+         [](onnx::ModelProto &M, const TempDir &) {
+           graph(M).mutable_node(0)->mutable_input()->RemoveLast();
+         },
+         "node 'matmul' (#0, op MatMul): required input 1 is missing (the node "
+         "has 1 input)"},
+        {"NoInputs",
+         [](onnx::ModelProto &M, const TempDir &) {
+           graph(M).mutable_node(2)->clear_input();
+         },
+         "node 'relu' (#2, op Relu): required input 0 is missing (the node has "
+         "0 inputs)"},
+        {"ReshapeMissingShape",
+         [](onnx::ModelProto &M, const TempDir &) {
+           onnx::GraphProto &G = graph(M);
+           addNode(G, "Reshape", {"y"}, {"r"}, "reshape");
+           G.mutable_output(0)->set_name("r");
+         },
+         "node 'reshape' (#3, op Reshape): required input 1 is missing"},
+        {"IdentityWithoutInput",
+         [](onnx::ModelProto &M, const TempDir &) {
+           onnx::GraphProto &G = graph(M);
+           addNode(G, "Identity", {}, {"i"}, "identity");
+           addOutput(G, "i");
+         },
+         "node 'identity' (#3, op Identity): required input 0 is missing"},
+        {"NodeWithoutOutputs",
+         [](onnx::ModelProto &M, const TempDir &) {
+           // The output-less nodes convert (to nothing) before reshape fails.
+           onnx::GraphProto &G = graph(M);
+           addNode(G, "Relu", {"y"}, {}, "sink");
+           addNode(G, "Shape", {"y"}, {}, "shape");
+           addReshape(M, {-2});
+         },
+         "node 'reshape' (#5, op Reshape): shape [-2] has a negative dim"},
+        {"DuplicateGraphInputs",
+         [](onnx::ModelProto &M, const TempDir &) {
+           addInput(graph(M), "x", {"batch", 4});
+         },
+         "value 'x' is defined twice (graph input)"},
+
+        // Initializers.
+        {"InitializerWrongByteLength",
+         [](onnx::ModelProto &M, const TempDir &) {
+           findInitializer(graph(M), "W")->mutable_raw_data()->resize(12);
+         },
+         "initializer 'W': raw_data has 12 bytes, but f32 [4,3] needs 48"},
+        {"InitializerNegativeDim",
+         [](onnx::ModelProto &M, const TempDir &) {
+           findInitializer(graph(M), "W")->set_dims(0, -4);
+         },
+         "initializer 'W': dims [-4,3] are negative or too large"},
+        {"InitializerOverflowingDims",
+         [](onnx::ModelProto &M, const TempDir &) {
+           onnx::TensorProto *W = findInitializer(graph(M), "W");
+           W->set_dims(0, int64_t(1) << 40);
+           W->set_dims(1, int64_t(1) << 40);
+         },
+         "initializer 'W': dims [1099511627776,1099511627776] are negative or "
+         "too large"},
+        {"InitializerTypedFieldsWrongCount",
+         [](onnx::ModelProto &M, const TempDir &) {
+           onnx::TensorProto *B = findInitializer(graph(M), "b");
+           B->clear_raw_data();
+           B->add_float_data(1);
+           B->add_float_data(2);
+         },
+         "initializer 'b'"},
+        {"InitializerUnsupportedType",
+         [](onnx::ModelProto &M, const TempDir &) {
+           findInitializer(graph(M), "b")
+               ->set_data_type(onnx::TensorProto::STRING);
+         },
+         "initializer 'b': element type"},
+        {"InitializerNoName",
+         [](onnx::ModelProto &M, const TempDir &) {
+           addFloatInitializer(graph(M), "", {2});
+         },
+         "an initializer has no name"},
+
+        // Graph inputs.
+        {"InputNegativeDim",
+         [](onnx::ModelProto &M, const TempDir &) {
+           setInputDims(M, {"batch", -4});
+         },
+         "input 'x' has negative dim 1 (-4)"},
+        {"InputOverflowingDims",
+         [](onnx::ModelProto &M, const TempDir &) {
+           setInputDims(M, {int64_t(1) << 40, int64_t(1) << 40});
+         },
+         "input 'x' shape [1099511627776,1099511627776] is too large"},
+        {"InputNotATensor",
+         [](onnx::ModelProto &M, const TempDir &) {
+           graph(M).mutable_input(0)->mutable_type()->mutable_sequence_type();
+         },
+         "input 'x' is not a tensor"},
+        {"InputNoShape",
+         [](onnx::ModelProto &M, const TempDir &) {
+           graph(M)
+               .mutable_input(0)
+               ->mutable_type()
+               ->mutable_tensor_type()
+               ->clear_shape();
+         },
+         "input 'x' has no shape"},
+
+        // Reshape targets.
+        {"ReshapeNegativeTarget",
+         [](onnx::ModelProto &M, const TempDir &) {
+           addReshape(M, {2, -3});
+         },
+         "node 'reshape' (#3, op Reshape): shape [2,-3] has a negative dim"},
+        {"ReshapeOverflowingTarget",
+         [](onnx::ModelProto &M, const TempDir &) {
+           addReshape(M, {int64_t(1) << 40, int64_t(1) << 40});
+         },
+         "node 'reshape' (#3, op Reshape): shape [1099511627776,1099511627776] "
+         "is too large"},
+        {"ReshapeWrongCount",
+         [](onnx::ModelProto &M, const TempDir &) {
+           addReshape(M, {5, 5});
+         },
+         "node 'reshape' (#3, op Reshape)"},
+        {"ReshapeTwoInferred",
+         [](onnx::ModelProto &M, const TempDir &) {
+           addReshape(M, {-1, -1});
+         },
+         "shape [-1,-1] has more than one -1"},
+
+        {"ExpandNegativeShape",
+         [](onnx::ModelProto &M, const TempDir &) {
+           onnx::GraphProto &G = graph(M);
+           addInt64Initializer(G, "target", {-2, 3});
+           addNode(G, "Expand", {"y", "target"}, {"e"}, "expand");
+           G.mutable_output(0)->set_name("e");
+         },
+         "node 'expand' (#3, op Expand)"},
+        {"ConstantOfShapeHuge",
+         [](onnx::ModelProto &M, const TempDir &) {
+           onnx::GraphProto &G = graph(M);
+           addInt64Initializer(G, "target", {int64_t(1) << 40, 1 << 20});
+           addNode(G, "ConstantOfShape", {"target"}, {"c"}, "fill");
+           addOutput(G, "c");
+         },
+         "node 'fill' (#3, op ConstantOfShape)"},
+        {"RangeHuge",
+         [](onnx::ModelProto &M, const TempDir &) {
+           onnx::GraphProto &G = graph(M);
+           addInt64Initializer(G, "start", {0})->clear_dims();
+           addInt64Initializer(G, "limit", {int64_t(1) << 60})->clear_dims();
+           addInt64Initializer(G, "delta", {1})->clear_dims();
+           addNode(G, "Range", {"start", "limit", "delta"}, {"n"}, "range");
+           addOutput(G, "n");
+         },
+         "node 'range' (#3, op Range): Range of "},
+
+        // Attributes.
+        {"WrongAttributeType",
+         [](onnx::ModelProto &M, const TempDir &) {
+           onnx::GraphProto &G = graph(M);
+           onnx::NodeProto *N = addNode(G, "Flatten", {"y"}, {"f"}, "flatten");
+           addFloatAttr(*N, "axis", 1.5f);
+           G.mutable_output(0)->set_name("f");
+         },
+         "node 'flatten' (#3, op Flatten): attribute 'axis' must be an INT"},
+        {"UnknownAttribute",
+         [](onnx::ModelProto &M, const TempDir &) {
+           addIntAttr(*graph(M).mutable_node(2), "bogus", 1);
+         },
+         "node 'relu' (#2, op Relu): attribute 'bogus' is not supported"},
+
+        // Symbolic dims and flags.
+        {"SymbolicDimNotBound", [](onnx::ModelProto &, const TempDir &) {},
+         "input 'x' dim 0 is symbolic ('batch'); give its size with --batch N "
+         "or --dim batch=N",
+         dims({})},
+        {"OtherSymbolicDimNotBound",
+         [](onnx::ModelProto &M, const TempDir &) {
+           setInputDims(M, {"batch", "features"});
+         },
+         "input 'x' dim 1 is symbolic ('features'); give its size with --dim "
+         "features=N"},
+        {"DimForUnknownName", [](onnx::ModelProto &, const TempDir &) {},
+         "--dim seq=5: the model's inputs have no symbolic dim 'seq'",
+         dims({{"seq", 5}}, 2)},
+        {"NegativeBatch", [](onnx::ModelProto &, const TempDir &) {},
+         "--batch -3: must be positive", batch(-3)},
+        {"NegativeDimFlag", [](onnx::ModelProto &, const TempDir &) {},
+         "--dim batch=-1: must not be negative", dims({{"batch", -1}})},
+
+        // External data.
+        {"ExternalAbsolutePath",
+         [](onnx::ModelProto &M, const TempDir &) {
+           setExternalData(*findInitializer(graph(M), "W"), "/etc/passwd", 0,
+                           48);
+         },
+         "initializer 'W': external data location '/etc/passwd' is absolute"},
+        {"ExternalEscapesFolder",
+         [](onnx::ModelProto &M, const TempDir &) {
+           setExternalData(*findInitializer(graph(M), "W"), "../weights.bin", 0,
+                           48);
+         },
+         "initializer 'W': external data location '../weights.bin' leaves the "
+         "model's folder"},
+        {"ExternalEscapesFolderInside",
+         [](onnx::ModelProto &M, const TempDir &) {
+           setExternalData(*findInitializer(graph(M), "W"),
+                           "sub/../../weights.bin", 0, 48);
+         },
+         "leaves the model's folder"},
+        {"ExternalNoLocation",
+         [](onnx::ModelProto &M, const TempDir &) {
+           onnx::TensorProto *W = findInitializer(graph(M), "W");
+           setExternalData(*W, "w.bin", 0, 48);
+           W->mutable_external_data()->DeleteSubrange(0, 1);
+         },
+         "initializer 'W': external data has no location"},
+        {"ExternalWrongLength",
+         [](onnx::ModelProto &M, const TempDir &) {
+           setExternalData(*findInitializer(graph(M), "W"), "w.bin", 0, 40);
+         },
+         "initializer 'W': external data length 40 does not match 48 bytes"},
+        {"ExternalBadOffset",
+         [](onnx::ModelProto &M, const TempDir &) {
+           onnx::TensorProto *W = findInitializer(graph(M), "W");
+           setExternalData(*W, "w.bin", -1, -1);
+           onnx::StringStringEntryProto *E = W->add_external_data();
+           E->set_key("offset");
+           E->set_value("-8");
+         },
+         "initializer 'W': external data offset '-8' is not a non-negative "
+         "integer"},
+        {"ExternalFileTooShort",
+         [](onnx::ModelProto &M, const TempDir &Dir) {
+           setExternalData(*findInitializer(graph(M), "W"), "w.bin", 0, 48);
+           writeBytes(Dir.file("w.bin"), std::string(20, '\0'));
+         },
+         "initializer 'W': external data file 'w.bin' has 20 bytes, but the "
+         "tensor needs 48 bytes at offset 0"},
+        {"ExternalOffsetPastEnd",
+         [](onnx::ModelProto &M, const TempDir &Dir) {
+           setExternalData(*findInitializer(graph(M), "W"), "w.bin", 64, 48);
+           writeBytes(Dir.file("w.bin"), std::string(100, '\0'));
+         },
+         "initializer 'W': external data file 'w.bin' has 100 bytes, but the "
+         "tensor needs 48 bytes at offset 64"},
+        {"ExternalHugeOffset",
+         [](onnx::ModelProto &M, const TempDir &Dir) {
+           setExternalData(*findInitializer(graph(M), "W"), "w.bin", 0, 48);
+           auto *Offset =
+               findInitializer(graph(M), "W")->mutable_external_data(1);
+           Offset->set_value("18446744073709551610");
+           writeBytes(Dir.file("w.bin"), std::string(100, '\0'));
+         },
+         "initializer 'W': external data file 'w.bin' has 100 bytes, but the "
+         "tensor needs 48 bytes at offset 18446744073709551610"},
+        {"ExternalLocationIsFolder",
+         [](onnx::ModelProto &M, const TempDir &Dir) {
+           setExternalData(*findInitializer(graph(M), "W"), "sub", 0, 48);
+           llvm::sys::fs::create_directory(Dir.file("sub"));
+         },
+         "initializer 'W': external data location 'sub' is a folder"},
+};
+
+void PrintTo(const BadModelCase &Case, std::ostream *OS) { *OS << Case.Name; }
+
+class BadModelTest : public ::testing::TestWithParam<BadModelCase> {};
+
+TEST_P(BadModelTest, Rejects) {
+  TempDir Dir("onnx2soap-badinput");
+  ASSERT_TRUE(Dir.valid());
+  onnx::ModelProto Model = makeModel();
+  GetParam().Mutate(Model, Dir);
+  std::string Path = Dir.file("model.onnx");
+  ASSERT_TRUE(writeModel(Model, Path));
+  expectErr(Path, GetParam().Options, GetParam().Expected);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    BadInputTest, BadModelTest, ::testing::ValuesIn(BadModelCases),
+    [](const ::testing::TestParamInfo<BadModelCase> &Info) {
+      return std::string(Info.param.Name);
+    });
+
+} // namespace
