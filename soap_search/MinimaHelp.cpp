@@ -80,30 +80,7 @@ void MinimaRefiner::helpRefine(bool Owner, unsigned Helper) {
         Task = *First;
         Relinks.erase(First);
       } else {
-        // Where the thread that found the minima is left the far ones
-        // too (NearFirst), it starts them last, once every near walk
-        // has ended.
-        auto Starts = [&](size_t J) {
-          return Owner ? !(NearFirst && far(J)) : startsFar(J, Helper);
-        };
-        for (size_t J = Stages.size(); J-- > 0;)
-          if (Stages[J] == Stage::Waiting && Starts(J)) {
-            K = J;
-            Start = true;
-            break;
-          }
-        if (!Start && Owner)
-          for (size_t J = 0; J < Stages.size(); ++J)
-            if (Stages[J] == Stage::Paused &&
-                (K == Stages.size() || Leads[J] < Leads[K]))
-              K = J;
-        if (K == Stages.size() && Owner && NearFirst)
-          for (size_t J = Stages.size(); J-- > 0;)
-            if (Stages[J] == Stage::Waiting) {
-              K = J;
-              Start = true;
-              break;
-            }
+        K = nextWalk(Owner, Helper, Start);
         if (K == Stages.size()) {
           if (!Owner && Round.Open) {
             helpWalk(Lock, Helper);
@@ -164,6 +141,38 @@ void MinimaRefiner::helpRefine(bool Owner, unsigned Helper) {
     goOn(K, RefineTries, Owner);
     endWalk(K);
   }
+}
+
+// The walk a refining thread takes next, with WalksLock held, or
+// Stages.size() for none; Start: a waiting walk to start, else a paused
+// one to go on with. Each thread starts the waiting walks from the last
+// (the slowest simulated), a helping thread only those startsFar() gives
+// it. With none of those left, the thread that found the minima goes on
+// with the paused walk ahead (ties to the earlier minimum); where it is
+// left the far minima too (NearFirst), it starts them last, once every
+// near walk has ended.
+size_t MinimaRefiner::nextWalk(bool Owner, unsigned Helper, bool &Start) const {
+  size_t None = Stages.size();
+  auto LastWaiting = [&](auto Takes) {
+    for (size_t J = Stages.size(); J-- > 0;)
+      if (Stages[J] == Stage::Waiting && Takes(J))
+        return J;
+    return None;
+  };
+  size_t K = Owner
+                 ? LastWaiting([&](size_t J) { return !(NearFirst && far(J)); })
+                 : LastWaiting([&](size_t J) { return startsFar(J, Helper); });
+  Start = K != None;
+  if (Start || !Owner)
+    return K;
+  for (size_t J = 0; J < Stages.size(); ++J)
+    if (Stages[J] == Stage::Paused && (K == None || Leads[J] < Leads[K]))
+      K = J;
+  if (K == None && NearFirst) {
+    K = LastWaiting([](size_t) { return true; });
+    Start = K != None;
+  }
+  return K;
 }
 
 // A helping thread's help with the rounds of the walk open to it

@@ -374,8 +374,11 @@ void MinimaRefiner::refine(bool Helped) {
   Stages[0] = Stage::Started;
   if (Helped) {
     std::lock_guard<std::mutex> Guard(WalksLock);
+    // Whether a helping thread will start a far minimum (startsFar(): the
+    // first chain thread, or those beside the chains).
     for (size_t K = 1; K < Minima.size(); ++K)
-      if (startsFar(K, /*Helper=*/0) || (far(K) && Options.RefineHelpers > 0)) {
+      if (startsFar(K, /*Helper=*/0) ||
+          (Options.RefineHelpers > 0 && startsFar(K, /*Helper=*/1))) {
         wantHelp();
         break;
       }

@@ -168,6 +168,7 @@ private:
   void walkOn(size_t K, size_t I, bool Open = false);
   void endWalk(size_t K);
   void helpRefine(bool Owner, unsigned Helper = 0);
+  size_t nextWalk(bool Owner, unsigned Helper, bool &Start) const;
   /// A simulator with gradient buckets of about Bytes, nothing simulated
   /// yet: one let go before (spare()), else a new one.
   std::unique_ptr<simulator::Simulator> simulator(double Bytes);
