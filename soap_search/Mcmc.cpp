@@ -100,10 +100,12 @@ double bestGradientBucket(const ir::TrainingGraph &T,
                           simulator::SimOptions Sim, const Strategy &S,
                           llvm::ArrayRef<double> Candidates, double MemoryLimit,
                           unsigned Threads,
-                          std::vector<std::unique_ptr<Simulator>> *Used) {
+                          std::vector<std::unique_ptr<Simulator>> *Used,
+                          Candidate *Fastest) {
   assert(!Candidates.empty() && "no bucket size to choose from");
   std::vector<double> Times(Candidates.size());
   std::vector<char> Fits(Candidates.size()); // not bool: written by threads
+  std::vector<Candidate> Each(Fastest ? Candidates.size() : 0);
   onThreads(
       Candidates.size(), Threads, T, M, Cost, Sim,
       [&](unsigned I, Simulator &Run) {
@@ -116,9 +118,14 @@ double bestGradientBucket(const ir::TrainingGraph &T,
           Times[I] = Run.simulate(S);
         }
         Fits[I] = Run.memoryOverflow(MemoryLimit) <= 0;
+        if (Fastest)
+          Each[I] = candidate(Run, MemoryLimit);
       },
       Used);
-  return Candidates[fastestOf(Times, Fits)];
+  size_t Chosen = fastestOf(Times, Fits);
+  if (Fastest)
+    *Fastest = std::move(Each[Chosen]);
+  return Candidates[Chosen];
 }
 
 SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
@@ -247,11 +254,14 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
   // and simulates a strategy in half a new one's time or less (ResNet-101
   // on 4 K80s: 5.8 ms against 11.5); one that holds data parallelism, the
   // last minima as changes of it.
+  // Data parallelism as simulated with the size chosen is the first
+  // built-in's.
   std::vector<std::unique_ptr<Simulator>> Used;
+  std::optional<Candidate> DataParallelSized;
   if (!Options.GradientBuckets.empty())
     SimOpts.GradientBucketBytes = bestGradientBucket(
         T, M, Cost, SimOpts, Starts[0], Options.GradientBuckets,
-        Options.MemoryLimit, StartThreads, &Used);
+        Options.MemoryLimit, StartThreads, &Used, &DataParallelSized.emplace());
   for (std::unique_ptr<Simulator> &Sim : Used)
     Refiner.lend(std::move(Sim));
   BucketChosen.set_value(SimOpts.GradientBucketBytes);
@@ -268,8 +278,15 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
       Fewer.push_back(dataParallelOn(G, Devices));
     }
     std::vector<Candidate> Simulated(3 + Fewer.size());
-    onThreads(Simulated.size(), StartThreads, T, M, Cost, SimOpts,
-              [&](unsigned I, Simulator &Sim) {
+    unsigned From = 0;
+    if (DataParallelSized) {
+      Simulated[0] = std::move(*DataParallelSized);
+      Simulated[0].Source = StartNames[0].str();
+      From = 1;
+    }
+    onThreads(Simulated.size() - From, StartThreads, T, M, Cost, SimOpts,
+              [&](unsigned J, Simulator &Sim) {
+                unsigned I = From + J;
                 Sim.simulate(I < 3 ? Starts[I] : Fewer[I - 3]);
                 Simulated[I] =
                     candidate(Sim, Options.MemoryLimit,

@@ -131,12 +131,15 @@ constexpr double FarFromTheFirst = 1.5;
 /// first. The sizes are simulated on up to Threads threads at once, each
 /// with a simulator of its own; Used, when given, receives them (a used
 /// simulator simulates from scratch in half a new one's time or less).
+/// Fastest, when given, receives S as simulated with the size chosen.
+struct Candidate;
 double bestGradientBucket(
     const ir::TrainingGraph &T, const simulator::Machine &M,
     const simulator::CostModel &Cost, simulator::SimOptions Sim,
     const simulator::Strategy &S, llvm::ArrayRef<double> Candidates,
     double MemoryLimit = 0, unsigned Threads = 1,
-    std::vector<std::unique_ptr<simulator::Simulator>> *Used = nullptr);
+    std::vector<std::unique_ptr<simulator::Simulator>> *Used = nullptr,
+    Candidate *Fastest = nullptr);
 
 /// One strategy with what the simulator says of it.
 struct Candidate {
