@@ -177,6 +177,35 @@ TEST(Search, TheGradientBucketMustLeaveTheStrategyWithinTheMemoryLimit) {
             Large);
 }
 
+// The strategy as simulated with the size chosen (the search's data-parallel
+// built-in) is what a simulation of it with that size from scratch gives,
+// whichever size the simulator held before (each thread's sizes after its
+// first are delta simulated).
+TEST(Search, TheBucketSizeChosenComesWithTheStrategySimulatedUnderIt) {
+  ir::TrainingGraph T = test::sample("resnet101", 64);
+  Machine M = test::machine("paper-k80", 8);
+  AnalyticCostModel Cost;
+  Strategy DataParallel = dataParallel(T.G, M);
+  std::vector<double> Sizes = defaultGradientBuckets();
+  ASSERT_GE(Sizes.size(), 3u);
+  for (unsigned Threads : {1u, 2u}) {
+    SCOPED_TRACE(Threads);
+    Candidate Fastest;
+    double Bytes = bestGradientBucket(T, M, Cost, {}, DataParallel, Sizes,
+                                      /*MemoryLimit=*/0, Threads,
+                                      /*Used=*/nullptr, &Fastest);
+    SimOptions O;
+    O.GradientBucketBytes = Bytes;
+    Simulator Sim(T, M, Cost, O);
+    Sim.simulate(DataParallel);
+    EXPECT_EQ(Fastest.S, DataParallel);
+    EXPECT_EQ(Fastest.GradientBucketBytes, Bytes);
+    EXPECT_EQ(Fastest.Time, Sim.time());
+    EXPECT_EQ(Fastest.PeakMemory, Sim.peakMemory());
+    EXPECT_TRUE(Fastest.Fits);
+  }
+}
+
 // The search on 8 devices first searches on the first 4 with half the
 // steps (and that one on 2): its answer is a strategy for 8 devices too,
 // and the answer on 8 is never worse than it.
