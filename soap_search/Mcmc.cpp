@@ -252,10 +252,9 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
   // Their simulators, used, go to the refinements before the bucket size
   // does: OptCNN's minima are simulated next, and a used simulator builds
   // and simulates a strategy in half a new one's time or less (ResNet-101
-  // on 4 K80s: 5.8 ms against 11.5); one that holds data parallelism, the
-  // last minima as changes of it.
-  // Data parallelism as simulated with the size chosen is the first
-  // built-in's.
+  // on 4 K80s: 5.8 ms against 11.5), and one that holds data parallelism
+  // simulates the last minima as changes of it. Data parallelism as
+  // simulated with the size chosen is the data-parallel built-in's.
   std::vector<std::unique_ptr<Simulator>> Used;
   std::optional<Candidate> DataParallelSized;
   if (!Options.GradientBuckets.empty())

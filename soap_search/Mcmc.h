@@ -124,6 +124,8 @@ constexpr double RelinkWork = 768;
 /// fastest minimum's time or more.
 constexpr double FarFromTheFirst = 1.5;
 
+struct Candidate;
+
 /// Of Candidates, the gradient bucket size (SimOptions::GradientBucketBytes)
 /// under which S is fastest, among those under which it fits MemoryLimit
 /// bytes per device (0: each device's capacity) if any does (a bucket is
@@ -132,7 +134,6 @@ constexpr double FarFromTheFirst = 1.5;
 /// with a simulator of its own; Used, when given, receives them (a used
 /// simulator simulates from scratch in half a new one's time or less).
 /// Fastest, when given, receives S as simulated with the size chosen.
-struct Candidate;
 double bestGradientBucket(
     const ir::TrainingGraph &T, const simulator::Machine &M,
     const simulator::CostModel &Cost, simulator::SimOptions Sim,
