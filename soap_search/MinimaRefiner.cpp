@@ -40,7 +40,7 @@ void MinimaRefiner::findMinima(std::shared_future<double> Bucket) {
     // fastest's refinement (startWalk()); each as a change of the strategy
     // simulated before (minima differ in a few ops), the first of data
     // parallelism where a simulator the search lent holds it (moveTo()).
-    Held = holdingDataParallel(Sized.GradientBucketBytes);
+    Held = holdingDataParallel(Sized.GradientBucketBytes, Found.back());
     std::vector<Candidate> Simulated(Found.size());
     for (size_t K = Found.size(); K-- > 0;) {
       Held->moveTo(Found[K]);
@@ -348,8 +348,15 @@ std::unique_ptr<Simulator> MinimaRefiner::simulator(double Bytes) {
 
 // The last minima found are data parallelism but for a few ops (ResNet-101
 // on 4 K80s: 2 of 348, Inception-v3 on 8: 5 of 322), simulated from it in
-// a fraction of a simulation from scratch.
-std::unique_ptr<Simulator> MinimaRefiner::holdingDataParallel(double Bytes) {
+// a fraction of a simulation from scratch; elsewhere (AlexNet's, unrolled
+// RNNs') the size's delta simulation would be spent for nothing.
+std::unique_ptr<Simulator>
+MinimaRefiner::holdingDataParallel(double Bytes, const Strategy &Next) {
+  size_t Differ = 0;
+  for (ir::OpId Op = 0; Op < Next.Configs.size(); ++Op)
+    Differ += !(Next[Op] == DataParallel[Op]);
+  if (3 * Differ > Next.Configs.size()) // moveTo() would simulate it anew
+    return simulator(Bytes);
   std::unique_ptr<Simulator> Sim;
   {
     std::lock_guard<std::mutex> Guard(SparesLock);

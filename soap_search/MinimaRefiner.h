@@ -172,11 +172,14 @@ private:
   /// A simulator with gradient buckets of about Bytes, nothing simulated
   /// yet: one let go before (spare()), else a new one.
   std::unique_ptr<simulator::Simulator> simulator(double Bytes);
-  /// A simulator that holds DataParallel simulated with gradient buckets
-  /// of about Bytes: a spare that holds it (the search lends those of the
-  /// bucket sizes), one with that size first, else another taken to it
-  /// (changeGradientBucket()); else simulator()'s.
-  std::unique_ptr<simulator::Simulator> holdingDataParallel(double Bytes);
+  /// For Next's simulation, a simulator that holds DataParallel simulated
+  /// with gradient buckets of about Bytes, where Next is a change of it
+  /// (Simulator::moveTo(): at most a third of the ops differ): a spare
+  /// that holds it (the search lends those of the bucket sizes), one with
+  /// that size first, else another taken to it (changeGradientBucket());
+  /// else simulator()'s.
+  std::unique_ptr<simulator::Simulator>
+  holdingDataParallel(double Bytes, const simulator::Strategy &Next);
   /// Sim for the next simulator(): a used one simulates a strategy from
   /// scratch in a third of a new one's time, its arrays allocated
   /// (simulation_bench, AlexNet on 64 K80s: 8.2 ms against 24.6).
