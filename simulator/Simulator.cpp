@@ -275,7 +275,7 @@ double Simulator::moveTo(const Strategy &S) {
     }
   if (Ops.empty())
     return time();
-  if (3 * Ops.size() > S.Configs.size())
+  if (!movesByChange(Ops.size(), S.Configs.size()))
     return simulate(S);
   return change(Ops, Configs);
 }

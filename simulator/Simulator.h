@@ -110,6 +110,11 @@ public:
   /// 34 ms against 23; on 8 K80s, 62 of 348, 3.1 ms against 4.4, and 38 of
   /// 322, 2.3 against 6.8).
   double moveTo(const Strategy &S);
+  /// Whether moveTo() delta simulates a strategy that differs from the one
+  /// simulated in Changed of its Ops ops (at most a third).
+  static bool movesByChange(size_t Changed, size_t Ops) {
+    return 3 * Changed <= Ops;
+  }
   /// Whether a strategy is simulated (simulate() ran, and no
   /// setGradientBucket() since).
   bool simulated() const { return Simulated; }

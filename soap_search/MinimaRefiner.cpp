@@ -355,7 +355,7 @@ MinimaRefiner::holdingDataParallel(double Bytes, const Strategy &Next) {
   size_t Differ = 0;
   for (ir::OpId Op = 0; Op < Next.Configs.size(); ++Op)
     Differ += !(Next[Op] == DataParallel[Op]);
-  if (3 * Differ > Next.Configs.size()) // moveTo() would simulate it anew
+  if (!Simulator::movesByChange(Differ, Next.Configs.size()))
     return simulator(Bytes);
   std::unique_ptr<Simulator> Sim;
   {
