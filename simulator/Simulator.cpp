@@ -265,14 +265,10 @@ double Simulator::simulate(const Strategy &S, bool Revertible,
 double Simulator::moveTo(const Strategy &S) {
   if (!Simulated)
     return simulate(S);
-  std::vector<ir::OpId> Ops;
+  std::vector<ir::OpId> Ops = S.opsChangedFrom(strategy());
   std::vector<ParallelConfig> Configs;
-  const Strategy &Held = strategy();
-  for (ir::OpId Op = 0; Op < S.Configs.size(); ++Op)
-    if (!(Held[Op] == S[Op])) {
-      Ops.push_back(Op);
-      Configs.push_back(S[Op]);
-    }
+  for (ir::OpId Op : Ops)
+    Configs.push_back(S[Op]);
   if (Ops.empty())
     return time();
   if (!movesByChange(Ops.size(), S.Configs.size()))

@@ -85,6 +85,15 @@ struct Strategy {
   bool operator==(const Strategy &Other) const {
     return Configs == Other.Configs;
   }
+  /// The ops whose configs differ from Other's (of the same graph), in op
+  /// order.
+  std::vector<ir::OpId> opsChangedFrom(const Strategy &Other) const {
+    std::vector<ir::OpId> Ops;
+    for (ir::OpId Op = 0; Op < Configs.size(); ++Op)
+      if (Configs[Op] != Other.Configs[Op])
+        Ops.push_back(Op);
+    return Ops;
+  }
 };
 
 /// The region of output 0 that partition P computes.

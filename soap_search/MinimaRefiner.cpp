@@ -352,10 +352,8 @@ std::unique_ptr<Simulator> MinimaRefiner::simulator(double Bytes) {
 // RNNs') the size's delta simulation would be spent for nothing.
 std::unique_ptr<Simulator>
 MinimaRefiner::holdingDataParallel(double Bytes, const Strategy &Next) {
-  size_t Differ = 0;
-  for (ir::OpId Op = 0; Op < Next.Configs.size(); ++Op)
-    Differ += !(Next[Op] == DataParallel[Op]);
-  if (!Simulator::movesByChange(Differ, Next.Configs.size()))
+  if (!Simulator::movesByChange(Next.opsChangedFrom(DataParallel).size(),
+                                Next.Configs.size()))
     return simulator(Bytes);
   std::unique_ptr<Simulator> Sim;
   {

@@ -174,7 +174,7 @@ private:
   std::unique_ptr<simulator::Simulator> simulator(double Bytes);
   /// For Next's simulation, a simulator that holds DataParallel simulated
   /// with gradient buckets of about Bytes, where Next is a change of it
-  /// (Simulator::moveTo(): at most a third of the ops differ): a spare
+  /// (Simulator::movesByChange()): a spare
   /// that holds it (the search lends those of the bucket sizes), one with
   /// that size first, else another taken to it (changeGradientBucket());
   /// else simulator()'s.

@@ -47,9 +47,7 @@ bool MinimaRefiner::planRelink(size_t K) {
   Walk &From = Walks[K];
   if (Options.Goal != Objective::Time || budgetSpent())
     return false;
-  for (const ir::Op &O : G.ops())
-    if (!(From.End[O.Id] == Toward[O.Id]))
-      From.Path.push_back(O.Id);
+  From.Path = From.End.opsChangedFrom(Toward);
   From.Sizes.assign(Options.GradientBuckets.begin(),
                     Options.GradientBuckets.end());
   if (From.Sizes.empty())

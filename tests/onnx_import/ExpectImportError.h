@@ -1,5 +1,4 @@
-//===- tests/onnx_import/ExpectImportError.h - One-line import errors -*- C++
-//-*-===//
+//===- tests/onnx_import/ExpectImportError.h - Import errors -*- C++ -*-===//
 //
 // The check every bad-input test of the importer makes (importing fails with
 // one line that contains the expected text, LLVM's JSONTest ExpectErr
@@ -32,6 +31,7 @@ inline void expectErr(llvm::StringRef Path,
       << "message has several lines: " << Message;
 }
 
+/// Options binding the batch dim to N.
 inline onnx_import::ImportOptions batch(int64_t N) {
   onnx_import::ImportOptions Options;
   Options.Batch = N;
