@@ -9,6 +9,7 @@
 #include "ir/BatchDims.h"
 #include "ir/Error.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MathExtras.h"
 
 namespace onnx2soap::simulator {
 
@@ -84,7 +85,11 @@ llvm::Error checkConfig(const ir::Graph &G, const ir::Op &O,
                                     "contraction dim to split",
                                     C.Reduction)
                           .str());
-  uint64_t Parts = C.numPartitions();
+  // In 64 bits, saturating: degrees a file gives may multiply past 32 bits,
+  // where numPartitions() would wrap.
+  uint64_t Parts = C.Reduction;
+  for (uint32_t D : C.Degrees)
+    Parts = llvm::SaturatingMultiply(Parts, uint64_t(D));
   if (Parts > NumDevices)
     return fail(
         llvm::formatv("{0} partitions for {1} devices", Parts, NumDevices));

@@ -45,7 +45,8 @@ struct ParallelConfig {
   /// One partition on Device.
   static ParallelConfig single(unsigned Rank, DeviceId Device);
 
-  /// Product of the degrees and the reduction degree.
+  /// Product of the degrees and the reduction degree (of a config that
+  /// checkConfig() accepted: at most the devices).
   unsigned numPartitions() const;
   DeviceId device(unsigned Partition) const {
     return FirstDevice + Partition * DeviceStride;

@@ -347,4 +347,36 @@ TEST_F(StrategyFileTest, MissingFileIsAnError) {
             std::string::npos);
 }
 
+
+// Degrees whose product does not fit in 32 bits (2^21 samples x 8 x 16 x 16
+// parts of a ReLU) are as many partitions as they multiply to, not the
+// product's remainder: 2^32 of them once wrapped to none, which passed the
+// check and left the op out of the simulation and the generated program.
+TEST(StrategyCheckTest, PartitionsBeyond32BitsAreRefused) {
+  onnx_import::ImportOptions Options;
+  Options.Batch = int64_t(1) << 21;
+  auto Model = onnx_import::importModel(ModelPath, Options);
+  ASSERT_TRUE(static_cast<bool>(Model)) << llvm::toString(Model.takeError());
+  const ir::Graph &G = Model->Graph;
+  const ir::Op *Relu = nullptr;
+  for (const ir::Op &O : G.ops())
+    if (O.Kind == ir::OpKind::Relu && G.outputType(O).Dims.size() == 4 &&
+        (!Relu || G.outputType(O).numElements() >
+                      G.outputType(*Relu).numElements()))
+      Relu = &O;
+  ASSERT_NE(Relu, nullptr);
+  ParallelConfig C = ParallelConfig::single(4, 0);
+  uint64_t Product = 1;
+  for (unsigned D = 0; D < 4; ++D) {
+    C.Degrees[D] = uint32_t(G.outputType(*Relu).Dims[D]);
+    Product *= C.Degrees[D];
+  }
+  ASSERT_GE(Product, uint64_t(1) << 32);
+  C.DeviceStride = 0;
+  llvm::Error E = checkConfig(G, *Relu, C, 2);
+  ASSERT_TRUE(static_cast<bool>(E));
+  EXPECT_EQ(llvm::toString(std::move(E)),
+            std::to_string(Product) + " partitions for 2 devices");
+}
+
 } // namespace
