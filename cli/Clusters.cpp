@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "cli/Subcommands.h"
 #include "ir/Error.h"
+#include "ir/JsonReader.h"
 #include "ir/JsonText.h"
 #include "simulator/Machine.h"
 #include "llvm/ADT/STLExtras.h"
@@ -55,9 +56,9 @@ static llvm::Expected<Machine> withMeasured(const Machine &M,
   auto Buffer = llvm::MemoryBuffer::getFile(File, /*IsText=*/true);
   if (!Buffer)
     return Fail("cannot read it: " + Buffer.getError().message());
-  auto Parsed = llvm::json::parse((*Buffer)->getBuffer());
+  auto Parsed = ir::parseJson((*Buffer)->getBuffer(), File);
   if (!Parsed)
-    return Fail("not valid JSON: " + llvm::toString(Parsed.takeError()));
+    return Parsed.takeError();
   const llvm::json::Object *Root = Parsed->getAsObject();
   const llvm::json::Object *Section =
       Root ? Root->getObject("measured") : nullptr;

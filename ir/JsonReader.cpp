@@ -7,10 +7,79 @@
 #include "ir/Error.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FormatVariadic.h"
 #include <cmath>
 
 namespace onnx2soap::ir {
 namespace json = llvm::json;
+
+/// Where the first bracket past MaxJsonDepth is, as an offset into Text;
+/// npos if none. Brackets in strings do not count.
+static size_t tooDeep(llvm::StringRef Text) {
+  unsigned Depth = 0;
+  bool InString = false, Escaped = false;
+  for (size_t I = 0; I < Text.size(); ++I) {
+    char C = Text[I];
+    if (InString) {
+      if (Escaped)
+        Escaped = false;
+      else if (C == '\\')
+        Escaped = true;
+      else if (C == '"')
+        InString = false;
+    } else if (C == '"') {
+      InString = true;
+    } else if (C == '[' || C == '{') {
+      if (++Depth > MaxJsonDepth)
+        return I;
+    } else if ((C == ']' || C == '}') && Depth > 0) {
+      --Depth;
+    }
+  }
+  return llvm::StringRef::npos;
+}
+
+/// llvm::json's "[L:C, byte=B]: what" as "line L, column C: what".
+static std::string describeParseError(llvm::Error E) {
+  std::string Message = llvm::toString(std::move(E));
+  llvm::StringRef Rest(Message);
+  llvm::StringRef Line, Column;
+  if (Rest.consume_front("[")) {
+    std::tie(Line, Rest) = Rest.split(':');
+    std::tie(Column, Rest) = Rest.split(',');
+    llvm::StringRef Byte, What;
+    std::tie(Byte, What) = Rest.split("]: ");
+    unsigned Col;
+    // llvm::json's column is the offset just past the offending character
+    // from the line's start: that character's column counted from 1, except
+    // at an empty line's end.
+    if (!Line.empty() && !Column.getAsInteger(10, Col) && !What.empty())
+      return llvm::formatv("line {0}, column {1}: {2}", Line, std::max(Col, 1u),
+                           What)
+          .str();
+  }
+  return Message;
+}
+
+llvm::Expected<json::Value> parseJson(llvm::StringRef Text,
+                                      llvm::StringRef Where) {
+  size_t At = tooDeep(Text);
+  if (At != llvm::StringRef::npos) {
+    llvm::StringRef Before = Text.take_front(At);
+    size_t LineStart = Before.rfind('\n');
+    size_t Column =
+        LineStart == llvm::StringRef::npos ? At + 1 : At - LineStart;
+    return fail(llvm::formatv("{0}: not valid JSON: line {1}, column {2}: "
+                              "nested more than {3} deep",
+                              Where, Before.count('\n') + 1, Column,
+                              MaxJsonDepth));
+  }
+  auto Value = json::parse(Text);
+  if (!Value)
+    return fail(Where +
+                ": not valid JSON: " + describeParseError(Value.takeError()));
+  return Value;
+}
 
 llvm::Error JsonReader::error(const llvm::Twine &Path,
                               const llvm::Twine &Message) const {

@@ -19,6 +19,16 @@
 
 namespace onnx2soap::ir {
 
+/// How deep arrays and objects may nest in a file parseJson() reads: far
+/// more than any file of ours needs, far less than llvm::json's recursive
+/// parser takes before it overflows the stack.
+constexpr unsigned MaxJsonDepth = 256;
+
+/// Text parsed as JSON, or "<Where>: not valid JSON: line L, column C:
+/// <what>", also for nesting deeper than MaxJsonDepth.
+llvm::Expected<llvm::json::Value> parseJson(llvm::StringRef Text,
+                                            llvm::StringRef Where);
+
 /// Which numbers a field takes.
 enum class Sign { Positive, NonNegative };
 

@@ -585,9 +585,8 @@ Expected<Machine> Machine::fromJsonValue(const json::Value &Value,
 }
 
 Expected<Machine> Machine::fromJson(StringRef Text, StringRef Where) {
-  auto Value = json::parse(Text);
+  auto Value = ir::parseJson(Text, Where);
   if (!Value)
-    return fail(Where +
-                ": not valid JSON: " + llvm::toString(Value.takeError()));
+    return Value.takeError();
   return fromJsonValue(*Value, Where);
 }

@@ -354,10 +354,9 @@ Expected<Profile> ProfileReader::read(const json::Value &Root) {
 }
 
 Expected<Profile> Profile::fromJson(StringRef Text, StringRef Where) {
-  auto Value = json::parse(Text);
+  auto Value = ir::parseJson(Text, Where);
   if (!Value)
-    return fail(Where +
-                ": not valid JSON: " + llvm::toString(Value.takeError()));
+    return Value.takeError();
   return ProfileReader(Where).read(*Value);
 }
 

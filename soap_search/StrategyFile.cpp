@@ -191,29 +191,6 @@ std::string writeStrategy(const ir::Graph &G, const Strategy &S,
 
 //===-- Reading -----------------------------------------------------------===//
 
-/// "[3:4, byte=20]: Expected , or ]" (llvm::json's message) as
-/// "line 3, column 4: Expected , or ]".
-static std::string describeParseError(llvm::Error E) {
-  std::string Message = llvm::toString(std::move(E));
-  llvm::StringRef Rest(Message);
-  llvm::StringRef Line, Column;
-  if (Rest.consume_front("[")) {
-    std::tie(Line, Rest) = Rest.split(':');
-    std::tie(Column, Rest) = Rest.split(',');
-    llvm::StringRef Byte, What;
-    std::tie(Byte, What) = Rest.split("]: ");
-    unsigned Col;
-    // llvm::json's column is the offset just past the offending character
-    // from the line's start: that character's column counted from 1, except
-    // at an empty line's end.
-    if (!Line.empty() && !Column.getAsInteger(10, Col) && !What.empty())
-      return llvm::formatv("line {0}, column {1}: {2}", Line, std::max(Col, 1u),
-                           What)
-          .str();
-  }
-  return Message;
-}
-
 /// The first 12 hex digits, for messages.
 static std::string shortHash(llvm::StringRef Hex) {
   return Hex.size() > 12 ? (Hex.take_front(12) + "…").str() : Hex.str();
@@ -391,10 +368,9 @@ llvm::Expected<Strategy> parseStrategy(llvm::StringRef Text,
                                        const StrategyTarget &Target,
                                        std::optional<double> *GradientBucket) {
   Reader R(Where);
-  auto Parsed = llvm::json::parse(Text);
+  auto Parsed = ir::parseJson(Text, Where);
   if (!Parsed)
-    return R.error("",
-                   "not valid JSON: " + describeParseError(Parsed.takeError()));
+    return Parsed.takeError();
   const Object *Top = Parsed->getAsObject();
   if (!Top)
     return R.error("", "not a strategy file (expected a JSON object)");

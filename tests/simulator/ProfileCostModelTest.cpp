@@ -249,7 +249,9 @@ TEST(ProfileFileTest, BadFiles) {
   const std::string Head =
       R"({"format":"onnx2soap-profile","version":1,"device_type":"cpu",)";
   const BadFile Cases[] = {
-      {"[1,", "p.json: not valid JSON"},
+      {"[1,", "p.json: not valid JSON: line 1, column 3: "},
+      {std::string(100000, '{'), "p.json: not valid JSON: line 1, column "
+                                 "257: nested more than 256 deep"},
       {"[]", "p.json: expected a JSON object"},
       {R"({"format":"onnx2soap-strategy","version":1,"device_type":"cpu",)"
        R"("entries":[]})",

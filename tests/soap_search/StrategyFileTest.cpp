@@ -337,6 +337,14 @@ TEST_F(StrategyFileTest, RefusesTextThatIsNotJson) {
     EXPECT_NE(Message.find(C.Expected), std::string::npos)
         << C.Text << ": " << Message;
   }
+  // The bracket past 256 levels (two braces, 255 brackets), before
+  // llvm::json's recursive parser overflows the stack on it.
+  std::string Deep = "{\"ops\": {\"a\": " + std::string(100000, '[');
+  auto Read = parseStrategy(Deep, "strategy.json", G, Target);
+  ASSERT_FALSE(static_cast<bool>(Read));
+  EXPECT_EQ(llvm::toString(Read.takeError()),
+            "strategy.json: not valid JSON: line 1, column 269: nested more "
+            "than 256 deep");
 }
 
 TEST_F(StrategyFileTest, MissingFileIsAnError) {
@@ -346,7 +354,6 @@ TEST_F(StrategyFileTest, MissingFileIsAnError) {
                 .find("/nonexistent/strategy.json: cannot read"),
             std::string::npos);
 }
-
 
 // Degrees whose product does not fit in 32 bits (2^21 samples x 8 x 16 x 16
 // parts of a ReLU) are as many partitions as they multiply to, not the
@@ -361,8 +368,8 @@ TEST(StrategyCheckTest, PartitionsBeyond32BitsAreRefused) {
   const ir::Op *Relu = nullptr;
   for (const ir::Op &O : G.ops())
     if (O.Kind == ir::OpKind::Relu && G.outputType(O).Dims.size() == 4 &&
-        (!Relu || G.outputType(O).numElements() >
-                      G.outputType(*Relu).numElements()))
+        (!Relu ||
+         G.outputType(O).numElements() > G.outputType(*Relu).numElements()))
       Relu = &O;
   ASSERT_NE(Relu, nullptr);
   ParallelConfig C = ParallelConfig::single(4, 0);
