@@ -11,12 +11,14 @@
 #include "codegen/EmbeddedFiles.h"
 #include "codegen/PlanSource.h"
 #include "ir/Error.h"
+#include "ir/JsonReader.h"
 #include "ir/JsonText.h"
 #include "ir/Units.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 #include <array>
@@ -207,21 +209,77 @@ llvm::Expected<ProjectFiles> projectFiles(const ProjectInputs &In) {
   return Files;
 }
 
+/// Whether the folder Dir may be replaced: it is empty, or it holds a
+/// project written before and nothing else (the files its manifest lists,
+/// the manifest, and a build/ folder). Anything else there would be lost.
+static llvm::Error checkReplaceable(const std::string &Dir) {
+  namespace fs = llvm::sys::fs;
+  if (!fs::exists(Dir))
+    return llvm::Error::success();
+  if (!fs::is_directory(Dir))
+    return fail(llvm::formatv("-o {0}: exists and is not a folder", Dir));
+  std::error_code EC;
+  if (fs::directory_iterator(Dir, EC) == fs::directory_iterator())
+    return llvm::Error::success();
+  auto NotAProject = [&] {
+    return fail(llvm::formatv("-o {0}: the folder is not empty and holds no "
+                              "generated project (manifest.json); choose "
+                              "another folder",
+                              Dir));
+  };
+  llvm::SmallString<256> Manifest(Dir);
+  llvm::sys::path::append(Manifest, "manifest.json");
+  if (!fs::is_regular_file(Manifest))
+    return NotAProject();
+  auto Buffer = llvm::MemoryBuffer::getFile(Manifest, /*IsText=*/true);
+  if (!Buffer)
+    return NotAProject();
+  auto Parsed = ir::parseJson((*Buffer)->getBuffer(), Manifest);
+  if (!Parsed) {
+    llvm::consumeError(Parsed.takeError());
+    return NotAProject();
+  }
+  const llvm::json::Object *Top = Parsed->getAsObject();
+  const llvm::json::Object *Listed = Top ? Top->getObject("files") : nullptr;
+  if (!Top ||
+      Top->getString("format") != llvm::StringRef("onnx2soap-project") ||
+      !Listed)
+    return NotAProject();
+  // Every file below Dir, links included (not followed), but in build/.
+  std::vector<std::string> Others;
+  fs::recursive_directory_iterator It(Dir, EC, /*follow_symlinks=*/false), End;
+  for (; It != End && !EC; It.increment(EC)) {
+    llvm::StringRef Full = It->path();
+    std::string Relative = Full.drop_front(Dir.size()).ltrim("/").str();
+    if (Relative == "build") {
+      It.no_push();
+      continue;
+    }
+    if (It->type() == fs::file_type::directory_file)
+      continue;
+    if (Relative != "manifest.json" && !Listed->get(Relative))
+      Others.push_back(Relative);
+  }
+  if (EC)
+    return fail(
+        llvm::formatv("-o {0}: cannot list it: {1}", Dir, EC.message()));
+  if (Others.empty())
+    return llvm::Error::success();
+  llvm::sort(Others);
+  std::string More =
+      Others.size() > 1
+          ? llvm::formatv(" (and {0} other files)", Others.size() - 1).str()
+          : "";
+  return fail(llvm::formatv("-o {0}: holds {1}{2}, which the project written "
+                            "there did not write; move it or choose another "
+                            "folder",
+                            Dir, Others[0], More));
+}
+
 llvm::Error writeProject(const std::string &Dir, const ProjectFiles &Files) {
   namespace fs = llvm::sys::fs;
-  if (fs::exists(Dir)) {
-    if (!fs::is_directory(Dir))
-      return fail(llvm::formatv("-o {0}: exists and is not a folder", Dir));
-    std::error_code EC;
-    bool Empty = fs::directory_iterator(Dir, EC) == fs::directory_iterator();
-    llvm::SmallString<256> Manifest(Dir);
-    llvm::sys::path::append(Manifest, "manifest.json");
-    if (!Empty && !fs::exists(Manifest))
-      return fail(llvm::formatv("-o {0}: the folder is not empty and holds no "
-                                "generated project (manifest.json); choose "
-                                "another folder",
-                                Dir));
-  }
+  if (llvm::Error E = checkReplaceable(Dir))
+    return E;
   llvm::SmallString<256> Temp(Dir);
   while (!Temp.empty() && llvm::sys::path::is_separator(Temp.back()))
     Temp.pop_back();

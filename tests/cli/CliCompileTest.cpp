@@ -150,6 +150,48 @@ TEST_F(CliTest, CompileLeavesAFolderThatIsNotAProjectAlone) {
   EXPECT_FALSE(llvm::sys::fs::exists(Out + ".tmp-onnx2soap"));
 }
 
+// A project written before is replaced, its build/ folder with it, but not
+// a file it did not write (a job script put beside its sources, a
+// checkpoint), and not a folder whose manifest.json is no project's.
+TEST_F(CliTest, CompileReplacesOnlyWhatAProjectWrote) {
+  std::string Out = Dir.file("project");
+  RunResult First =
+      run(compileArgs({"--strategy", "data-parallel", "-o", Out}));
+  ASSERT_EQ(First.ExitCode, 0) << First.Err;
+  ASSERT_FALSE(llvm::sys::fs::create_directory(Out + "/build"));
+  ASSERT_TRUE(writeBytes(Out + "/build/CMakeCache.txt", "x\n"));
+  ASSERT_TRUE(writeBytes(Out + "/src/job.sh", "srun ./train\n"));
+  std::map<std::string, std::string> Before = readTree(Out);
+  expectUserError(run(compileArgs({"--strategy", "expert", "-o", Out})),
+                  "-o " + Out +
+                      ": holds src/job.sh, which the project written there "
+                      "did not write; move it or choose another folder");
+  EXPECT_EQ(readTree(Out), Before);
+  ASSERT_FALSE(llvm::sys::fs::remove(Out + "/src/job.sh"));
+  RunResult Again = run(compileArgs({"--strategy", "expert", "-o", Out}));
+  ASSERT_EQ(Again.ExitCode, 0) << Again.Err;
+  EXPECT_FALSE(llvm::sys::fs::exists(Out + "/build"));
+
+  for (const char *Manifest : {"dir", "{}"}) {
+    std::string Other = Dir.file(std::string("other-") + Manifest);
+    ASSERT_FALSE(llvm::sys::fs::create_directory(Other));
+    ASSERT_TRUE(writeBytes(Other + "/todo.txt", "buy milk\n"));
+    if (std::string(Manifest) == "dir")
+      ASSERT_FALSE(llvm::sys::fs::create_directory(Other + "/manifest.json"));
+    else
+      ASSERT_TRUE(writeBytes(Other + "/manifest.json", Manifest));
+    RunResult R =
+        run(compileArgs({"--strategy", "data-parallel", "-o", Other}));
+    EXPECT_EQ(R.ExitCode, 2) << Manifest << ": " << R.Err;
+    EXPECT_THAT(R.Err, ::testing::HasSubstr(
+                           "-o " + Other +
+                           ": the folder is not empty and holds no generated "
+                           "project"))
+        << Manifest;
+    EXPECT_EQ(readFile(Other + "/todo.txt"), "buy milk\n") << Manifest;
+  }
+}
+
 TEST_F(CliTest, CompileWritesTheProject) {
   std::string Out = Dir.file("cnn_bn-cpu2");
   RunResult R = run(compileArgs({"--strategy", "data-parallel", "-o", Out}));
