@@ -81,6 +81,20 @@ llvm::Expected<json::Value> parseJson(llvm::StringRef Text,
   return Value;
 }
 
+std::string figureProblem(double D, Sign S) {
+  if (!std::isfinite(D))
+    return "expected a number";
+  if (S == Sign::Positive && !(D > 0))
+    return "must be greater than 0";
+  if (S == Sign::NonNegative && D < 0)
+    return "must not be negative";
+  if (D != 0 && D < MinFigure)
+    return "is too small (at least 1e-12)";
+  if (D > MaxFigure)
+    return "is too large (at most 1e15)";
+  return "";
+}
+
 llvm::Error JsonReader::error(const llvm::Twine &Path,
                               const llvm::Twine &Message) const {
   std::string Prefix = Where + ": ";
@@ -146,12 +160,11 @@ llvm::Expected<double> JsonReader::number(const json::Object &O,
   std::optional<double> D;
   if (auto Got = V->getAsNumber())
     D = *Got;
-  if (!D || !std::isfinite(*D))
+  if (!D)
     return error(key(Path, Key), "expected a number");
-  if (S == Sign::Positive && !(*D > 0))
-    return error(key(Path, Key), "must be greater than 0");
-  if (S == Sign::NonNegative && *D < 0)
-    return error(key(Path, Key), "must not be negative");
+  std::string Problem = figureProblem(*D, S);
+  if (!Problem.empty())
+    return error(key(Path, Key), Problem);
   return *D;
 }
 

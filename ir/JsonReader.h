@@ -32,6 +32,17 @@ llvm::Expected<llvm::json::Value> parseJson(llvm::StringRef Text,
 /// Which numbers a field takes.
 enum class Sign { Positive, NonNegative };
 
+/// The magnitudes a figure in a user's file may have, 0 aside: within them
+/// what the planner makes of the figures (bytes over a bandwidth, FLOPs
+/// over a peak, their sums over an iteration) stays finite; a bandwidth of
+/// 1e-320 GB/s made iteration times infinite and the JSON written invalid.
+/// (figureProblem's messages spell them.)
+constexpr double MinFigure = 1e-12, MaxFigure = 1e15;
+
+/// What is wrong with D as a figure of sign S ("must be greater than 0",
+/// "is too small (at least 1e-12)", ...), or "" when nothing is.
+std::string figureProblem(double D, Sign S);
+
 class JsonReader {
 public:
   /// Where: the file's name, the first thing each error says.

@@ -372,6 +372,9 @@ ClusterReader::readSizeTable(const json::Object &O,
       auto D = (*List)[I].getAsNumber();
       if (!D || !std::isfinite(*D) || !(*D > 0))
         return error(index(P, I), "expected a number greater than 0");
+      std::string Problem = onnx2soap::ir::figureProblem(*D, Sign::Positive);
+      if (!Problem.empty())
+        return error(index(P, I), Problem);
       if (Key == "sizes_bytes" && I > 0 && !(*D > Into.back()))
         return error(index(P, I), "sizes must increase");
       Into.push_back(Key == "times_us" ? *D * 1e-6 : *D);

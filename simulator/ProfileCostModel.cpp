@@ -203,6 +203,9 @@ Expected<double> ProfileReader::seconds(const json::Object &O,
   if (!std::isfinite(*Number) || *Number < 0)
     return error(Path + "." + Key.str(),
                  "must be a finite, non-negative number of seconds");
+  std::string Problem = ir::figureProblem(*Number, ir::Sign::NonNegative);
+  if (!Problem.empty())
+    return error(Path + "." + Key.str(), Problem);
   return *Number;
 }
 
@@ -280,6 +283,9 @@ Expected<CopyProfile> ProfileReader::copies(const json::Value &V) const {
       auto D = (*List)[I].getAsNumber();
       if (!D || !std::isfinite(*D) || !(*D > 0))
         return error(At, "expected a number greater than 0");
+      std::string Problem = ir::figureProblem(*D, ir::Sign::Positive);
+      if (!Problem.empty())
+        return error(At, Problem);
       if (Key == "sizes_bytes" && I > 0 && !(*D > Into.back()))
         return error(At, "sizes must increase");
       Into.push_back(*D);

@@ -268,6 +268,9 @@ TEST(ProfileFileTest, BadFiles) {
        "p.json: unknown key 'extra'"},
       {Head + R"("entries":[],"copies":[]})",
        "p.json: copies: expected an object"},
+      {Head + R"("entries":[],"copies":{"sizes_bytes":[1,2],)" +
+           R"("times_us":[1e-320,1],"samples":1}})",
+       "p.json: copies.times_us[0]: is too small (at least 1e-12)"},
       {Head + R"("entries":[],"copies":{"sizes_bytes":[2,1],)" +
            R"("times_us":[1,1],"samples":1}})",
        "p.json: copies.sizes_bytes[1]: sizes must increase"},
