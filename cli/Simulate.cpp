@@ -256,6 +256,11 @@ loadPlanning(const std::string &ModelPath) {
     return usageError(llvm::formatv("--gradient-bucket {0}: expected auto, "
                                     "or a size in bytes such as 25MiB, or 0",
                                     GradientBucketFlag.getValue()));
+  // Far more than any model's gradients (one bucket holds them all), and
+  // an integer in the strategy file.
+  if (*Bucket > 0x1p50)
+    return usageError(llvm::formatv("--gradient-bucket {0}: at most 1024TiB",
+                                    GradientBucketFlag.getValue()));
   if (gpusGiven() && Gpus == 0)
     return usageError("--gpus 0: must be at least 1");
 

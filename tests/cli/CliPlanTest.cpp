@@ -395,6 +395,11 @@ TEST_F(CliTest, PlanningRefusesBadInput) {
       run(planArgs("simulate", "cpu:2",
                    {"--strategy", "expert", "--gradient-bucket", "lots"})),
       "--gradient-bucket lots: expected auto, or a size in bytes");
+  // Past 2^63 bytes the strategy file once got a negative size.
+  expectUserError(run(planArgs("simulate", "cpu:2",
+                               {"--strategy", "expert", "--gradient-bucket",
+                                "9300000000000000000"})),
+                  "--gradient-bucket 9300000000000000000: at most 1024TiB");
   expectUserError(run(planArgs("search", "cpu:2", {"--memory-limit", "16XB"})),
                   "--memory-limit 16XB");
   expectUserError(
