@@ -69,9 +69,9 @@ llvm::Expected<onnx_import::ImportOptions> importOptions() {
     llvm::StringRef Name, Value;
     std::tie(Name, Value) = llvm::StringRef(Entry).split('=');
     int64_t Size;
-    if (Name.empty() || Value.getAsInteger(10, Size) || Size < 0)
+    if (Name.empty() || Value.getAsInteger(10, Size) || Size < 1)
       return usageError(llvm::formatv("--dim {0}: expected NAME=V with a "
-                                      "non-negative integer V",
+                                      "positive integer V",
                                       Entry));
     Options.Dims.emplace_back(Name.str(), Size);
   }

@@ -141,6 +141,22 @@ TEST_F(CliTest, DimWithoutValue) {
                   "--dim batch: expected NAME=V");
 }
 
+// A dim of size 0 as --batch 0 is: calibrate divided by it (SIGFPE), the
+// planner planned an empty batch.
+TEST_F(CliTest, DimOfSizeZero) {
+  std::string Model = samplePath("tiny_mlp.onnx"), Out = Dir.file("p.json");
+  for (std::vector<std::string> Args :
+       {std::vector<std::string>{"inspect", Model},
+        {"simulate", Model, "--cluster", "cpu:1", "--strategy",
+         "data-parallel"},
+        {"calibrate", Model, "--cluster", "cpu:1", "-o", Out}}) {
+    Args.insert(Args.end(), {"--dim", "batch=0"});
+    expectUserError(run(Args),
+                    "--dim batch=0: expected NAME=V with a positive integer V");
+  }
+  EXPECT_FALSE(llvm::sys::fs::exists(Out));
+}
+
 TEST_F(CliTest, NoModelGiven) {
   expectUserError(run({"inspect", "--batch", "4"}), "");
 }
