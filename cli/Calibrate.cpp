@@ -337,6 +337,8 @@ strategiesToMeasure(const Planning &P) {
 }
 
 llvm::Error runCalibrate() {
+  if (llvm::Error E = checkThreads(Threads))
+    return E;
   if (Output.empty())
     return usageError("-o FILE is required: where to write the profile");
   if (Repeat == 0)

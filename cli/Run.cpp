@@ -126,6 +126,8 @@ static int32_t onnxType(ir::DType Type) {
 constexpr int OutputsDiffer = 3;
 
 llvm::Expected<int> runRun() {
+  if (llvm::Error E = checkThreads(Threads))
+    return std::move(E);
   auto Options = importOptions();
   if (!Options)
     return Options.takeError();

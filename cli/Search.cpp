@@ -301,6 +301,8 @@ static llvm::Error runSweep(const Planning &P, SearchOptions O) {
 }
 
 llvm::Error runSearch() {
+  if (llvm::Error E = checkThreads(Threads))
+    return E;
   auto Options = searchOptions();
   if (!Options)
     return Options.takeError();

@@ -147,6 +147,17 @@ inline llvm::Error usageError(const llvm::Twine &Message) {
   return fail(Message);
 }
 
+/// The most --threads any command takes: past it the kernels' thread pool
+/// ran out of stack starting its threads (100,000 crashed calibrate).
+constexpr int64_t MaxThreads = 1024;
+/// --threads N checked: 0 (all cores) to MaxThreads.
+inline llvm::Error checkThreads(int64_t N) {
+  if (N < 0 || N > MaxThreads)
+    return usageError("--threads " + llvm::Twine(N) +
+                      ": expected 0 (all cores) to " + llvm::Twine(MaxThreads));
+  return llvm::Error::success();
+}
+
 } // namespace onnx2soap::cli
 
 #endif

@@ -96,6 +96,8 @@ static llvm::Expected<rt::OptimizerConfig> optimizerConfig() {
 }
 
 llvm::Error runTrain() {
+  if (llvm::Error E = checkThreads(TrainThreads))
+    return E;
   auto Options = importOptions();
   if (!Options)
     return Options.takeError();

@@ -157,6 +157,24 @@ TEST_F(CliTest, DimOfSizeZero) {
   EXPECT_FALSE(llvm::sys::fs::exists(Out));
 }
 
+// A thread per kernel thread asked for: 100,000 overflowed the stack.
+TEST_F(CliTest, ThreadsPastTheCap) {
+  std::string Model = samplePath("tiny_mlp.onnx");
+  for (std::vector<std::string> Args :
+       {std::vector<std::string>{"calibrate", Model},
+        {"run", Model, "--data", Dir.file("data")},
+        {"train", Model},
+        {"search", Model}}) {
+    Args.insert(Args.end(), {"--threads", "100000"});
+    expectUserError(run(Args), "--threads 100000: expected 0 (all cores) "
+                               "to 1024");
+  }
+  // run and train take a signed number (calibrate and search refuse a
+  // sign as they parse it).
+  expectUserError(run({"train", Model, "--threads", "-1"}),
+                  "--threads -1: expected 0 (all cores) to 1024");
+}
+
 TEST_F(CliTest, NoModelGiven) {
   expectUserError(run({"inspect", "--batch", "4"}), "");
 }
