@@ -130,22 +130,24 @@ void evictCaches() {
 }
 
 /// Runs Body once to warm up, then up to Repeats times (fewer once
-/// TimeCapSeconds have passed), each after the caches are evicted when
-/// Cold; the seconds of each timed run.
+/// TimeCapSeconds have passed, evictions included), each after the caches
+/// are evicted when Cold; the seconds of each timed run.
 template <typename Fn>
 std::vector<double> timeRuns(unsigned Repeats, bool Cold, Fn Body) {
   Body();
   std::vector<double> Times;
-  double Spent = 0;
-  for (unsigned I = 0; I < Repeats && (I == 0 || Spent < TimeCapSeconds); ++I) {
+  auto First = Clock::now();
+  auto Spent = [&] {
+    return std::chrono::duration<double>(Clock::now() - First).count();
+  };
+  for (unsigned I = 0; I < Repeats && (I == 0 || Spent() < TimeCapSeconds);
+       ++I) {
     if (Cold)
       evictCaches();
     auto Start = Clock::now();
     Body();
-    double Seconds =
-        std::chrono::duration<double>(Clock::now() - Start).count();
-    Times.push_back(Seconds);
-    Spent += Seconds;
+    Times.push_back(
+        std::chrono::duration<double>(Clock::now() - Start).count());
   }
   return Times;
 }

@@ -9,13 +9,15 @@
 namespace onnx2soap::rt {
 
 CopyTiming timeBoxCopies(Backend &B, unsigned Repeats,
-                         const std::function<void()> &BeforeEach) {
+                         const std::function<void()> &BeforeEach,
+                         double CapSeconds) {
   Repeats = std::max(Repeats, 1u);
   size_t Largest = size_t(CopyTimingSizes[std::size(CopyTimingSizes) - 1]);
   // Both buffers are zero-filled by allocate: the copies move real bytes.
   DeviceBuffer From(B, Largest), To(B, Largest);
   CopyTiming T;
   T.Samples = Repeats;
+  // Lowered to the fewest runs a size had.
   for (double Bytes : CopyTimingSizes) {
     std::vector<int64_t> Dims{int64_t(Bytes) / 4};
     TensorView Source =
@@ -32,11 +34,19 @@ CopyTiming timeBoxCopies(Backend &B, unsigned Repeats,
     };
     Once();
     std::vector<double> Times;
-    for (unsigned I = 0; I < Repeats; ++I) {
+    // BeforeEach's time counts towards the cap too.
+    auto First = std::chrono::steady_clock::now();
+    auto Spent = [&] {
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                           First)
+          .count();
+    };
+    for (unsigned I = 0; I < Repeats && (I == 0 || Spent() < CapSeconds); ++I) {
       if (BeforeEach)
         BeforeEach();
       Times.push_back(Once());
     }
+    T.Samples = std::min(T.Samples, int64_t(Times.size()));
     T.SizesBytes.push_back(Bytes);
     T.Seconds.push_back(median(std::move(Times)));
   }

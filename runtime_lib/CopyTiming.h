@@ -34,10 +34,13 @@ struct CopyTiming {
 /// Times B.copyBox of one contiguous f32 box of each of CopyTimingSizes,
 /// backend synchronized around each copy: once to warm up, then Repeats
 /// (at least one) timed runs, BeforeEach (when given) before each of them
-/// (calibrate evicts the CPU caches there). Allocates two buffers of the
-/// largest size on the backend and frees them.
+/// (calibrate evicts the CPU caches there); a size's runs stop early once
+/// they have taken CapSeconds, BeforeEach's time included, and Samples is
+/// the fewest runs of any size.
+/// Allocates two buffers of the largest size on the backend and frees them.
 CopyTiming timeBoxCopies(Backend &B, unsigned Repeats,
-                         const std::function<void()> &BeforeEach = {});
+                         const std::function<void()> &BeforeEach = {},
+                         double CapSeconds = 2.0);
 
 /// Seconds as the profile file writes a copy's time: microseconds rounded
 /// to the nanosecond (so the file is short), at least 1 ns.

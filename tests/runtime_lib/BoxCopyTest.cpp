@@ -282,4 +282,19 @@ TEST(CopyTiming, TimesEachSizeAndWritesTheProfileTable) {
             R"("samples": 5})");
 }
 
+// Each size's runs stop once they have taken the cap (calibrate --repeat
+// 100000000 timed copies for hours): at least one run each, and the table
+// records the fewest runs any size had.
+TEST(CopyTiming, RunsStopAtTheCap) {
+  auto B = createCpuBackend(1);
+  unsigned Hooks = 0;
+  CopyTiming T = timeBoxCopies(
+      *B, 100000000, [&] { ++Hooks; }, /*CapSeconds=*/0.01);
+  ASSERT_EQ(T.Seconds.size(), std::size(CopyTimingSizes));
+  EXPECT_GE(T.Samples, 1);
+  EXPECT_LT(T.Samples, 100000000);
+  EXPECT_GE(Hooks, T.Samples * T.SizesBytes.size());
+  EXPECT_LT(Hooks, 100000000u);
+}
+
 } // namespace
