@@ -13,6 +13,7 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include <algorithm>
 #include <cassert>
@@ -110,6 +111,12 @@ void MachineBuilder::addMeasuredAllReduce(MeasuredAllReduce A) {
 Expected<Machine> MachineBuilder::finish() {
   if (M.Devices.empty())
     return fail("the cluster has no devices");
+  // Routing takes a shortest-path search per device over every endpoint:
+  // 1,024 nodes of 300 switches each ran for minutes and gigabytes.
+  if (M.Endpoints.size() > MaxEndpoints)
+    return fail(llvm::formatv("the cluster has {0} devices, switches and "
+                              "NICs; at most {1}",
+                              M.Endpoints.size(), MaxEndpoints));
   // Devices first, in the order added, then every other endpoint.
   std::vector<EndpointId> NewId(M.Endpoints.size());
   std::vector<Endpoint> Ordered;
@@ -258,6 +265,11 @@ Error Machine::computeRoutes() {
         return fail("device '" + Devices[A].Name + "' cannot reach '" +
                     Devices[B].Name + "' over the links");
       std::vector<LinkId> Path = Search.route(B);
+      if (Path.size() > MaxRouteLinks)
+        return fail(llvm::formatv("the route from '{0}' to '{1}' crosses {2} "
+                                  "links; at most {3}",
+                                  Devices[A].Name, Devices[B].Name, Path.size(),
+                                  MaxRouteLinks));
       RouteSlice &S = Routes[static_cast<size_t>(A) * N + B];
       S.Begin = RouteLinks.size();
       S.Size = Path.size();

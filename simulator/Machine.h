@@ -180,6 +180,12 @@ struct PresetInfo {
   unsigned Nodes = 0;
 };
 
+/// The most devices, switches and NICs a machine has (routing searches
+/// from every device over all of them), and the most links a route between
+/// two devices crosses (the route table holds every pair's).
+constexpr size_t MaxEndpoints = 8192;
+constexpr size_t MaxRouteLinks = 64;
+
 class Machine {
 public:
   /// The cluster file format's version, which toJson() writes and fromJson()

@@ -451,6 +451,47 @@ INSTANTIATE_TEST_SUITE_P(ClusterFile, BadClusterTest,
                          ::testing::ValuesIn(BadCases),
                          [](const auto &Info) { return Info.param.Name; });
 
+/// A node of one device behind a chain of Switches switches, Nodes times.
+std::string chainedCluster(unsigned Nodes, unsigned Switches) {
+  std::string Names, Links;
+  for (unsigned I = 0; I < Switches; ++I) {
+    Names += (I ? ", " : "") + ("\"s" + std::to_string(I) + "\"");
+    std::string From = I ? "s" + std::to_string(I - 1) : "cpu0";
+    Links += ", {\"from\": \"" + From + "\", \"to\": \"s" + std::to_string(I) +
+             "\", \"kind\": \"pcie\", \"bandwidth_GBps\": 10, "
+             "\"latency_us\": 1}";
+  }
+  return R"({"name": "chain", "device_types": [{"name": "cpu", )"
+         R"("peak_TFLOPS_f32": 0.1, "memory_bandwidth_GBps": 10, )"
+         R"("memory_GiB": 4, "launch_overhead_us": 1}], "nodes": {"count": )" +
+         std::to_string(Nodes) +
+         R"(, "template": {"devices": {"type": "cpu", "count": 1}, )"
+         R"("switches": [)" +
+         Names +
+         R"(], "nics": [{"name": "nic", "bandwidth_GBps": 10, )"
+         R"("latency_us": 1, "attach": ["s)" +
+         std::to_string(Switches - 1) + R"("]}], "links": [)" +
+         Links.substr(2) + R"(]}}, "network": {"name": "ib"}})";
+}
+
+// Routing searches from every device over every endpoint and keeps every
+// pair's route: 1,024 nodes of 300 switches each ran for minutes and
+// gigabytes. Both are bounded, and a file past them refused.
+TEST(ClusterFile, RoutingIsBounded) {
+  auto Fine = Machine::fromJson(chainedCluster(2, 20), "c.json");
+  ASSERT_TRUE(static_cast<bool>(Fine)) << llvm::toString(Fine.takeError());
+  auto Long = Machine::fromJson(chainedCluster(2, 40), "c.json");
+  ASSERT_FALSE(static_cast<bool>(Long));
+  EXPECT_EQ(llvm::toString(Long.takeError()),
+            "c.json: the route from 'node0/cpu0' to 'node1/cpu0' crosses 84 "
+            "links; at most 64");
+  auto Many = Machine::fromJson(chainedCluster(1024, 300), "c.json");
+  ASSERT_FALSE(static_cast<bool>(Many));
+  EXPECT_EQ(llvm::toString(Many.takeError()),
+            "c.json: the cluster has 309249 devices, switches and NICs; at "
+            "most 8192");
+}
+
 TEST(ClusterFile, BadJsonText) {
   for (const char *Text : {"", "{", "{\"name\": }", "[1,2", "nodes: 3"}) {
     auto M = Machine::fromJson(Text, "cluster.json");
