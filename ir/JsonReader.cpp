@@ -7,6 +7,7 @@
 #include "ir/Error.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FormatVariadic.h"
 #include <cmath>
 
@@ -39,6 +40,45 @@ static size_t tooDeep(llvm::StringRef Text) {
   return llvm::StringRef::npos;
 }
 
+/// Where the first key that its object has already is, in Text that
+/// llvm::json parsed (which keeps the last of them silently), and the key;
+/// npos if none. Keys are compared as written.
+static std::pair<size_t, std::string> repeatedKey(llvm::StringRef Text) {
+  // One entry per open array (null) or object (its keys so far).
+  std::vector<std::unique_ptr<llvm::StringSet<>>> Open;
+  for (size_t I = 0; I < Text.size(); ++I) {
+    char C = Text[I];
+    if (C == '{') {
+      Open.push_back(std::make_unique<llvm::StringSet<>>());
+    } else if (C == '[') {
+      Open.push_back(nullptr);
+    } else if (C == '}' || C == ']') {
+      Open.pop_back();
+    } else if (C == '"') {
+      size_t Start = I++;
+      for (; Text[I] != '"'; ++I)
+        if (Text[I] == '\\')
+          ++I;
+      size_t After = Text.find_first_not_of(" \t\r\n", I + 1);
+      if (After != llvm::StringRef::npos && Text[After] == ':' &&
+          !Open.empty() && Open.back()) {
+        llvm::StringRef Key = Text.slice(Start + 1, I);
+        if (!Open.back()->insert(Key).second)
+          return {Start, Key.str()};
+      }
+    }
+  }
+  return {llvm::StringRef::npos, ""};
+}
+
+/// Offset At of Text as "line L, column C" (columns from 1).
+static std::string lineAndColumn(llvm::StringRef Text, size_t At) {
+  llvm::StringRef Before = Text.take_front(At);
+  size_t LineStart = Before.rfind('\n');
+  size_t Column = LineStart == llvm::StringRef::npos ? At + 1 : At - LineStart;
+  return llvm::formatv("line {0}, column {1}", Before.count('\n') + 1, Column);
+}
+
 /// llvm::json's "[L:C, byte=B]: what" as "line L, column C: what".
 static std::string describeParseError(llvm::Error E) {
   std::string Message = llvm::toString(std::move(E));
@@ -64,20 +104,19 @@ static std::string describeParseError(llvm::Error E) {
 llvm::Expected<json::Value> parseJson(llvm::StringRef Text,
                                       llvm::StringRef Where) {
   size_t At = tooDeep(Text);
-  if (At != llvm::StringRef::npos) {
-    llvm::StringRef Before = Text.take_front(At);
-    size_t LineStart = Before.rfind('\n');
-    size_t Column =
-        LineStart == llvm::StringRef::npos ? At + 1 : At - LineStart;
-    return fail(llvm::formatv("{0}: not valid JSON: line {1}, column {2}: "
-                              "nested more than {3} deep",
-                              Where, Before.count('\n') + 1, Column,
-                              MaxJsonDepth));
-  }
+  if (At != llvm::StringRef::npos)
+    return fail(llvm::formatv("{0}: not valid JSON: {1}: nested more than {2} "
+                              "deep",
+                              Where, lineAndColumn(Text, At), MaxJsonDepth));
   auto Value = json::parse(Text);
   if (!Value)
     return fail(Where +
                 ": not valid JSON: " + describeParseError(Value.takeError()));
+  auto [Repeated, Key] = repeatedKey(Text);
+  if (Repeated != llvm::StringRef::npos)
+    return fail(llvm::formatv("{0}: {1}: the key \"{2}\" again in the same "
+                              "object",
+                              Where, lineAndColumn(Text, Repeated), Key));
   return Value;
 }
 

@@ -25,7 +25,8 @@ namespace onnx2soap::ir {
 constexpr unsigned MaxJsonDepth = 256;
 
 /// Text parsed as JSON, or "<Where>: not valid JSON: line L, column C:
-/// <what>", also for nesting deeper than MaxJsonDepth.
+/// <what>", also for nesting deeper than MaxJsonDepth; and refused when an
+/// object has a key twice (llvm::json keeps the last silently).
 llvm::Expected<llvm::json::Value> parseJson(llvm::StringRef Text,
                                             llvm::StringRef Where);
 

@@ -56,4 +56,17 @@ TEST(JsonReader, NestingDeeperThanTheLimitIsRefused) {
   EXPECT_EQ(errorOf(InString), "");
 }
 
+// llvm::json keeps the last of a repeated key: a file that says one thing
+// twice is refused, as an unknown key is (a pasted block must not silently
+// win over the one above it).
+TEST(JsonReader, ARepeatedKeyIsRefused) {
+  EXPECT_EQ(errorOf("{\"a\": 1,\n \"b\": {\"a\": 2}, \"a\" : 3}"),
+            "f.json: line 2, column 17: the key \"a\" again in the same "
+            "object");
+  // The same key in other objects, and keys' text in strings and arrays.
+  EXPECT_EQ(
+      errorOf("{\"a\": {\"a\": [\"a\", \"a:\"]}, \"b\": \"\\\"a\\\": 1\"}"),
+      "");
+}
+
 } // namespace

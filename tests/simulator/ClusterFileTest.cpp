@@ -501,6 +501,14 @@ TEST(ClusterFile, BadJsonText) {
               0u)
         << Message;
   }
+  // A key twice: llvm::json kept the last one silently.
+  std::string Twice = ValidCluster;
+  Twice.insert(Twice.find("\"name\": \"test\",") + 16, " \"name\": \"x\",");
+  auto Repeated = Machine::fromJson(Twice, "cluster.json");
+  ASSERT_FALSE(static_cast<bool>(Repeated));
+  EXPECT_EQ(llvm::toString(Repeated.takeError()),
+            "cluster.json: line 3, column 2: the key \"name\" again in the "
+            "same object");
   // Nesting too deep for llvm::json's recursive parser: refused first.
   auto M = Machine::fromJson(std::string(100000, '['), "cluster.json");
   ASSERT_FALSE(static_cast<bool>(M));
