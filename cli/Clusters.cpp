@@ -106,6 +106,9 @@ static llvm::Expected<Machine> withMeasured(const Machine &M,
       llvm::Optional<double> MiB = Entry.second.getAsNumber();
       if (!MiB || !(*MiB >= 0))
         return Fail("device_memory." + Key + ": expected a number >= 0");
+      std::string Problem = ir::figureProblem(*MiB, ir::Sign::NonNegative);
+      if (!Problem.empty())
+        return Fail("device_memory." + Key + ": " + Problem);
       Figures[Key] = *MiB;
     }
     std::set<std::string> Types;

@@ -506,6 +506,10 @@ TEST_F(CliTest, ClustersShowAddsMeasuredDeviceMemory) {
   Bad = Write(R"json({"devices": [], "runtime_MiB": -1})json");
   expectUserError(run({"clusters", "--show", "paper-k80", "--measured", Bad}),
                   Bad + ": device_memory.runtime_MiB: expected a number >= 0");
+  // Named where it is in this file, not where it lands in the cluster's.
+  Bad = Write(R"json({"devices": [], "runtime_MiB": 1e308})json");
+  expectUserError(run({"clusters", "--show", "paper-k80", "--measured", Bad}),
+                  Bad + ": device_memory.runtime_MiB: is too large");
   Bad = Write(R"json({"devices": [], "context_MiB": 1})json");
   expectUserError(run({"clusters", "--show", "paper-k80", "--measured", Bad}),
                   Bad + ": device_memory: unknown key 'context_MiB'");
