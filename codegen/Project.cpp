@@ -255,7 +255,12 @@ static llvm::Error checkReplaceable(const std::string &Dir) {
       It.no_push();
       continue;
     }
-    if (It->type() == fs::file_type::directory_file)
+    fs::file_type Type = It->type();
+    // Some file systems do not say in the listing (d_type unknown).
+    if (Type == fs::file_type::type_unknown)
+      if (llvm::ErrorOr<fs::basic_file_status> Status = It->status())
+        Type = Status->type();
+    if (Type == fs::file_type::directory_file)
       continue;
     if (Relative != "manifest.json" && !Listed->get(Relative))
       Others.push_back(Relative);
