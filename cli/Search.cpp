@@ -114,8 +114,10 @@ static llvm::Expected<SearchOptions> searchOptions() {
     return usageError("--budget must be a positive number of seconds");
   if (Iterations.getNumOccurrences() && Iterations == 0)
     return usageError("--iterations must be at least 1");
-  if (Chains == 0)
-    return usageError("--chains must be at least 1");
+  // Each chain holds a simulator of its own.
+  if (Chains == 0 || Chains > 1024)
+    return usageError(
+        llvm::formatv("--chains {0}: expected 1 to 1024", Chains.getValue()));
   O.BudgetSeconds = Budget;
   O.Iterations = Iterations;
   O.Seed = Seed;

@@ -395,6 +395,8 @@ TEST_F(CliTest, PlanningRefusesBadInput) {
       run(planArgs("simulate", "cpu:2",
                    {"--strategy", "expert", "--gradient-bucket", "lots"})),
       "--gradient-bucket lots: expected auto, or a size in bytes");
+  expectUserError(run(planArgs("search", "cpu:2", {"--chains", "100000"})),
+                  "--chains 100000: expected 1 to 1024");
   // Past 2^63 bytes the strategy file once got a negative size.
   expectUserError(run(planArgs("simulate", "cpu:2",
                                {"--strategy", "expert", "--gradient-bucket",
@@ -410,7 +412,7 @@ TEST_F(CliTest, PlanningRefusesBadInput) {
   expectUserError(run(planArgs("search", "cpu:2", {"--iterations", "0"})),
                   "--iterations must be at least 1");
   expectUserError(run(planArgs("search", "cpu:2", {"--chains", "0"})),
-                  "--chains must be at least 1");
+                  "--chains 0: expected 1 to 1024");
   expectUserError(run(planArgs("search", "cpu:2", {"--refine-helpers", "65"})),
                   "--refine-helpers 65: at most 64");
   expectUserError(run(planArgs("search", "cpu:2",
