@@ -273,7 +273,9 @@ static llvm::Error checkReplaceable(const std::string &Dir) {
   llvm::sort(Others);
   std::string More =
       Others.size() > 1
-          ? llvm::formatv(" (and {0} other files)", Others.size() - 1).str()
+          ? llvm::formatv(" (and {0} other file{1})", Others.size() - 1,
+                          Others.size() > 2 ? "s" : "")
+                .str()
           : "";
   return fail(llvm::formatv("-o {0}: holds {1}{2}, which the project written "
                             "there did not write; move it or choose another "
