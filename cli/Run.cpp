@@ -198,6 +198,15 @@ llvm::Expected<int> runRun() {
         return usageError(
             llvm::formatv("cannot write '{0}': {1}", Path, EC.message()));
       File << Proto.SerializeAsString();
+      File.close();
+      if (File.has_error()) {
+        // A full disk: no output file left half-written.
+        EC = File.error();
+        File.clear_error();
+        llvm::sys::fs::remove(Path);
+        return usageError(
+            llvm::formatv("cannot write '{0}': {1}", Path, EC.message()));
+      }
     }
     std::string Expected =
         llvm::formatv("{0}/output_{1}.pb", Data.getValue(), I);

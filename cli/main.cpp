@@ -71,28 +71,8 @@ private:
 };
 } // namespace
 
-int main(int argc, char **argv) {
-  google::protobuf::SetLogHandler(silenceProtobuf);
-  llvm::cl::SetVersionPrinter(printVersion);
-  std::string ParseErrors;
-  llvm::raw_string_ostream Errs(ParseErrors);
-  StderrCapture Capture;
-  bool Parsed = llvm::cl::ParseCommandLineOptions(
-      argc, argv,
-      "onnx2soap: ONNX importer and parallel training-program generator\n",
-      &Errs);
-  std::string Printed = Capture.finish();
-  if (!Parsed) {
-    std::string All = Printed + Errs.str();
-    llvm::StringRef Message = llvm::StringRef(All).trim();
-    // cl starts its messages with the program's name.
-    Message.consume_front(argv[0]);
-    Message.consume_front(llvm::sys::path::filename(argv[0]));
-    Message.consume_front(": ");
-    // cl prints several lines for some mistakes; the first says what.
-    llvm::errs() << "onnx2soap: error: " << Message.split('\n').first << "\n";
-    return 2;
-  }
+/// The subcommand asked for; its exit code.
+static int run() {
   llvm::Error Result = llvm::Error::success();
   if (cli::inspectCommand())
     Result = cli::runInspect();
@@ -126,4 +106,42 @@ int main(int argc, char **argv) {
     return 2;
   }
   return 0;
+}
+
+int main(int argc, char **argv) {
+  google::protobuf::SetLogHandler(silenceProtobuf);
+  llvm::cl::SetVersionPrinter(printVersion);
+  std::string ParseErrors;
+  llvm::raw_string_ostream Errs(ParseErrors);
+  StderrCapture Capture;
+  bool Parsed = llvm::cl::ParseCommandLineOptions(
+      argc, argv,
+      "onnx2soap: ONNX importer and parallel training-program generator\n",
+      &Errs);
+  std::string Printed = Capture.finish();
+  if (!Parsed) {
+    std::string All = Printed + Errs.str();
+    llvm::StringRef Message = llvm::StringRef(All).trim();
+    // cl starts its messages with the program's name.
+    Message.consume_front(argv[0]);
+    Message.consume_front(llvm::sys::path::filename(argv[0]));
+    Message.consume_front(": ");
+    // cl prints several lines for some mistakes; the first says what.
+    llvm::errs() << "onnx2soap: error: " << Message.split('\n').first << "\n";
+    return 2;
+  }
+  int Code = run();
+  // What went to standard output must have been written (a full disk, a
+  // closed pipe): said in one line instead of LLVM's abort at exit.
+  llvm::outs().flush();
+  if (llvm::outs().has_error()) {
+    std::error_code EC = llvm::outs().error();
+    llvm::outs().clear_error();
+    if (Code != 0)
+      return Code; // its own error said first
+    llvm::errs() << "onnx2soap: error: cannot write the standard output: "
+                 << EC.message() << "\n";
+    return 2;
+  }
+  return Code;
 }

@@ -294,23 +294,34 @@ llvm::Error writeProject(const std::string &Dir, const ProjectFiles &Files) {
   if (fs::exists(Temp))
     if (std::error_code EC = fs::remove_directories(Temp))
       return fail(llvm::formatv("cannot remove {0}: {1}", Temp, EC.message()));
-  for (const auto &[Path, Contents] : Files) {
-    llvm::SmallString<256> Full(Temp);
-    llvm::sys::path::append(Full, Path);
-    if (std::error_code EC =
-            fs::create_directories(llvm::sys::path::parent_path(Full)))
-      return fail(llvm::formatv("cannot create {0}: {1}",
-                                llvm::sys::path::parent_path(Full),
-                                EC.message()));
-    std::error_code EC;
-    llvm::raw_fd_ostream OS(Full, EC);
-    if (EC)
-      return fail(llvm::formatv("cannot write {0}: {1}", Full, EC.message()));
-    Contents.forEachPiece([&](llvm::StringRef Piece) { OS << Piece; });
-    OS.close();
-    if (OS.has_error())
-      return fail(
-          llvm::formatv("cannot write {0}: {1}", Full, OS.error().message()));
+  auto WriteAll = [&]() -> llvm::Error {
+    for (const auto &[Path, Contents] : Files) {
+      llvm::SmallString<256> Full(Temp);
+      llvm::sys::path::append(Full, Path);
+      if (std::error_code EC =
+              fs::create_directories(llvm::sys::path::parent_path(Full)))
+        return fail(llvm::formatv("cannot create {0}: {1}",
+                                  llvm::sys::path::parent_path(Full),
+                                  EC.message()));
+      std::error_code EC;
+      llvm::raw_fd_ostream OS(Full, EC);
+      if (EC)
+        return fail(llvm::formatv("cannot write {0}: {1}", Full, EC.message()));
+      Contents.forEachPiece([&](llvm::StringRef Piece) { OS << Piece; });
+      OS.close();
+      if (OS.has_error()) {
+        // A full disk: cleared, or the stream aborts when it goes.
+        EC = OS.error();
+        OS.clear_error();
+        return fail(llvm::formatv("cannot write {0}: {1}", Full, EC.message()));
+      }
+    }
+    return llvm::Error::success();
+  };
+  // On any failure the folder is as it was and no half tree is left.
+  if (llvm::Error E = WriteAll()) {
+    (void)fs::remove_directories(Temp);
+    return E;
   }
   // Swap in the new tree; the old one goes only once the new one is whole.
   llvm::SmallString<256> Old(Dir);
@@ -320,11 +331,17 @@ llvm::Error writeProject(const std::string &Dir, const ProjectFiles &Files) {
   if (fs::exists(Old))
     (void)fs::remove_directories(Old);
   if (fs::exists(Dir))
-    if (std::error_code EC = fs::rename(Dir, Old))
+    if (std::error_code EC = fs::rename(Dir, Old)) {
+      (void)fs::remove_directories(Temp);
       return fail(llvm::formatv("cannot replace {0}: {1}", Dir, EC.message()));
-  if (std::error_code EC = fs::rename(Temp, Dir))
+    }
+  if (std::error_code EC = fs::rename(Temp, Dir)) {
+    if (fs::exists(Old))
+      (void)fs::rename(Old, Dir);
+    (void)fs::remove_directories(Temp);
     return fail(
         llvm::formatv("cannot move {0} to {1}: {2}", Temp, Dir, EC.message()));
+  }
   if (fs::exists(Old))
     (void)fs::remove_directories(Old);
   return llvm::Error::success();

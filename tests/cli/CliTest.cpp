@@ -175,6 +175,22 @@ TEST_F(CliTest, ThreadsPastTheCap) {
                   "--threads -1: expected 0 (all cores) to 1024");
 }
 
+// Output that cannot be written (a full disk: /dev/full) is one line and
+// exit 2, not LLVM's abort when the stream goes with its error unchecked.
+TEST_F(CliTest, StandardOutputOnAFullDisk) {
+  if (!llvm::sys::fs::exists("/dev/full"))
+    GTEST_SKIP() << "no /dev/full";
+  std::string Program = cliPath(), Err = Dir.file("full-stderr.txt");
+  llvm::StringRef Argv[] = {Program, "clusters", "--show", "paper-k80"};
+  llvm::Optional<llvm::StringRef> Redirects[] = {
+      llvm::StringRef(""), llvm::StringRef("/dev/full"), llvm::StringRef(Err)};
+  int Code = llvm::sys::ExecuteAndWait(Program, Argv, llvm::None, Redirects,
+                                       /*SecondsToWait=*/60);
+  EXPECT_EQ(Code, 2);
+  EXPECT_EQ(readFile(Err), "onnx2soap: error: cannot write the standard "
+                           "output: No space left on device\n");
+}
+
 TEST_F(CliTest, NoModelGiven) {
   expectUserError(run({"inspect", "--batch", "4"}), "");
 }
