@@ -14,7 +14,9 @@
 #include "Placement.h"
 #include "Runner.h"
 #include "TensorFile.h"
+#include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -92,12 +94,18 @@ void checkWritable(const char *Flag, const std::string &Path) {
     fail(Flag, Path + ": folder " + Dir + " is not writable");
 }
 
-int64_t parseCount(const std::string &Flag, const char *Text) {
+/// Text as an integer from 0 to Max.
+int64_t parseCount(const std::string &Flag, const char *Text,
+                   int64_t Max = INT64_MAX) {
   char *End = nullptr;
+  errno = 0;
   long long Value = std::strtoll(Text, &End, 10);
   if (!*Text || *End || Value < 0)
     fail(Flag,
          std::string("expected a non-negative integer, got '") + Text + "'");
+  if (errno == ERANGE || Value > Max)
+    fail(Flag,
+         std::string("'") + Text + "' is more than " + std::to_string(Max));
   return Value;
 }
 
@@ -142,7 +150,8 @@ Options parseOptions(int Argc, char **Argv) {
     else if (Flag == "--profile-comm-max")
       O.ProfileCommMax = parseCount(Flag, Value());
     else if (Flag == "--threads")
-      O.Threads = int(parseCount(Flag, Value()));
+      // Past about a thousand the kernels' thread pool runs out of stack.
+      O.Threads = int(parseCount(Flag, Value(), 1024));
     else if (Flag == "--timeout")
       O.Timeout = double(parseCount(Flag, Value()));
     else if (Flag == "--quiet")

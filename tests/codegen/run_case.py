@@ -806,6 +806,37 @@ def case_compile_error(env, case):
         raise Failure("\n".join(errors))
 
 
+def case_program_flags(env, case):
+    """The built program refuses flags out of range before MPI starts: exit
+    2, one 'train: error: ' line (--threads 100000 crashed in the thread
+    pool, 2^31 wrapped to a negative count, 2^64 steps read as 2^63-1)."""
+    fixture = case["fixture"]
+    project = env.path("project")
+    compile_project(env, fixture, 2, "data-parallel", "sgd", project)
+    program = build_project(env, project)
+    data = fixture_data_flags(fixture)
+    errors = []
+    for flags, expect in [
+            (["--threads", "100000"], "--threads: '100000' is more than 1024"),
+            (["--threads", "2147483648"],
+             "--threads: '2147483648' is more than 1024"),
+            (["--steps", "18446744073709551616"],
+             "--steps: '18446744073709551616' is more than "
+             "9223372036854775807"),
+            (["--steps", "-1"],
+             "--steps: expected a non-negative integer, got '-1'")]:
+        rc, out, err = run([program] + data + flags, check=False)
+        log("%s: exit %d, stderr %s" % (" ".join(flags), rc, err.rstrip()))
+        lines = err.splitlines()
+        if rc != 2 or len(lines) != 1 or \
+                lines[0] != "train: error: " + expect:
+            errors.append("%s: exit %d, stderr %r; expected exit 2 and "
+                          "'train: error: %s'" % (" ".join(flags), rc, err,
+                                                   expect))
+    if errors:
+        raise Failure("\n".join(errors))
+
+
 def check_trace(path, ranks, out):
     """--trace's file: Chrome trace events of the last step, one track per
     rank, each rank's steps one after another (forward and backward calls,
@@ -1005,6 +1036,7 @@ KINDS = {
     "profile_comm": case_profile_comm,
     "rank_failure": case_rank_failure,
     "compile_error": case_compile_error,
+    "program_flags": case_program_flags,
     "gpu_build": case_gpu_build,
     "dataset": case_dataset,
 }
