@@ -170,7 +170,7 @@ llvm::Expected<int> runRun() {
     return Exec.takeError();
   for (size_t I = 0; I < G.inputs().size(); ++I) {
     std::string Path = llvm::formatv("{0}/input_{1}.pb", Data.getValue(), I);
-    auto Bytes = tensorBytes(Inputs[I], Path);
+    auto Bytes = tensorBytes(Inputs[I], Path, G.tensor(G.inputs()[I]).Type);
     if (!Bytes)
       return Bytes.takeError();
     if (auto E = (*Exec)->setInput(G.inputs()[I], *Bytes))
@@ -219,20 +219,26 @@ llvm::Expected<int> runRun() {
     auto Reference = readTensor(Expected);
     if (!Reference)
       return Reference.takeError();
-    auto Want = tensorBytes(*Reference, Expected);
-    if (!Want)
-      return Want.takeError();
+    // An output of another type or shape than the reference's differs
+    // from it (exit 3); the reference is compared in its own type only.
     std::vector<int64_t> Dims(Reference->dims().begin(),
                               Reference->dims().end());
+    std::optional<ir::DType> Type =
+        onnx_import::dtypeFromOnnx(Reference->data_type());
     if (Dims != std::vector<int64_t>(T.Type.Dims.begin(), T.Type.Dims.end()) ||
-        Want->size() != Got.size()) {
-      llvm::outs() << llvm::formatv("output {0} '{1}': shape {2}, expected "
-                                    "{3}: FAIL\n",
-                                    I, T.Name, ir::formatShape(T.Type.Dims),
-                                    ir::formatShape(Dims));
+        Type != T.Type.Type) {
+      llvm::outs() << llvm::formatv(
+          "output {0} '{1}': {2} {3}, expected {4} {5}: FAIL\n", I, T.Name,
+          ir::dtypeName(T.Type.Type), ir::formatShape(T.Type.Dims),
+          Type ? ir::dtypeName(*Type).str()
+               : "data_type " + std::to_string(Reference->data_type()),
+          ir::formatShape(Dims));
       AllWithin = false;
       continue;
     }
+    auto Want = tensorBytes(*Reference, Expected, T.Type);
+    if (!Want)
+      return Want.takeError();
     double MaxAbs = 0, MaxRel = 0;
     bool Within = true;
     for (int64_t E = 0; E < T.Type.numElements(); ++E) {

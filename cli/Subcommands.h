@@ -133,13 +133,17 @@ bool jsonOutput();
 /// K, KiB, M, MiB, ... powers of 1024), or nothing.
 std::optional<double> parseBytes(llvm::StringRef Text);
 
-/// A serialized TensorProto file (cli/TensorFiles.cpp).
+/// A serialized TensorProto file (cli/TensorFiles.cpp): a regular file
+/// under 2 GiB (protobuf's limit).
 llvm::Expected<onnx::TensorProto> readTensor(const std::string &Path);
-/// T's bytes in the IR's element layout; Path names it in errors.
+/// T's bytes in the IR's element layout, when T holds a tensor of type
+/// Want (element type and dims); Path names it in errors.
 llvm::Expected<std::vector<char>> tensorBytes(const onnx::TensorProto &T,
-                                              const std::string &Path);
+                                              const std::string &Path,
+                                              const ir::TensorType &Want);
 /// readTensor then tensorBytes.
-llvm::Expected<std::vector<char>> readTensorBytes(const std::string &Path);
+llvm::Expected<std::vector<char>> readTensorBytes(const std::string &Path,
+                                                  const ir::TensorType &Want);
 
 /// A flag given wrongly: a user-input error like any other (ir/Error.h),
 /// printed as one line, exit code 2.

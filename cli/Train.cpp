@@ -139,9 +139,9 @@ llvm::Error runTrain() {
                                     "--inputs FILE.pb ({1} given)",
                                     ModelInputs.size(), InputFiles.size()));
   for (size_t I = 0; I < ModelInputs.size(); ++I) {
-    auto Bytes = readTensorBytes(InputFiles[I]);
+    auto Bytes = readTensorBytes(InputFiles[I], G.tensor(ModelInputs[I]).Type);
     if (!Bytes)
-      return Bytes.takeError();
+      return usageError("--inputs: " + llvm::toString(Bytes.takeError()));
     if (auto E = (*Trainer)->executor().setInput(ModelInputs[I], *Bytes))
       return usageError(llvm::formatv("--inputs {0}: {1}", InputFiles[I],
                                       llvm::toString(std::move(E))));
@@ -150,9 +150,9 @@ llvm::Error runTrain() {
     if (LabelFile.empty())
       return usageError(
           llvm::formatv("--loss {0} needs --labels FILE.pb", Loss.getValue()));
-    auto Bytes = readTensorBytes(LabelFile);
+    auto Bytes = readTensorBytes(LabelFile, G.tensor(Training->Labels).Type);
     if (!Bytes)
-      return Bytes.takeError();
+      return usageError("--labels: " + llvm::toString(Bytes.takeError()));
     if (auto E = (*Trainer)->executor().setInput(Training->Labels, *Bytes))
       return usageError(llvm::formatv("--labels {0}: {1}", LabelFile.getValue(),
                                       llvm::toString(std::move(E))));

@@ -6,11 +6,13 @@
 //
 //===----------------------------------------------------------------------===//
 #include "cli/Subcommands.h"
+#include "runtime_lib/Error.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 #include <google/protobuf/stubs/logging.h>
+#include <new>
 #include <unistd.h>
 
 using namespace onnx2soap;
@@ -130,7 +132,18 @@ int main(int argc, char **argv) {
     llvm::errs() << "onnx2soap: error: " << Message.split('\n').first << "\n";
     return 2;
   }
-  int Code = run();
+  int Code;
+  try {
+    Code = run();
+  } catch (const onnx2soap::rt::RuntimeError &Failure) {
+    // The CPU backend out of memory for the batch asked for (run, train,
+    // calibrate): said in one line instead of std::terminate's abort.
+    llvm::errs() << "onnx2soap: error: " << Failure.what() << "\n";
+    Code = 2;
+  } catch (const std::bad_alloc &) {
+    llvm::errs() << "onnx2soap: error: out of memory\n";
+    Code = 2;
+  }
   // What went to standard output must have been written (a full disk, a
   // closed pipe): said in one line instead of LLVM's abort at exit.
   llvm::outs().flush();

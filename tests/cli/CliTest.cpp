@@ -424,6 +424,64 @@ TEST_F(CliTest, TrainRefusesBadFlags) {
       "--inputs");
 }
 
+// A tensor file is the input's type and shape, not only its size: raw
+// bytes of another element type or shape of the same size were once
+// trained on as they were. Nor is it a device (/dev/zero was read until
+// memory ran out).
+TEST_F(CliTest, TrainRefusesTensorsOfAnotherTypeOrShape) {
+  std::string Fixture =
+      (llvm::Twine(ONNX2SOAP_SOURCE_DIR) + "/tests/fixtures/mlp").str();
+  onnx::TensorProto Input;
+  ASSERT_TRUE(Input.ParseFromString(readFile(Fixture + "/input_0.pb")));
+  ASSERT_GE(Input.dims_size(), 2);
+  std::string Shape = "[" + std::to_string(Input.dims(0)) + "," +
+                      std::to_string(Input.dims(1)) + "]";
+  auto Train = [&](const std::string &Inputs) {
+    return run({"train", Fixture + "/model.onnx", "--inputs", Inputs,
+                "--labels", Fixture + "/labels.pb"});
+  };
+  onnx::TensorProto Ints = Input;
+  Ints.set_data_type(onnx::TensorProto::INT32);
+  std::string IntsFile = Dir.file("ints.pb");
+  ASSERT_TRUE(writeBytes(IntsFile, Ints.SerializeAsString()));
+  expectUserError(Train(IntsFile), "--inputs: '" + IntsFile + "' holds i32 " +
+                                       Shape + ", expected f32 " + Shape);
+  onnx::TensorProto Flat = Input;
+  Flat.clear_dims();
+  Flat.add_dims(Input.dims(0) * Input.dims(1));
+  std::string FlatFile = Dir.file("flat.pb");
+  ASSERT_TRUE(writeBytes(FlatFile, Flat.SerializeAsString()));
+  expectUserError(Train(FlatFile), "' holds f32 [" +
+                                       std::to_string(Flat.dims(0)) +
+                                       "], expected f32 " + Shape);
+  if (llvm::sys::fs::exists("/dev/zero"))
+    expectUserError(Train("/dev/zero"),
+                    "--inputs: '/dev/zero' is not a regular file");
+}
+
+// Memory the CPU backend cannot get for the batch asked for is one error
+// line, not std::terminate's abort (the address space is limited so that
+// the allocation fails whatever the machine's overcommit policy).
+TEST_F(CliTest, TrainOutOfMemory) {
+  if (!llvm::sys::fs::can_execute("/bin/sh"))
+    GTEST_SKIP() << "no /bin/sh";
+  std::string Fixture =
+      (llvm::Twine(ONNX2SOAP_SOURCE_DIR) + "/tests/fixtures/cnn_bn").str();
+  std::string Command = "ulimit -v 4000000; exec '" + cliPath() + "' train '" +
+                        samplePath("tiny_cnn.onnx") +
+                        "' --batch 100000000 --inputs '" + Fixture +
+                        "/input_0.pb' --labels '" + Fixture + "/labels.pb'";
+  std::string Err = Dir.file("oom-stderr.txt");
+  llvm::StringRef Argv[] = {"/bin/sh", "-c", Command};
+  llvm::Optional<llvm::StringRef> Redirects[] = {
+      llvm::StringRef(""), llvm::StringRef(""), llvm::StringRef(Err)};
+  int Code = llvm::sys::ExecuteAndWait("/bin/sh", Argv, llvm::None, Redirects,
+                                       /*SecondsToWait=*/60);
+  EXPECT_EQ(Code, 2);
+  EXPECT_EQ(readFile(Err), "onnx2soap: error: cpu backend: out of host "
+                           "memory allocating 307200000000 bytes\n");
+}
+
 // `clusters --show C --measured FILE`: FILE's tables come first, the
 // cluster's own after; what does not fit C is a one-line error naming FILE.
 TEST_F(CliTest, ClustersShowAddsMeasuredTables) {
