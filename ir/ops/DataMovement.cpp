@@ -12,7 +12,9 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ir/ops/OpHelpers.h"
+#include "llvm/Support/MathExtras.h"
 #include <algorithm>
+#include <cstdint>
 
 namespace onnx2soap::ir {
 using namespace ops;
@@ -230,9 +232,9 @@ static llvm::Expected<OutputTypes> inferSplit(const Attributes &Attrs,
   int64_t Total = 0;
   OutputTypes Out;
   for (int64_t S : Sizes) {
-    if (S < 0)
-      return fail("split sizes {0} must not be negative", formatShape(Sizes));
-    Total += S;
+    if (S < 0 || llvm::AddOverflow(Total, S, Total))
+      return fail("split sizes {0} must not be negative or add up past 2^63",
+                  formatShape(Sizes));
     Shape D = X;
     D[Axis] = S;
     Out.push_back(TensorType{In[0]->Type, D});
@@ -282,9 +284,13 @@ static llvm::Expected<OutputTypes> inferSlice(const Attributes &Attrs,
   Shape Out;
   for (size_t I = 0; I < X.size(); ++I) {
     int64_t Step = Steps[I];
-    if (Step == 0)
-      return fail("slice step of dim {0} is zero", I);
-    int64_t Span = Step > 0 ? Ends[I] - Starts[I] : Starts[I] - Ends[I];
+    if (Step == 0 || Step == INT64_MIN)
+      return fail("slice step of dim {0} is {1}", I, Step);
+    int64_t Span;
+    if (Step > 0 ? llvm::SubOverflow(Ends[I], Starts[I], Span)
+                 : llvm::SubOverflow(Starts[I], Ends[I], Span))
+      return fail("slice of dim {0} from {1} to {2} is out of range", I,
+                  Starts[I], Ends[I]);
     int64_t AbsStep = Step > 0 ? Step : -Step;
     Out.push_back(Span <= 0 ? 0 : (Span + AbsStep - 1) / AbsStep);
   }
@@ -329,7 +335,10 @@ static llvm::Expected<OutputTypes> inferPad(const Attributes &Attrs,
   llvm::StringRef Mode = Attrs.getString("mode", "constant");
   Shape Out;
   for (size_t I = 0; I < X.size(); ++I) {
-    int64_t D = X[I] + Pads[I] + Pads[X.size() + I];
+    int64_t D;
+    if (llvm::AddOverflow(X[I], Pads[I], D) ||
+        llvm::AddOverflow(D, Pads[X.size() + I], D))
+      return fail("pads {0} take dim {1} past 2^63", formatShape(Pads), I);
     if (D < 0)
       return fail("pads {0} crop dim {1} of size {2} below zero",
                   formatShape(Pads), I, X[I]);

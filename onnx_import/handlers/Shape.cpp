@@ -321,7 +321,10 @@ llvm::Error slice(NodeContext &C) {
     };
     S[Axes[I]] = Clamp((*Starts)[I], false);
     E[Axes[I]] = Clamp((*Ends)[I], true);
-    St[Axes[I]] = Step;
+    // A step longer than the dim takes one element, as the dim's length
+    // does: clamped so that no step times a stride overflows.
+    int64_t Longest = std::max<int64_t>(Dim, 1);
+    St[Axes[I]] = std::clamp<int64_t>(Step, -Longest, Longest);
   }
   ir::Attributes Attrs;
   Attrs.set("starts", std::move(S));
