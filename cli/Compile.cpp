@@ -15,6 +15,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -85,6 +86,13 @@ optimizerConfig(const std::string &Name) {
                       ": expected sgd, momentum, adam or adamw");
   if (!(Lr > 0))
     return usageError("--lr must be positive");
+  constexpr double Infinity = std::numeric_limits<double>::infinity();
+  if (llvm::Error E = checkSetting(Lr, 0, Infinity))
+    return E;
+  if (llvm::Error E = checkSetting(Momentum, 0, Infinity))
+    return E;
+  if (llvm::Error E = checkSetting(WeightDecay, 0, Infinity))
+    return E;
   C.LearningRate = Lr;
   C.Momentum = Momentum >= 0        ? Momentum.getValue()
                : Name == "momentum" ? 0.9

@@ -73,6 +73,12 @@ llvm::Expected<onnx_import::ImportOptions> importOptions() {
       return usageError(llvm::formatv("--dim {0}: expected NAME=V with a "
                                       "positive integer V",
                                       Entry));
+    // The last of two would have won silently.
+    for (const auto &[Given, Value] : Options.Dims)
+      if (Given == Name)
+        return usageError(llvm::formatv("--dim {0}: the dim '{1}' is given "
+                                        "twice",
+                                        Entry, Name));
     Options.Dims.emplace_back(Name.str(), Size);
   }
   Options.Roles.Trainable.assign(Trainable.begin(), Trainable.end());

@@ -8,6 +8,7 @@
 #define ONNX2SOAP_CLI_SUBCOMMANDS_H
 
 #include "ir/Error.h"
+#include "ir/JsonText.h"
 #include "ir/Training.h"
 #include "ir/Units.h"
 #include "onnx_import/Importer.h"
@@ -17,6 +18,7 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Error.h"
 #include "llvm/Support/raw_ostream.h"
+#include <cmath>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -149,6 +151,25 @@ llvm::Expected<std::vector<char>> readTensorBytes(const std::string &Path,
 /// printed as one line, exit code 2.
 inline llvm::Error usageError(const llvm::Twine &Message) {
   return fail(Message);
+}
+
+/// An optimizer flag's value checked when given: a finite number from Low
+/// to High, High itself excluded when HighOpen ("--beta2 -1" trained on
+/// into NaN losses).
+inline llvm::Error checkSetting(const llvm::cl::opt<double> &Flag, double Low,
+                                double High, bool HighOpen = false) {
+  if (!Flag.getNumOccurrences())
+    return llvm::Error::success();
+  double V = Flag.getValue();
+  if (std::isfinite(V) && V >= Low && (HighOpen ? V < High : V <= High))
+    return llvm::Error::success();
+  std::string Range =
+      std::isinf(High)
+          ? "a finite number of at least " + ir::shortestNumber(Low)
+          : "from " + ir::shortestNumber(Low) + " to " +
+                ir::shortestNumber(High) + (HighOpen ? " (not included)" : "");
+  return usageError("--" + Flag.ArgStr + " " + ir::shortestNumber(V) +
+                    ": expected " + Range);
 }
 
 /// The most --threads any command takes: past it the kernels' thread pool

@@ -13,6 +13,7 @@
 #include "llvm/Support/raw_ostream.h"
 #include <chrono>
 #include <cstdio>
+#include <limits>
 
 namespace onnx2soap::cli {
 
@@ -79,6 +80,21 @@ static llvm::Expected<rt::OptimizerConfig> optimizerConfig() {
                                     Optimizer.getValue()));
   if (!(Lr > 0))
     return usageError("--lr must be positive");
+  constexpr double Infinity = std::numeric_limits<double>::infinity();
+  if (llvm::Error E = checkSetting(Lr, 0, Infinity))
+    return E;
+  if (llvm::Error E = checkSetting(Momentum, 0, Infinity))
+    return E;
+  if (llvm::Error E = checkSetting(Dampening, 0, 1))
+    return E;
+  if (llvm::Error E = checkSetting(WeightDecay, 0, Infinity))
+    return E;
+  if (llvm::Error E = checkSetting(Beta1, 0, 1, /*HighOpen=*/true))
+    return E;
+  if (llvm::Error E = checkSetting(Beta2, 0, 1, /*HighOpen=*/true))
+    return E;
+  if (llvm::Error E = checkSetting(Epsilon, 0, Infinity))
+    return E;
   C.LearningRate = Lr;
   C.Momentum = Momentum;
   C.Dampening = Dampening;

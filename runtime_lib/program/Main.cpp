@@ -117,7 +117,7 @@ Options parseOptions(int Argc, char **Argv) {
   for (int I = 1; I < Argc; ++I) {
     std::string Flag = Argv[I];
     auto Value = [&]() -> const char * {
-      if (I + 1 >= Argc)
+      if (I + 1 >= Argc || !*Argv[I + 1])
         fail(Flag, "needs a value");
       return Argv[++I];
     };
@@ -152,8 +152,11 @@ Options parseOptions(int Argc, char **Argv) {
     else if (Flag == "--threads")
       // Past about a thousand the kernels' thread pool runs out of stack.
       O.Threads = int(parseCount(Flag, Value(), 1024));
-    else if (Flag == "--timeout")
+    else if (Flag == "--timeout") {
       O.Timeout = double(parseCount(Flag, Value()));
+      if (O.Timeout < 1)
+        fail(Flag, "must be at least 1 (second)");
+    }
     else if (Flag == "--quiet")
       O.Quiet = true;
     else if (Flag == "--help" || Flag == "-h") {
@@ -164,6 +167,8 @@ Options parseOptions(int Argc, char **Argv) {
   }
   if (O.ProfileCommMax != 0 && O.ProfileComm.empty())
     fail("--profile-comm-max", "goes with --profile-comm");
+  if (O.CheckpointEvery != 0 && O.Checkpoint.empty())
+    fail("--checkpoint-every", "goes with --checkpoint DIR");
   if (O.ProfileCommMax != 0 && O.ProfileCommMax < 8)
     fail("--profile-comm-max", "must be at least 8 (bytes)");
   // Measuring communication needs no batch and trains nothing.

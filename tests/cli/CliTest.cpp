@@ -155,6 +155,9 @@ TEST_F(CliTest, DimOfSizeZero) {
                     "--dim batch=0: expected NAME=V with a positive integer V");
   }
   EXPECT_FALSE(llvm::sys::fs::exists(Out));
+  expectUserError(
+      run({"inspect", Model, "--dim", "batch=1", "--dim", "batch=2"}),
+      "--dim batch=2: the dim 'batch' is given twice");
 }
 
 // A thread per kernel thread asked for: 100,000 overflowed the stack.
@@ -422,6 +425,24 @@ TEST_F(CliTest, TrainRefusesBadFlags) {
       run({"train", Fixture + "/model.onnx", "--inputs", Fixture + "/labels.pb",
            "--labels", Fixture + "/labels.pb"}),
       "--inputs");
+  // Settings outside their range trained on into NaN losses.
+  for (auto [Flag, Value, Expected] :
+       std::vector<std::tuple<const char *, const char *, const char *>>{
+           {"--lr", "inf", "--lr inf: expected a finite number of at least 0"},
+           {"--beta2", "-1",
+            "--beta2 -1: expected from 0 to 1 (not "
+            "included)"},
+           {"--beta1", "1", "--beta1 1: expected from 0 to 1 (not included)"},
+           {"--dampening", "2", "--dampening 2: expected from 0 to 1"},
+           {"--momentum", "nan",
+            "--momentum nan: expected a finite number of at least 0"},
+           {"--weight-decay", "-1",
+            "--weight-decay -1: expected a finite number of at least 0"},
+           {"--eps", "-1", "--eps -1: expected a finite number of at least 0"}})
+    expectUserError(run({"train", Fixture + "/model.onnx", "--inputs",
+                         Fixture + "/input_0.pb", "--labels",
+                         Fixture + "/labels.pb", Flag, Value}),
+                    Expected);
 }
 
 // A tensor file is the input's type and shape, not only its size: raw

@@ -809,7 +809,9 @@ def case_compile_error(env, case):
 def case_program_flags(env, case):
     """The built program refuses flags out of range before MPI starts: exit
     2, one 'train: error: ' line (--threads 100000 crashed in the thread
-    pool, 2^31 wrapped to a negative count, 2^64 steps read as 2^63-1)."""
+    pool, 2^31 wrapped to a negative count, 2^64 steps read as 2^63-1,
+    --timeout 0 aborted the job at its first collective, empty paths and a
+    --checkpoint-every without --checkpoint did nothing silently)."""
     fixture = case["fixture"]
     project = env.path("project")
     compile_project(env, fixture, 2, "data-parallel", "sgd", project)
@@ -824,7 +826,12 @@ def case_program_flags(env, case):
              "--steps: '18446744073709551616' is more than "
              "9223372036854775807"),
             (["--steps", "-1"],
-             "--steps: expected a non-negative integer, got '-1'")]:
+             "--steps: expected a non-negative integer, got '-1'"),
+            (["--timeout", "0"], "--timeout: must be at least 1 (second)"),
+            (["--checkpoint", ""], "--checkpoint: needs a value"),
+            (["--save-onnx", ""], "--save-onnx: needs a value"),
+            (["--checkpoint-every", "5"],
+             "--checkpoint-every: goes with --checkpoint DIR")]:
         rc, out, err = run([program] + data + flags, check=False)
         log("%s: exit %d, stderr %s" % (" ".join(flags), rc, err.rstrip()))
         lines = err.splitlines()
