@@ -17,6 +17,7 @@
 #include "RunnerImpl.h"
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -307,14 +308,19 @@ double Runner::step() {
   return I->C.sumOverRanks(Loss);
 }
 
+/// Whether a checkpoint holds the buffer: what training changes and the
+/// next step reads.
+static bool isPersistent(const BufferInfo &Info) {
+  return Info.Kind == BufferKind::Parameter || Info.Kind == BufferKind::State ||
+         Info.Kind == BufferKind::OptimizerState;
+}
+
 std::vector<NamedBlob> Runner::persistentState() {
   const Plan &P = I->P;
   std::vector<NamedBlob> Result;
   for (int32_t Id = 0; Id < P.Buffers.Size; ++Id) {
     const BufferInfo &Info = P.Buffers[Id];
-    if (Info.Rank != I->Rank ||
-        (Info.Kind != BufferKind::Parameter && Info.Kind != BufferKind::State &&
-         Info.Kind != BufferKind::OptimizerState))
+    if (Info.Rank != I->Rank || !isPersistent(Info))
       continue;
     std::vector<char> Bytes(I->view(Id).byteSize());
     I->B.copyToHost(Bytes.data(), I->data(Id), Bytes.size());
@@ -323,18 +329,42 @@ std::vector<NamedBlob> Runner::persistentState() {
   return Result;
 }
 
+/// The buffer id of an entry's name "buffer-<id>" (digits only, within
+/// int32), or -1.
+static int32_t entryBuffer(const std::string &Name) {
+  if (Name.rfind("buffer-", 0) != 0 || Name.size() == 7 || Name.size() > 17)
+    return -1;
+  int64_t Id = 0;
+  for (size_t K = 7; K < Name.size(); ++K) {
+    if (Name[K] < '0' || Name[K] > '9')
+      return -1;
+    Id = Id * 10 + (Name[K] - '0');
+  }
+  return Id > INT32_MAX ? -1 : int32_t(Id);
+}
+
 void Runner::restore(int64_t StepsDone, const std::vector<NamedBlob> &State) {
   const Plan &P = I->P;
+  // Every entry one of this rank's persistent buffers, each once, and
+  // every one of them there: a rank file that lists fewer would leave the
+  // rest at their initial values.
+  std::vector<char> Restored(size_t(P.Buffers.Size), 0);
   for (const NamedBlob &Blob : State) {
     const std::string &Name = Blob.Name;
     const std::vector<char> &Bytes = Blob.Bytes;
-    int32_t Id = -1;
-    if (Name.rfind("buffer-", 0) == 0)
-      Id = std::atoi(Name.c_str() + 7);
+    int32_t Id = entryBuffer(Name);
     if (Id < 0 || Id >= P.Buffers.Size || P.Buffers[Id].Rank != I->Rank ||
         Bytes.size() != I->view(Id).byteSize())
       fail("checkpoint", "entry '" + Name + "' does not belong to this plan");
+    if (Restored[size_t(Id)]++)
+      fail("checkpoint", "entry '" + Name + "' is there twice");
     I->B.copyFromHost(I->data(Id), Bytes.data(), Bytes.size());
+  }
+  for (int32_t Id = 0; Id < P.Buffers.Size; ++Id) {
+    const BufferInfo &Info = P.Buffers[Id];
+    if (Info.Rank == I->Rank && !Restored[size_t(Id)] && isPersistent(Info))
+      fail("checkpoint",
+           "entry 'buffer-" + std::to_string(Id) + "' is missing");
   }
   Step = StepsDone;
 }

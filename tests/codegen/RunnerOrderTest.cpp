@@ -19,6 +19,7 @@
 //===----------------------------------------------------------------------===//
 #include "../soap_search/PlannerTestUtil.h"
 #include "codegen/ProgramPlan.h"
+#include "runtime_lib/Error.h"
 #include "runtime_lib/program/Runner.h"
 #include "soap_search/Builtins.h"
 #include "llvm/Support/FileSystem.h"
@@ -402,5 +403,60 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"cnn_bn", 8, soap_search::Builtin::ModelParallel, 2},
         Case{"resnet18", 8, soap_search::Builtin::Expert, 4, "paper-p100"},
         Case{"transformer", 4, soap_search::Builtin::Expert, 4, "paper-p100"}));
+
+// A checkpoint's rank file restores every persistent buffer of the rank,
+// each once: one that listed fewer (or the same twice, or a name with more
+// than digits after "buffer-") resumed with the rest at their initial
+// values.
+TEST(RunnerRestore, EveryPersistentBufferOnce) {
+  ir::TrainingGraph T = test::training("tests/fixtures/mlp/model.onnx", 8);
+  simulator::Machine M = test::machine("cpu:1", 1);
+  simulator::AnalyticCostModel Cost;
+  codegen::PlanOptions Options;
+  Options.Init = codegen::InitKind::Random;
+  auto Plan = codegen::buildProgramPlan(
+      T, soap_search::builtin(soap_search::Builtin::DataParallel, T.G, M, Cost),
+      M, Cost, Options);
+  ASSERT_TRUE(bool(Plan)) << llvm::toString(Plan.takeError());
+  rt::program::Plan View = Plan->view("", "", 0);
+  llvm::SmallString<128> Dir;
+  ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("runner-restore", Dir));
+  std::string Shards = std::string(Dir) + "/shards.bin";
+  {
+    std::ofstream File(Shards, std::ios::binary);
+    File.write("O2SWGHT2", 8);
+    File.write(std::string(8, '\0').data(), 8); // the view's hash, 0
+    File.write(Plan->Weights.data(), std::streamsize(Plan->Weights.size()));
+  }
+  RecordingBackend B;
+  StandInComm Alone(0, 1, B);
+  B.GroupsSet = &Alone.GroupsSet;
+  Runner R(View, B, Alone, std::string(Dir));
+  std::vector<NamedBlob> State = R.persistentState();
+  ASSERT_GE(State.size(), 2u);
+  R.restore(3, State);
+  EXPECT_EQ(R.stepsDone(), 3);
+  auto Refused = [&](std::vector<NamedBlob> Broken) {
+    try {
+      R.restore(4, Broken);
+    } catch (const rt::RuntimeError &Failure) {
+      return std::string(Failure.what());
+    }
+    return std::string("restored");
+  };
+  std::vector<NamedBlob> Fewer(State.begin() + 1, State.end());
+  EXPECT_EQ(Refused(Fewer),
+            "checkpoint: entry '" + State[0].Name + "' is missing");
+  std::vector<NamedBlob> Twice = State;
+  Twice.push_back(State[1]);
+  EXPECT_EQ(Refused(Twice),
+            "checkpoint: entry '" + State[1].Name + "' is there twice");
+  std::vector<NamedBlob> Renamed = State;
+  Renamed[0].Name += "xyz";
+  EXPECT_EQ(Refused(Renamed), "checkpoint: entry '" + Renamed[0].Name +
+                                  "' does not belong to this plan");
+  llvm::sys::fs::remove(Shards);
+  llvm::sys::fs::remove(Dir);
+}
 
 } // namespace
