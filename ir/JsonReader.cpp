@@ -14,8 +14,13 @@
 namespace onnx2soap::ir {
 namespace json = llvm::json;
 
+/// No offset (StringRef::npos's value; naming npos itself where it is bound
+/// to a reference defines it again in this object, which an ASan link of
+/// LLVM 14's Support library refuses as a duplicate).
+static constexpr size_t NotFound = ~size_t(0);
+
 /// Where the first bracket past MaxJsonDepth is, as an offset into Text;
-/// npos if none. Brackets in strings do not count.
+/// NotFound if none. Brackets in strings do not count.
 static size_t tooDeep(llvm::StringRef Text) {
   unsigned Depth = 0;
   bool InString = false, Escaped = false;
@@ -37,12 +42,12 @@ static size_t tooDeep(llvm::StringRef Text) {
       --Depth;
     }
   }
-  return llvm::StringRef::npos;
+  return NotFound;
 }
 
 /// Where the first key that its object has already is, in Text that
 /// llvm::json parsed (which keeps the last of them silently), and the key;
-/// npos if none. Keys are compared as written.
+/// NotFound if none. Keys are compared as written.
 static std::pair<size_t, std::string> repeatedKey(llvm::StringRef Text) {
   // One entry per open array (null) or object (its keys so far).
   std::vector<std::unique_ptr<llvm::StringSet<>>> Open;
@@ -60,22 +65,22 @@ static std::pair<size_t, std::string> repeatedKey(llvm::StringRef Text) {
         if (Text[I] == '\\')
           ++I;
       size_t After = Text.find_first_not_of(" \t\r\n", I + 1);
-      if (After != llvm::StringRef::npos && Text[After] == ':' &&
-          !Open.empty() && Open.back()) {
+      if (After != NotFound && Text[After] == ':' && !Open.empty() &&
+          Open.back()) {
         llvm::StringRef Key = Text.slice(Start + 1, I);
         if (!Open.back()->insert(Key).second)
           return {Start, Key.str()};
       }
     }
   }
-  return {llvm::StringRef::npos, ""};
+  return {NotFound, ""};
 }
 
 /// Offset At of Text as "line L, column C" (columns from 1).
 static std::string lineAndColumn(llvm::StringRef Text, size_t At) {
   llvm::StringRef Before = Text.take_front(At);
   size_t LineStart = Before.rfind('\n');
-  size_t Column = LineStart == llvm::StringRef::npos ? At + 1 : At - LineStart;
+  size_t Column = LineStart == NotFound ? At + 1 : At - LineStart;
   return llvm::formatv("line {0}, column {1}", Before.count('\n') + 1, Column);
 }
 
@@ -104,7 +109,7 @@ static std::string describeParseError(llvm::Error E) {
 llvm::Expected<json::Value> parseJson(llvm::StringRef Text,
                                       llvm::StringRef Where) {
   size_t At = tooDeep(Text);
-  if (At != llvm::StringRef::npos)
+  if (At != NotFound)
     return fail(llvm::formatv("{0}: not valid JSON: {1}: nested more than {2} "
                               "deep",
                               Where, lineAndColumn(Text, At), MaxJsonDepth));
@@ -113,7 +118,7 @@ llvm::Expected<json::Value> parseJson(llvm::StringRef Text,
     return fail(Where +
                 ": not valid JSON: " + describeParseError(Value.takeError()));
   auto [Repeated, Key] = repeatedKey(Text);
-  if (Repeated != llvm::StringRef::npos)
+  if (Repeated != NotFound)
     return fail(llvm::formatv("{0}: {1}: the key \"{2}\" again in the same "
                               "object",
                               Where, lineAndColumn(Text, Repeated), Key));
