@@ -58,14 +58,19 @@ public:
     return P;
   }
   void deallocate(void *Pointer) override { std::free(Pointer); }
+  // An empty tensor's pointers may be null, which memcpy must not get
+  // even for no bytes.
   void copyFromHost(void *Device, const void *Host, size_t Bytes) override {
-    std::memcpy(Device, Host, Bytes);
+    if (Bytes)
+      std::memcpy(Device, Host, Bytes);
   }
   void copyToHost(void *Host, const void *Device, size_t Bytes) override {
-    std::memcpy(Host, Device, Bytes);
+    if (Bytes)
+      std::memcpy(Host, Device, Bytes);
   }
   void copyOnDevice(void *To, const void *From, size_t Bytes) override {
-    std::memmove(To, From, Bytes);
+    if (Bytes)
+      std::memmove(To, From, Bytes);
   }
   void copyBox(const TensorView &To, const TensorView &From,
                bool Add) override {
