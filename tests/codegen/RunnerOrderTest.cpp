@@ -285,6 +285,14 @@ private:
   }
 };
 
+/// The plan's weights as the shards file of a view whose hash is 0.
+void writeShards(const std::string &Path, const codegen::ProgramPlan &Plan) {
+  std::ofstream File(Path, std::ios::binary);
+  File.write("O2SWGHT2", 8);
+  File.write(std::string(8, '\0').data(), 8); // the view's hash, 0
+  File.write(Plan.Weights.data(), std::streamsize(Plan.Weights.size()));
+}
+
 struct Case {
   const char *Fixture;
   int64_t Batch;
@@ -320,12 +328,7 @@ TEST_P(RunnerOrder, CommunicationStartsAfterTheKernelsItReads) {
   llvm::SmallString<128> Dir;
   ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("runner-order", Dir));
   std::string Shards = std::string(Dir) + "/shards.bin";
-  {
-    std::ofstream File(Shards, std::ios::binary);
-    File.write("O2SWGHT2", 8);
-    File.write(std::string(8, '\0').data(), 8); // the view's hash, 0
-    File.write(Plan->Weights.data(), std::streamsize(Plan->Weights.size()));
-  }
+  writeShards(Shards, *Plan);
 
   // Zeros (labels: class 0) of the plan's shapes.
   auto Zeros = [&](int32_t Tensor) {
@@ -422,12 +425,7 @@ TEST(RunnerRestore, EveryPersistentBufferOnce) {
   llvm::SmallString<128> Dir;
   ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("runner-restore", Dir));
   std::string Shards = std::string(Dir) + "/shards.bin";
-  {
-    std::ofstream File(Shards, std::ios::binary);
-    File.write("O2SWGHT2", 8);
-    File.write(std::string(8, '\0').data(), 8); // the view's hash, 0
-    File.write(Plan->Weights.data(), std::streamsize(Plan->Weights.size()));
-  }
+  writeShards(Shards, *Plan);
   RecordingBackend B;
   StandInComm Alone(0, 1, B);
   B.GroupsSet = &Alone.GroupsSet;
