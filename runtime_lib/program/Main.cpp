@@ -156,8 +156,7 @@ Options parseOptions(int Argc, char **Argv) {
       O.Timeout = double(parseCount(Flag, Value()));
       if (O.Timeout < 1)
         fail(Flag, "must be at least 1 (second)");
-    }
-    else if (Flag == "--quiet")
+    } else if (Flag == "--quiet")
       O.Quiet = true;
     else if (Flag == "--help" || Flag == "-h") {
       std::fputs(Usage, stdout);
