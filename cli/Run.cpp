@@ -221,18 +221,11 @@ llvm::Expected<int> runRun() {
       return Reference.takeError();
     // An output of another type or shape than the reference's differs
     // from it (exit 3); the reference is compared in its own type only.
-    std::vector<int64_t> Dims(Reference->dims().begin(),
-                              Reference->dims().end());
-    std::optional<ir::DType> Type =
-        onnx_import::dtypeFromOnnx(Reference->data_type());
-    if (Dims != std::vector<int64_t>(T.Type.Dims.begin(), T.Type.Dims.end()) ||
-        Type != T.Type.Type) {
+    if (!tensorIs(*Reference, T.Type)) {
       llvm::outs() << llvm::formatv(
-          "output {0} '{1}': {2} {3}, expected {4} {5}: FAIL\n", I, T.Name,
+          "output {0} '{1}': {2} {3}, expected {4}: FAIL\n", I, T.Name,
           ir::dtypeName(T.Type.Type), ir::formatShape(T.Type.Dims),
-          Type ? ir::dtypeName(*Type).str()
-               : "data_type " + std::to_string(Reference->data_type()),
-          ir::formatShape(Dims));
+          describeTensor(*Reference));
       AllWithin = false;
       continue;
     }

@@ -138,6 +138,11 @@ std::optional<double> parseBytes(llvm::StringRef Text);
 /// A serialized TensorProto file (cli/TensorFiles.cpp): a regular file
 /// under 2 GiB (protobuf's limit).
 llvm::Expected<onnx::TensorProto> readTensor(const std::string &Path);
+/// Whether T holds a tensor of type Want (element type and dims).
+bool tensorIs(const onnx::TensorProto &T, const ir::TensorType &Want);
+/// T's type as errors say it: "f32 [8,3,16,16]" ("data_type 999 [...]"
+/// for a type the IR does not know).
+std::string describeTensor(const onnx::TensorProto &T);
 /// T's bytes in the IR's element layout, when T holds a tensor of type
 /// Want (element type and dims); Path names it in errors.
 llvm::Expected<std::vector<char>> tensorBytes(const onnx::TensorProto &T,

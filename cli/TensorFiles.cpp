@@ -41,8 +41,13 @@ llvm::Expected<onnx::TensorProto> readTensor(const std::string &Path) {
   return T;
 }
 
-/// "f32 [8,3,16,16]", or the file's own words where they name no type.
-static std::string describe(const onnx::TensorProto &T) {
+bool tensorIs(const onnx::TensorProto &T, const ir::TensorType &Want) {
+  std::optional<ir::DType> Type = onnx_import::dtypeFromOnnx(T.data_type());
+  return Type == Want.Type &&
+         llvm::equal(T.dims(), llvm::ArrayRef<int64_t>(Want.Dims));
+}
+
+std::string describeTensor(const onnx::TensorProto &T) {
   std::optional<ir::DType> Type = onnx_import::dtypeFromOnnx(T.data_type());
   std::vector<int64_t> Dims(T.dims().begin(), T.dims().end());
   return (Type ? ir::dtypeName(*Type).str()
@@ -55,11 +60,9 @@ llvm::Expected<std::vector<char>> tensorBytes(const onnx::TensorProto &T,
                                               const ir::TensorType &Want) {
   // The element type and dims as well as the size: raw bytes of another
   // type or shape of the same size were once taken as they were.
-  std::optional<ir::DType> Type = onnx_import::dtypeFromOnnx(T.data_type());
-  if (!Type || *Type != Want.Type ||
-      !llvm::equal(T.dims(), llvm::ArrayRef<int64_t>(Want.Dims)))
+  if (!tensorIs(T, Want))
     return usageError(llvm::formatv("'{0}' holds {1}, expected {2} {3}", Path,
-                                    describe(T), ir::dtypeName(Want.Type),
+                                    describeTensor(T), ir::dtypeName(Want.Type),
                                     ir::formatShape(Want.Dims)));
   if (T.has_data_location() && T.data_location() == onnx::TensorProto::EXTERNAL)
     return usageError(llvm::formatv("'{0}': its data is external (in another "
