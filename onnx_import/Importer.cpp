@@ -215,6 +215,12 @@ public:
       // A fixed leading dim of the --batch size is the batch (exporters
       // often freeze it), so the planner sees the Sample dim.
       IsBatch = Batch && D == 0 && Dim.dim_value() == *Batch;
+      BatchBound |= IsBatch;
+      if (Batch && D == 0 && !IsBatch && FixedLeading.empty())
+        FixedLeading = llvm::formatv(
+            "input '{0}' dim 0 is fixed at {1}: give --batch {1}, or export "
+            "the model with a symbolic batch dim",
+            In.name(), Dim.dim_value());
       return Dim.dim_value();
     }
     std::string Name = Dim.has_dim_param() ? Dim.dim_param() : "";
@@ -224,11 +230,16 @@ public:
         Used.insert(Name);
         Bound[Name] = It->second;
         IsBatch = BatchNames.count(Name) > 0;
+        BatchBound |= IsBatch;
+        if (IsBatch && It->second != *Batch)
+          return fail(llvm::formatv("--dim {0}={1}: '{0}' is the model's "
+                                    "batch dim, which --batch {2} binds to {2}",
+                                    Name, It->second, *Batch));
         return It->second;
       }
     }
     if (Batch && (BatchNames.count(Name) || (Name.empty() && D == 0))) {
-      IsBatch = true;
+      IsBatch = BatchBound = true;
       Bound[Name.empty() ? "(unnamed batch)" : Name] = *Batch;
       return *Batch;
     }
@@ -249,6 +260,16 @@ public:
         return fail(llvm::formatv("--dim {0}={1}: the model's inputs have "
                                   "no symbolic dim '{0}'",
                                   Name, Size));
+    // A --batch no input takes would leave the model's own sizes in place
+    // silently.
+    if (Batch && !BatchBound)
+      return fail(llvm::formatv(
+          "--batch {0}: no input of the model has a batch dim to bind ({1})",
+          *Batch,
+          FixedLeading.empty()
+              ? std::string("no input has a dim named batch or a "
+                            "symbolic leading dim")
+              : FixedLeading));
     return llvm::Error::success();
   }
 
@@ -258,6 +279,8 @@ private:
   std::map<std::string, int64_t> Sizes;
   std::set<std::string> BatchNames, Used;
   std::optional<int64_t> Batch;
+  bool BatchBound = false;
+  std::string FixedLeading; ///< Why a --batch bound nothing, when it did not
 };
 } // namespace
 

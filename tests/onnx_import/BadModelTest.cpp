@@ -313,6 +313,20 @@ const BadModelCase BadModelCases[] =
         {"DimForUnknownName", [](onnx::ModelProto &, const TempDir &) {},
          "--dim seq=5: the model's inputs have no symbolic dim 'seq'",
          dims({{"seq", 5}}, 2)},
+        // The batch dim given two sizes: --dim's used to win silently.
+        {"DimDisagreesWithBatch", [](onnx::ModelProto &, const TempDir &) {},
+         "--dim batch=4: 'batch' is the model's batch dim, which --batch 8 "
+         "binds to 8",
+         dims({{"batch", 4}}, 8)},
+        // A batch size no input takes: the model's fixed size was used
+        // silently.
+        {"BatchBindsNothing",
+         [](onnx::ModelProto &M, const TempDir &) {
+           setInputDims(M, {3, 4});
+         },
+         "--batch 2: no input of the model has a batch dim to bind (input "
+         "'x' dim 0 is fixed at 3: give --batch 3, or export the model with a "
+         "symbolic batch dim)"},
         {"NegativeBatch", [](onnx::ModelProto &, const TempDir &) {},
          "--batch -3: must be positive", batch(-3)},
         {"NegativeDimFlag", [](onnx::ModelProto &, const TempDir &) {},

@@ -131,13 +131,14 @@ INSTANTIATE_TEST_SUITE_P(Graphs, ExactOnBranchingGraphs,
 struct Larger {
   const char *Path;
   bool Unroll;
+  int64_t Batch = 8; ///< a fixture's own (fixed) batch
 };
 
 class LocallyOptimal : public ::testing::TestWithParam<Larger> {};
 
 TEST_P(LocallyOptimal, NoSingleOpGainsAlone) {
   const Larger &C = GetParam();
-  ir::TrainingGraph T = test::training(C.Path, 8, C.Unroll);
+  ir::TrainingGraph T = test::training(C.Path, C.Batch, C.Unroll);
   ASSERT_GT(T.G.numOps(), 0u);
   Machine M = test::machine("paper-k80", 4);
   AnalyticCostModel Model;
@@ -162,9 +163,9 @@ TEST_P(LocallyOptimal, NoSingleOpGainsAlone) {
 INSTANTIATE_TEST_SUITE_P(
     Graphs, LocallyOptimal,
     ::testing::Values(Larger{"samples/tiny_cnn.onnx", false},
-                      Larger{"tests/fixtures/resnet18/model.onnx", false},
+                      Larger{"tests/fixtures/resnet18/model.onnx", false, 4},
                       Larger{"tests/fixtures/inception_mini/model.onnx", false},
-                      Larger{"tests/fixtures/seq2seq/model.onnx", true}));
+                      Larger{"tests/fixtures/seq2seq/model.onnx", true, 4}));
 
 // An unrolled layer's cells read one weight: under either charge they come
 // out in one config (on RNNTC with 4 K80s the sum alone had put 24 steps of
@@ -376,7 +377,7 @@ TEST(Elimination, ChangesBySumAreRankedByWhatTheyAdd) {
 // table; each change of one op still adds what the sum from scratch says.
 TEST(Elimination, AlikeEdgesShareATable) {
   ir::TrainingGraph T =
-      test::training("tests/fixtures/resnet18/model.onnx", 8, false);
+      test::training("tests/fixtures/resnet18/model.onnx", 4, false);
   ASSERT_GT(T.G.numOps(), 0u);
   Machine M = test::machine("paper-k80", 4);
   AnalyticCostModel Model;
@@ -402,7 +403,7 @@ TEST(Elimination, AlikeNodesShareTheirCosts) {
     ir::TrainingGraph T =
         Inception
             ? test::sample("inception_v3", 64)
-            : test::training("tests/fixtures/resnet18/model.onnx", 8, false);
+            : test::training("tests/fixtures/resnet18/model.onnx", 4, false);
     ASSERT_GT(T.G.numOps(), 0u);
     Machine M = test::machine("paper-k80", 4);
     AnalyticCostModel Model;
@@ -475,7 +476,7 @@ TEST(Elimination, DeclinesMoreWorkThanAllowed) {
 // repeated blocks) once.
 TEST(Elimination, TheLimitCountsEdgesAlikeOnce) {
   ir::TrainingGraph T =
-      test::training("tests/fixtures/resnet18/model.onnx", 8, false);
+      test::training("tests/fixtures/resnet18/model.onnx", 4, false);
   ASSERT_GT(T.G.numOps(), 0u);
   Machine M = test::machine("paper-k80", 8);
   AnalyticCostModel Model;
