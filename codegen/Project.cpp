@@ -287,13 +287,17 @@ llvm::Error writeProject(const std::string &Dir, const ProjectFiles &Files) {
   namespace fs = llvm::sys::fs;
   if (llvm::Error E = checkReplaceable(Dir))
     return E;
-  llvm::SmallString<256> Temp(Dir);
-  while (!Temp.empty() && llvm::sys::path::is_separator(Temp.back()))
-    Temp.pop_back();
-  Temp += ".tmp-onnx2soap";
-  if (fs::exists(Temp))
-    if (std::error_code EC = fs::remove_directories(Temp))
-      return fail(llvm::formatv("cannot remove {0}: {1}", Temp, EC.message()));
+  // The trees beside Dir get names no folder there has (made, not only
+  // chosen, so a compile beside this one cannot take them too): nothing
+  // compile did not make is ever removed.
+  llvm::SmallString<256> Base(Dir);
+  while (!Base.empty() && llvm::sys::path::is_separator(Base.back()))
+    Base.pop_back();
+  llvm::SmallString<256> Temp;
+  if (std::error_code EC =
+          fs::createUniqueDirectory(Base + ".tmp-onnx2soap", Temp))
+    return fail(llvm::formatv("cannot create a folder beside {0}: {1}", Dir,
+                              EC.message()));
   auto WriteAll = [&]() -> llvm::Error {
     for (const auto &[Path, Contents] : Files) {
       llvm::SmallString<256> Full(Temp);
@@ -324,25 +328,26 @@ llvm::Error writeProject(const std::string &Dir, const ProjectFiles &Files) {
     return E;
   }
   // Swap in the new tree; the old one goes only once the new one is whole.
-  llvm::SmallString<256> Old(Dir);
-  while (!Old.empty() && llvm::sys::path::is_separator(Old.back()))
-    Old.pop_back();
-  Old += ".old-onnx2soap";
-  if (fs::exists(Old))
-    (void)fs::remove_directories(Old);
-  if (fs::exists(Dir))
-    if (std::error_code EC = fs::rename(Dir, Old)) {
+  // (Renamed onto an empty folder made for it.)
+  llvm::SmallString<256> Old;
+  if (fs::exists(Dir)) {
+    std::error_code EC =
+        fs::createUniqueDirectory(Base + ".old-onnx2soap", Old);
+    if (!EC && (EC = fs::rename(Dir, Old)))
+      (void)fs::remove(Old);
+    if (EC) {
       (void)fs::remove_directories(Temp);
       return fail(llvm::formatv("cannot replace {0}: {1}", Dir, EC.message()));
     }
+  }
   if (std::error_code EC = fs::rename(Temp, Dir)) {
-    if (fs::exists(Old))
+    if (!Old.empty())
       (void)fs::rename(Old, Dir);
     (void)fs::remove_directories(Temp);
     return fail(
         llvm::formatv("cannot move {0} to {1}: {2}", Temp, Dir, EC.message()));
   }
-  if (fs::exists(Old))
+  if (!Old.empty())
     (void)fs::remove_directories(Old);
   return llvm::Error::success();
 }

@@ -51,6 +51,23 @@ std::map<std::string, std::string> readTree(llvm::StringRef Root) {
   return Tree;
 }
 
+/// The names beside Out that begin with Out's: what compile left there.
+std::vector<std::string> besides(llvm::StringRef Out) {
+  std::vector<std::string> Names;
+  std::string Prefix = (llvm::sys::path::filename(Out) + ".").str();
+  std::error_code EC;
+  for (llvm::sys::fs::directory_iterator
+           It(llvm::sys::path::parent_path(Out), EC),
+       End;
+       !EC && It != End; It.increment(EC)) {
+    llvm::StringRef Name = llvm::sys::path::filename(It->path());
+    if (Name.startswith(Prefix))
+      Names.push_back(Name.str());
+  }
+  std::sort(Names.begin(), Names.end());
+  return Names;
+}
+
 std::string sha256Hex(llvm::StringRef Bytes) {
   auto Digest = llvm::SHA256::hash(llvm::arrayRefFromStringRef(Bytes));
   return llvm::toHex(Digest, /*LowerCase=*/true);
@@ -147,7 +164,7 @@ TEST_F(CliTest, CompileLeavesAFolderThatIsNotAProjectAlone) {
   std::map<std::string, std::string> Tree = readTree(Out);
   EXPECT_EQ(Tree,
             (std::map<std::string, std::string>{{"todo.txt", "buy milk\n"}}));
-  EXPECT_FALSE(llvm::sys::fs::exists(Out + ".tmp-onnx2soap"));
+  EXPECT_THAT(besides(Out), ::testing::IsEmpty());
 }
 
 // A project written before is replaced, its build/ folder with it, but not
@@ -246,8 +263,29 @@ TEST_F(CliTest, CompileWritesTheProject) {
   RunResult Again = run(compileArgs({"--strategy", "expert", "-o", Out}));
   ASSERT_EQ(Again.ExitCode, 0) << Again.Err;
   EXPECT_THAT(Again.Out, ::testing::HasSubstr("strategy expert"));
-  EXPECT_FALSE(llvm::sys::fs::exists(Out + ".tmp-onnx2soap"));
-  EXPECT_FALSE(llvm::sys::fs::exists(Out + ".old-onnx2soap"));
+  EXPECT_THAT(besides(Out), ::testing::IsEmpty());
+}
+
+// Folders beside DIR of the names compile used for its temporary trees
+// (DIR.tmp-onnx2soap, DIR.old-onnx2soap) were removed unchecked, whatever
+// they held.
+TEST_F(CliTest, CompileLeavesFoldersBesideItAlone) {
+  std::string Out = Dir.file("project");
+  ASSERT_EQ(
+      run(compileArgs({"--strategy", "data-parallel", "-o", Out})).ExitCode, 0);
+  for (const char *Suffix : {".tmp-onnx2soap", ".old-onnx2soap"}) {
+    ASSERT_FALSE(llvm::sys::fs::create_directory(Out + Suffix));
+    ASSERT_TRUE(writeBytes(Out + Suffix + "/notes.txt", "keep\n"));
+  }
+  RunResult Again = run(compileArgs({"--strategy", "expert", "-o", Out}));
+  ASSERT_EQ(Again.ExitCode, 0) << Again.Err;
+  EXPECT_THAT(Again.Out, ::testing::HasSubstr("strategy expert"));
+  for (const char *Suffix : {".tmp-onnx2soap", ".old-onnx2soap"})
+    EXPECT_EQ(readTree(Out + Suffix),
+              (std::map<std::string, std::string>{{"notes.txt", "keep\n"}}))
+        << Suffix;
+  EXPECT_THAT(besides(Out), ::testing::ElementsAre("project.old-onnx2soap",
+                                                   "project.tmp-onnx2soap"));
 }
 
 // OptCNN's strategy is chosen among the configs generated programs can run.
