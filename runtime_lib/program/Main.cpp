@@ -114,6 +114,7 @@ Options parseOptions(int Argc, char **Argv) {
   std::string Dir = executableDir();
   O.Weights = Dir + "/../weights";
   O.Model = Dir + "/../model.onnx";
+  std::string TrainingFlag;
   for (int I = 1; I < Argc; ++I) {
     std::string Flag = Argv[I];
     auto Value = [&]() -> const char * {
@@ -121,6 +122,15 @@ Options parseOptions(int Argc, char **Argv) {
         fail(Flag, "needs a value");
       return Argv[++I];
     };
+    // The first flag that trains (--profile-comm does not).
+    static const char *const Training[] = {
+        "--steps",   "--inputs",    "--labels",      "--data",
+        "--weights", "--model",     "--checkpoint",  "--checkpoint-every",
+        "--resume",  "--save-onnx", "--profile-ops", "--trace"};
+    if (TrainingFlag.empty())
+      for (const char *Name : Training)
+        if (Flag == Name)
+          TrainingFlag = Flag;
     if (Flag == "--steps")
       O.Steps = parseCount(Flag, Value());
     else if (Flag == "--inputs")
@@ -170,9 +180,14 @@ Options parseOptions(int Argc, char **Argv) {
     fail("--checkpoint-every", "goes with --checkpoint DIR");
   if (O.ProfileCommMax != 0 && O.ProfileCommMax < 8)
     fail("--profile-comm-max", "must be at least 8 (bytes)");
-  // Measuring communication needs no batch and trains nothing.
-  if (!O.ProfileComm.empty())
+  // Measuring communication needs no batch and trains nothing: a training
+  // flag beside it would be ignored.
+  if (!O.ProfileComm.empty()) {
+    if (!TrainingFlag.empty())
+      fail("--profile-comm", "measures communication and trains nothing; " +
+                                 TrainingFlag + " does not go with it");
     return O;
+  }
   if (!O.Data.empty() && (!O.Inputs.empty() || !O.Labels.empty()))
     fail("--data", "takes the place of --inputs and --labels; give one or "
                    "the other");

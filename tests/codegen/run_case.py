@@ -811,7 +811,8 @@ def case_program_flags(env, case):
     2, one 'train: error: ' line (--threads 100000 crashed in the thread
     pool, 2^31 wrapped to a negative count, 2^64 steps read as 2^63-1,
     --timeout 0 aborted the job at its first collective, empty paths and a
-    --checkpoint-every without --checkpoint did nothing silently)."""
+    --checkpoint-every without --checkpoint did nothing silently, and so did
+    training flags beside --profile-comm)."""
     fixture = case["fixture"]
     project = env.path("project")
     compile_project(env, fixture, 2, "data-parallel", "sgd", project)
@@ -831,7 +832,10 @@ def case_program_flags(env, case):
             (["--checkpoint", ""], "--checkpoint: needs a value"),
             (["--save-onnx", ""], "--save-onnx: needs a value"),
             (["--checkpoint-every", "5"],
-             "--checkpoint-every: goes with --checkpoint DIR")]:
+             "--checkpoint-every: goes with --checkpoint DIR"),
+            (["--profile-comm", env.path("comm.json")],
+             "--profile-comm: measures communication and trains nothing; "
+             "--inputs does not go with it")]:
         rc, out, err = run([program] + data + flags, check=False)
         log("%s: exit %d, stderr %s" % (" ".join(flags), rc, err.rstrip()))
         lines = err.splitlines()
