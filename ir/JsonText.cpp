@@ -42,9 +42,12 @@ static void emit(llvm::json::OStream &J, const llvm::json::Value &V) {
     });
     return;
   case llvm::json::Value::Number: {
-    // Integers (and the doubles LLVM would print as integers) as LLVM does.
+    // Integers (and the doubles LLVM would print as integers) as LLVM does;
+    // NaN and infinities as null (LLVM's `nan` and `inf` are no JSON).
     double D = *V.getAsNumber();
-    if (V.getAsInteger() || V.getAsUINT64() || !std::isfinite(D))
+    if (!std::isfinite(D))
+      J.value(nullptr);
+    else if (V.getAsInteger() || V.getAsUINT64())
       J.value(V);
     else
       J.rawValue(shortestNumber(D));

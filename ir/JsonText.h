@@ -22,7 +22,7 @@ namespace onnx2soap::ir {
 std::string shortestNumber(double Value);
 
 /// V as JSON text, Indent spaces per level (0: on one line), numbers in
-/// their shortest spelling.
+/// their shortest spelling, NaN and infinities as null.
 std::string jsonText(const llvm::json::Value &V, unsigned Indent = 2);
 
 } // namespace onnx2soap::ir

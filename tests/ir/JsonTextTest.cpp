@@ -7,6 +7,7 @@
 #include "ir/JsonText.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "gtest/gtest.h"
+#include <cmath>
 #include <cstdlib>
 
 using namespace onnx2soap;
@@ -38,4 +39,17 @@ TEST(JsonText, LaysOutAsLlvmDoesAndReadsBackTheSameValues) {
   auto Back = llvm::json::parse(Ours);
   ASSERT_TRUE(static_cast<bool>(Back)) << llvm::toString(Back.takeError());
   EXPECT_EQ(*Back, V);
+}
+
+// LLVM writes NaN and infinities as `nan` and `inf`, which no JSON reader
+// (ours included) takes back; JSON's null stands for them, as JavaScript
+// writes them.
+TEST(JsonText, NumbersThatAreNotFiniteAreNull) {
+  llvm::json::Value V = llvm::json::Object{
+      {"nan", std::nan("")},
+      {"times", llvm::json::Array{1.5, HUGE_VAL, -HUGE_VAL}}};
+  std::string Text = ir::jsonText(V, 0);
+  EXPECT_EQ(Text, R"({"nan":null,"times":[1.5,null,null]})");
+  auto Back = llvm::json::parse(Text);
+  EXPECT_TRUE(static_cast<bool>(Back)) << llvm::toString(Back.takeError());
 }
