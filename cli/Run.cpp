@@ -234,11 +234,14 @@ llvm::Expected<int> runRun() {
       return Want.takeError();
     double MaxAbs = 0, MaxRel = 0;
     bool Within = true;
+    int64_t BothNan = 0; // equal, but said: the errors leave them out
     for (int64_t E = 0; E < T.Type.numElements(); ++E) {
       double A = elementAt(Got, T.Type.Type, E),
              B = elementAt(*Want, T.Type.Type, E);
-      if (std::isnan(A) && std::isnan(B))
+      if (std::isnan(A) && std::isnan(B)) {
+        ++BothNan;
         continue;
+      }
       double Diff = std::fabs(A - B);
       if (std::isnan(Diff) || ((std::isinf(A) || std::isinf(B)) && A != B))
         Diff = INFINITY;
@@ -248,9 +251,14 @@ llvm::Expected<int> runRun() {
         Within = false;
     }
     AllWithin &= Within;
+    std::string Nans = BothNan == 0
+                           ? ""
+                           : llvm::formatv(" ({0} element{1} NaN in both)",
+                                           BothNan, BothNan == 1 ? "" : "s")
+                                 .str();
     llvm::outs() << llvm::formatv(
-        "output {0} '{1}': max abs error {2:e}, max rel error {3:e}: {4}\n", I,
-        T.Name, MaxAbs, MaxRel, Within ? "ok" : "FAIL");
+        "output {0} '{1}': max abs error {2:e}, max rel error {3:e}{4}: {5}\n",
+        I, T.Name, MaxAbs, MaxRel, Nans, Within ? "ok" : "FAIL");
   }
   return AllWithin ? 0 : OutputsDiffer;
 }

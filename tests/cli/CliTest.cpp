@@ -397,6 +397,47 @@ TEST_F(CliTest, RunReportsOutputsThatDiffer) {
   EXPECT_THAT(R.Out, ::testing::HasSubstr("FAIL"));
 }
 
+// NaN where the reference has NaN is equal, and said to be (an output of
+// NaN only printed errors of 0 and nothing else); NaN where it has a
+// number differs.
+TEST_F(CliTest, RunCountsNaNsInBoth) {
+  std::string Neg = nodeTest("test_neg");
+  onnx::TensorProto Input;
+  ASSERT_TRUE(
+      Input.ParseFromString(readFile(Neg + "/test_data_set_0/input_0.pb")));
+  ASSERT_EQ(Input.data_type(), onnx::TensorProto::FLOAT);
+  std::string Bytes = Input.raw_data();
+  ASSERT_GE(Bytes.size(), 3 * sizeof(float));
+  float Nan = std::nanf("");
+  for (size_t E : {size_t(0), size_t(2)})
+    std::memcpy(&Bytes[E * sizeof(float)], &Nan, sizeof Nan);
+  Input.set_raw_data(Bytes);
+  std::string Data = Dir.file("data");
+  llvm::sys::fs::create_directories(Data);
+  ASSERT_TRUE(writeBytes(Data + "/input_0.pb", Input.SerializeAsString()));
+  // The expected outputs: ours, then one NaN made a number.
+  RunResult First = run(
+      {"run", Neg + "/model.onnx", "--data", Data, "--out", Dir.file("out")});
+  ASSERT_EQ(First.ExitCode, 0) << First.Err;
+  llvm::sys::fs::copy_file(Dir.file("out") + "/output_0.pb",
+                           Data + "/output_0.pb");
+  RunResult R = run({"run", Neg + "/model.onnx", "--data", Data});
+  EXPECT_EQ(R.ExitCode, 0) << R.Err;
+  EXPECT_THAT(R.Out, ::testing::HasSubstr("max rel error 0.000000e+00 (2 "
+                                          "elements NaN in both): ok"));
+  onnx::TensorProto Output;
+  ASSERT_TRUE(Output.ParseFromString(readFile(Data + "/output_0.pb")));
+  std::string Want = Output.raw_data();
+  float One = 1;
+  std::memcpy(&Want[0], &One, sizeof One);
+  Output.set_raw_data(Want);
+  ASSERT_TRUE(writeBytes(Data + "/output_0.pb", Output.SerializeAsString()));
+  RunResult Differs = run({"run", Neg + "/model.onnx", "--data", Data});
+  EXPECT_EQ(Differs.ExitCode, 3) << Differs.Err;
+  EXPECT_THAT(Differs.Out,
+              ::testing::HasSubstr("(1 element NaN in both): FAIL"));
+}
+
 TEST_F(CliTest, TrainReproducesPyTorchLosses) {
   std::string Fixture =
       (llvm::Twine(ONNX2SOAP_SOURCE_DIR) + "/tests/fixtures/mlp").str();
