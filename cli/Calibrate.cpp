@@ -134,22 +134,17 @@ void evictCaches() {
 /// are evicted when Cold; the seconds of each timed run.
 template <typename Fn>
 std::vector<double> timeRuns(unsigned Repeats, bool Cold, Fn Body) {
-  Body();
-  std::vector<double> Times;
-  auto First = Clock::now();
-  auto Spent = [&] {
-    return std::chrono::duration<double>(Clock::now() - First).count();
-  };
-  for (unsigned I = 0; I < Repeats && (I == 0 || Spent() < TimeCapSeconds);
-       ++I) {
-    if (Cold)
-      evictCaches();
-    auto Start = Clock::now();
-    Body();
-    Times.push_back(
-        std::chrono::duration<double>(Clock::now() - Start).count());
-  }
-  return Times;
+  return rt::timeRepeats(
+      Repeats, TimeCapSeconds,
+      [&] {
+        if (Cold)
+          evictCaches();
+      },
+      [&] {
+        auto Start = Clock::now();
+        Body();
+        return std::chrono::duration<double>(Clock::now() - Start).count();
+      });
 }
 
 /// Host bytes of a tensor of Type: floats uniform in [0.5, 1.5) (valid for

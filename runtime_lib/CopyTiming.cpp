@@ -32,20 +32,13 @@ CopyTiming timeBoxCopies(Backend &B, unsigned Repeats,
                                            Start)
           .count();
     };
-    Once();
-    std::vector<double> Times;
-    // BeforeEach's time counts towards the cap too.
-    auto First = std::chrono::steady_clock::now();
-    auto Spent = [&] {
-      return std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                           First)
-          .count();
-    };
-    for (unsigned I = 0; I < Repeats && (I == 0 || Spent() < CapSeconds); ++I) {
-      if (BeforeEach)
-        BeforeEach();
-      Times.push_back(Once());
-    }
+    std::vector<double> Times = timeRepeats(
+        Repeats, CapSeconds,
+        [&] {
+          if (BeforeEach)
+            BeforeEach();
+        },
+        Once);
     T.Samples = std::min(T.Samples, int64_t(Times.size()));
     T.SizesBytes.push_back(Bytes);
     T.Seconds.push_back(median(std::move(Times)));
