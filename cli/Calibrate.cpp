@@ -336,8 +336,10 @@ strategiesToMeasure(const Planning &P) {
 llvm::Error runCalibrate() {
   if (llvm::Error E = checkThreads(Threads))
     return E;
-  if (Output.empty())
+  if (!Output.getNumOccurrences())
     return usageError("-o FILE is required: where to write the profile");
+  if (llvm::Error E = checkOutputFile(Output, "-o"))
+    return E;
   if (Repeat == 0)
     return usageError("--repeat must be at least 1");
   if (!(Budget > 0) || !std::isfinite(Budget))

@@ -18,9 +18,10 @@
 #include "soap_search/StrategyFile.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
-#include "llvm/Support/FileUtilities.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Signals.h"
 #include "llvm/Support/raw_ostream.h"
 #include <cstdio>
 #include <future>
@@ -235,8 +236,34 @@ static llvm::Expected<ir::LossKind> lossKind() {
                                   LossFlag.getValue()));
 }
 
+/// -o and --trace, when given: files that can be written, and not one file.
+static llvm::Error checkOutputs() {
+  namespace fs = llvm::sys::fs;
+  if (StrategyOutput.getNumOccurrences())
+    if (llvm::Error E = checkOutputFile(StrategyOutput, "-o"))
+      return E;
+  if (TraceFile.getNumOccurrences())
+    if (llvm::Error E = checkOutputFile(TraceFile, "--trace"))
+      return E;
+  if (StrategyOutput.empty() || TraceFile.empty())
+    return llvm::Error::success();
+  auto Absolute = [](llvm::StringRef Path) {
+    llvm::SmallString<256> Full(Path);
+    (void)fs::make_absolute(Full);
+    llvm::sys::path::remove_dots(Full, /*remove_dot_dot=*/true);
+    return std::string(Full);
+  };
+  if (Absolute(StrategyOutput) == Absolute(TraceFile) ||
+      fs::equivalent(StrategyOutput, TraceFile))
+    return usageError("-o " + StrategyOutput + " and --trace " + TraceFile +
+                      " name one file; give each its own");
+  return llvm::Error::success();
+}
+
 llvm::Expected<std::unique_ptr<Planning>>
 loadPlanning(const std::string &ModelPath) {
+  if (llvm::Error E = checkOutputs())
+    return E;
   if (ClusterFlag.empty())
     return usageError("--cluster C is required: a preset (see 'onnx2soap "
                       "clusters') or a cluster file");
@@ -367,18 +394,66 @@ loadCostModel(const Machine &M) {
   return Cost;
 }
 
+llvm::Error checkOutputFile(llvm::StringRef Path, llvm::StringRef Flag) {
+  namespace fs = llvm::sys::fs;
+  if (Path.empty())
+    return usageError(Flag + ": needs a file path");
+  // The file is renamed into place: a device, FIFO or socket of the name
+  // would be replaced by a regular file.
+  fs::file_status Status;
+  if (!fs::status(Path, Status)) {
+    if (fs::is_directory(Status))
+      return usageError(Flag + " " + Path +
+                        ": is a folder; expected a file to write");
+    if (!fs::is_regular_file(Status))
+      return usageError(Flag + " " + Path +
+                        ": exists and is not a regular file (a device, FIFO "
+                        "or socket); expected a file to write");
+  }
+  llvm::StringRef Dir = llvm::sys::path::parent_path(Path);
+  if (Dir.empty())
+    Dir = ".";
+  if (!fs::is_directory(Dir))
+    return usageError(Flag + " " + Path + ": the folder " + Dir +
+                      " does not exist");
+  if (fs::access(Dir, fs::AccessMode::Write))
+    return usageError(Flag + " " + Path + ": the folder " + Dir +
+                      " is not writable");
+  return llvm::Error::success();
+}
+
 llvm::Error
 writeFileAtomically(llvm::StringRef Path, llvm::StringRef Flag,
                     llvm::function_ref<void(llvm::raw_ostream &)> Write) {
-  std::string TempModel = (Path + ".tmp%%%%%%").str();
-  llvm::Error E =
-      llvm::writeFileAtomically(TempModel, Path, [&](llvm::raw_ostream &OS) {
-        Write(OS);
-        return llvm::Error::success();
-      });
-  if (E)
-    return usageError(Flag + " " + Path + ": cannot write the file (" +
-                      llvm::toString(std::move(E)) + ")");
+  namespace fs = llvm::sys::fs;
+  // Again: the file system may have changed since the command started.
+  if (llvm::Error E = checkOutputFile(Path, Flag))
+    return E;
+  int FD;
+  llvm::SmallString<256> Temp;
+  if (std::error_code EC = fs::createUniqueFile(Path + ".tmp%%%%%%", FD, Temp))
+    return usageError(Flag + " " + Path +
+                      ": cannot create a file beside it: " + EC.message());
+  // An interrupt (Ctrl-C, SIGTERM) while writing removes it too.
+  llvm::sys::RemoveFileOnSignal(Temp);
+  std::error_code EC;
+  {
+    llvm::raw_fd_ostream OS(FD, /*shouldClose=*/true);
+    Write(OS);
+    OS.close();
+    if (OS.has_error()) {
+      EC = OS.error();
+      OS.clear_error();
+    }
+  }
+  if (!EC)
+    EC = fs::rename(Temp, Path);
+  if (EC)
+    (void)fs::remove(Temp);
+  llvm::sys::DontRemoveFileOnSignal(Temp);
+  if (EC)
+    return usageError(Flag + " " + Path +
+                      ": cannot write the file: " + EC.message());
   return llvm::Error::success();
 }
 

@@ -109,9 +109,14 @@ bool gpusGiven();
 /// The --optimizer planning flag as given (sgd, momentum, adam, adamw).
 std::string planningOptimizerName();
 bool traceGiven();
+/// Fails unless Path can be written as an output file: a path, not of a
+/// folder, device, FIFO or socket, in a folder that exists and is
+/// writable; Flag names the flag in errors. Checked before the work, so
+/// that a bad path costs none.
+llvm::Error checkOutputFile(llvm::StringRef Path, llvm::StringRef Flag);
 /// Writes the file at Path through a temporary file in its folder renamed
-/// into place, so that no half-written file is ever left; Flag names the
-/// flag in errors.
+/// into place, so that no half-written file is ever left (an interrupt
+/// removes it too); Flag names the flag in errors.
 llvm::Error
 writeFileAtomically(llvm::StringRef Path, llvm::StringRef Flag,
                     llvm::function_ref<void(llvm::raw_ostream &)> Write);
