@@ -155,15 +155,35 @@ static llvm::Expected<SearchOptions> searchOptions() {
   return O;
 }
 
+/// The smallest and the largest memory capacity of M's devices.
+static std::pair<double, double> capacities(const simulator::Machine &M) {
+  double Smallest = INFINITY, Largest = 0;
+  for (simulator::DeviceId D = 0; D < M.numDevices(); ++D) {
+    double Capacity = double(M.deviceType(D).MemoryCapacity);
+    Smallest = std::min(Smallest, Capacity);
+    Largest = std::max(Largest, Capacity);
+  }
+  return {Smallest, Largest};
+}
+
 /// The memory limit a search used: the flag, or the smallest capacity.
 static double effectiveLimit(const SearchOptions &O,
                              const simulator::Machine &M) {
-  if (O.MemoryLimit > 0)
-    return O.MemoryLimit;
-  double Limit = INFINITY;
-  for (simulator::DeviceId D = 0; D < M.numDevices(); ++D)
-    Limit = std::min(Limit, double(M.deviceType(D).MemoryCapacity));
-  return Limit;
+  double Smallest = capacities(M).first;
+  return O.MemoryLimit > 0 ? std::min(O.MemoryLimit, Smallest) : Smallest;
+}
+
+/// --memory-limit lowers the devices' memory: a limit above all of it would
+/// plan strategies that cannot run.
+static llvm::Error checkMemoryLimit(const SearchOptions &O,
+                                    const simulator::Machine &M) {
+  double Largest = capacities(M).second;
+  if (O.MemoryLimit > Largest)
+    return usageError(llvm::formatv(
+        "--memory-limit {0}: more than the devices' memory ({1}); the limit "
+        "can only lower it",
+        MemoryLimitFlag.getValue(), formatBytes(Largest)));
+  return llvm::Error::success();
 }
 
 /// The strategy the search answers with: the best, or with the frontier
@@ -175,18 +195,33 @@ static const Candidate *chosen(const SearchResult &R, Objective Goal) {
   return R.Best.Fits ? &R.Best : nullptr;
 }
 
+/// Devices: how many devices were tried, as words (default: M's count).
 static llvm::Error nothingFits(const SearchResult &R, const SearchOptions &O,
-                               const simulator::Machine &M) {
+                               const simulator::Machine &M,
+                               std::string Devices = "") {
+  bool Sweep = !Devices.empty();
+  if (!Sweep)
+    Devices = std::to_string(M.numDevices());
   const Candidate *Smallest = &R.Best;
   for (const Candidate *C : {&R.DataParallel, &R.Expert, &R.ModelParallel})
     if (C->PeakMemory < Smallest->PeakMemory)
       Smallest = C;
+  // What might help: more devices; a limit the flag set lower than the
+  // devices' memory raised; the objective that looks for the smallest.
+  std::vector<std::string> Tries{Sweep ? "give more devices (--sweep-gpus)"
+                                       : "give more devices (--gpus)"};
+  if (O.MemoryLimit > 0 && O.MemoryLimit < capacities(M).first)
+    Tries.push_back("a larger --memory-limit");
+  if (O.Goal != Objective::Memory)
+    Tries.push_back("try --objective memory");
+  std::string Advice = Tries[0];
+  for (size_t I = 1; I < Tries.size(); ++I)
+    Advice += (I + 1 == Tries.size() ? ", or " : ", ") + Tries[I];
   return usageError(llvm::formatv(
       "no strategy found fits in {0} per device on {1} devices: the smallest "
-      "peak found is {2}; give more devices (--gpus), a larger "
-      "--memory-limit, or try --objective memory",
-      formatBytes(effectiveLimit(O, M)), M.numDevices(),
-      formatBytes(Smallest->PeakMemory)));
+      "peak found is {2}; {3}",
+      formatBytes(effectiveLimit(O, M)), Devices,
+      formatBytes(Smallest->PeakMemory), Advice));
 }
 
 /// A progress callback that rewrites one line on stderr, or none when
@@ -221,6 +256,9 @@ static llvm::Error runSweep(const Planning &P, SearchOptions O) {
   if (!strategyOutput().empty() || traceGiven())
     return usageError("-o and --trace write one strategy's files; they cannot "
                       "be combined with --sweep-gpus");
+  if (O.Goal == Objective::Frontier)
+    return usageError("--objective frontier finds one device count's "
+                      "frontier; it cannot be combined with --sweep-gpus");
   auto Counts = parseSweep();
   if (!Counts)
     return Counts.takeError();
@@ -263,6 +301,24 @@ static llvm::Error runSweep(const Planning &P, SearchOptions O) {
       }
     }
     Rows.push_back(std::move(R));
+  }
+  // Counts where nothing fits stay in the table; none at all is an error,
+  // as for one count.
+  if (llvm::none_of(Rows, [](const Row &R) { return R.Result.Best.Fits; })) {
+    const Row *Smallest = &Rows.front();
+    for (const Row &R : Rows)
+      if (R.Result.Best.PeakMemory < Smallest->Result.Best.PeakMemory)
+        Smallest = &R;
+    auto M = P.Cluster.firstDevices(Smallest->Devices);
+    if (!M)
+      return M.takeError();
+    std::string Tried;
+    for (size_t I = 0; I < Rows.size(); ++I)
+      Tried += (I == 0                 ? ""
+                : I + 1 == Rows.size() ? " or "
+                                       : ", ") +
+               std::to_string(Rows[I].Devices);
+    return nothingFits(Smallest->Result, O, *M, Tried);
   }
 
   if (jsonOutput()) {
@@ -312,6 +368,8 @@ llvm::Error runSearch() {
   if (!Loaded)
     return Loaded.takeError();
   const Planning &P = **Loaded;
+  if (llvm::Error E = checkMemoryLimit(*Options, P.M))
+    return E;
   if (P.TuneGradientBucket)
     Options->GradientBuckets = soap_search::defaultGradientBuckets();
   if (!AnyConfig)

@@ -422,8 +422,10 @@ double Simulator::memoryOverflow(double Limit) const {
   const Machine &M = Graph->machine();
   double Over = 0;
   for (DeviceId D = 0; D < M.numDevices(); ++D) {
-    double Capacity =
-        Limit > 0 ? Limit : double(M.deviceType(D).MemoryCapacity);
+    // A limit lowers what a device holds, never raises it.
+    double Capacity = double(M.deviceType(D).MemoryCapacity);
+    if (Limit > 0)
+      Capacity = std::min(Capacity, Limit);
     Over = std::max(Over, Now.Memory.total(D) - Capacity);
   }
   return Over;

@@ -149,7 +149,7 @@ public:
   /// sums the tasks again).
   const MemoryBreakdown &memory() const { return Now.Memory; }
   /// How many bytes the fullest device is over its capacity (or over
-  /// Limit, when Limit > 0); 0 or less when everything fits.
+  /// Limit, when Limit > 0 and less); 0 or less when everything fits.
   double memoryOverflow(double Limit) const;
   /// Totals, per-device figures and memory of the current strategy.
   SimReport report() const;

@@ -452,6 +452,32 @@ TEST_F(CliTest, PlanningRefusesBadInput) {
                    {"--iterations", "10", "--memory-limit", "1KB"})),
       "no strategy found fits in 1000 B per device on 2 devices: "
       "the smallest peak found is ");
+  // A limit lowers the devices' memory; one above it planned strategies
+  // that cannot run, and the advice suggested raising it past them.
+  expectUserError(
+      run(planArgs("search", "cpu:2",
+                   {"--iterations", "10", "--memory-limit", "1TiB"})),
+      "--memory-limit 1TiB: more than the devices' memory (4 GiB); "
+      "the limit can only lower it");
+  RunResult Smallest =
+      run(sampleArgs("search", "tiny_cnn.onnx", 1 << 20, "cpu:2",
+                     {"--iterations", "10", "--objective", "memory"}));
+  expectUserError(Smallest, "per device on 2 devices: the smallest peak "
+                            "found is ");
+  EXPECT_THAT(Smallest.Err, ::testing::EndsWith("; give more devices "
+                                                "(--gpus)\n"));
+  // A sweep where no count fits fails as one count does; the frontier is
+  // one count's.
+  expectUserError(run(planArgs("search", "cpu:2",
+                               {"--sweep-gpus", "1,2", "--iterations", "5",
+                                "--memory-limit", "1KB"})),
+                  "no strategy found fits in 1000 B per device on 1 or 2 "
+                  "devices: the smallest peak found is ");
+  expectUserError(run(planArgs("search", "cpu:2",
+                               {"--sweep-gpus", "1,2", "--iterations", "5",
+                                "--objective", "frontier"})),
+                  "--objective frontier finds one device count's frontier; it "
+                  "cannot be combined with --sweep-gpus");
   std::string Nowhere = Dir.file("missing/strategy.json");
   expectUserError(
       run(planArgs("search", "cpu:2", {"--iterations", "10", "-o", Nowhere})),
@@ -461,15 +487,16 @@ TEST_F(CliTest, PlanningRefusesBadInput) {
 }
 
 TEST_F(CliTest, MemoryLimitAcceptsSuffixes) {
-  for (const char *Limit : {"16GiB", "80GB", "1.5T", "17179869184"}) {
+  // (A cpu:2 rank has 4 GiB.)
+  for (const char *Limit : {"2GiB", "4GB", "1.5G", "2147483648"}) {
     RunResult R = run(
         planArgs("search", "cpu:2",
                  {"--iterations", "10", "--memory-limit", Limit, "--json"}));
     ASSERT_EQ(R.ExitCode, 0) << Limit << ": " << R.Err;
-    double Expected = llvm::StringRef(Limit) == "16GiB"  ? 16.0 * (1 << 30)
-                      : llvm::StringRef(Limit) == "80GB" ? 80e9
-                      : llvm::StringRef(Limit) == "1.5T" ? 1.5 * (1ull << 40)
-                                                         : 17179869184.0;
+    double Expected = llvm::StringRef(Limit) == "2GiB"   ? 2.0 * (1 << 30)
+                      : llvm::StringRef(Limit) == "4GB"  ? 4e9
+                      : llvm::StringRef(Limit) == "1.5G" ? 1.5 * (1 << 30)
+                                                         : 2147483648.0;
     EXPECT_EQ(jsonObject(R).getNumber("memory_limit").getValueOr(0), Expected)
         << Limit;
   }
