@@ -147,7 +147,7 @@ static llvm::Expected<SearchOptions> searchOptions() {
     std::optional<double> Limit = parseBytes(MemoryLimitFlag);
     if (!Limit || !(*Limit > 0))
       return usageError(llvm::formatv(
-          "--memory-limit {0}: expected a positive number of bytes, "
+          "--memory-limit {0}: expected a positive, whole number of bytes, "
           "optionally with a suffix (16GiB, 80GB, 512MiB)",
           MemoryLimitFlag.getValue()));
     O.MemoryLimit = *Limit;

@@ -23,6 +23,7 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Signals.h"
 #include "llvm/Support/raw_ostream.h"
+#include <cmath>
 #include <cstdio>
 #include <future>
 #include <limits>
@@ -115,7 +116,8 @@ static cl::opt<std::string> StrategyFlag(
              "optcnn"),
     cl::value_desc("S"), cl::sub(simulateCommand()));
 
-/// "16GiB", "80GB", "1.5 T", "1000000": bytes, or nothing.
+/// "16GiB", "80GB", "1.5 T", "1000000": a whole, finite number of bytes, or
+/// nothing.
 std::optional<double> parseBytes(llvm::StringRef Text) {
   Text = Text.trim();
   size_t NumberEnd = Text.find_first_not_of("0123456789.");
@@ -140,8 +142,14 @@ std::optional<double> parseBytes(llvm::StringRef Text) {
       {"gib", 1024.0 * 1024 * 1024},
       {"tib", 1099511627776.0}};
   for (const auto &[Name, Scale] : Units)
-    if (Unit == Name)
-      return Value * Scale;
+    if (Unit == Name) {
+      // 400 digits read as infinity; half a byte was simulated as such
+      // and written to strategy files as 0.
+      double Bytes = Value * Scale;
+      if (!std::isfinite(Bytes) || Bytes != std::floor(Bytes))
+        return std::nullopt;
+      return Bytes;
+    }
   return std::nullopt;
 }
 

@@ -137,7 +137,7 @@ llvm::Error writeStrategyIfAsked(const Planning &P,
 /// Whether --json was given.
 bool jsonOutput();
 /// "16GiB", "80GB", "1.5 T", "1000000": bytes (KB, MB, ... powers of 1000;
-/// K, KiB, M, MiB, ... powers of 1024), or nothing.
+/// K, KiB, M, MiB, ... powers of 1024), a whole, finite number, or nothing.
 std::optional<double> parseBytes(llvm::StringRef Text);
 
 /// A serialized TensorProto file (cli/TensorFiles.cpp): a regular file

@@ -375,6 +375,8 @@ ClusterReader::readSizeTable(const json::Object &O,
       std::string Problem = onnx2soap::ir::figureProblem(*D, Sign::Positive);
       if (!Problem.empty())
         return error(index(P, I), Problem);
+      if (Key == "sizes_bytes" && *D != std::floor(*D))
+        return error(index(P, I), "expected a whole number of bytes");
       if (Key == "sizes_bytes" && I > 0 && !(*D > Into.back()))
         return error(index(P, I), "sizes must increase");
       Into.push_back(Key == "times_us" ? *D * 1e-6 : *D);

@@ -286,6 +286,8 @@ Expected<CopyProfile> ProfileReader::copies(const json::Value &V) const {
       std::string Problem = ir::figureProblem(*D, ir::Sign::Positive);
       if (!Problem.empty())
         return error(At, Problem);
+      if (Key == "sizes_bytes" && *D != std::floor(*D))
+        return error(At, "expected a whole number of bytes");
       if (Key == "sizes_bytes" && I > 0 && !(*D > Into.back()))
         return error(At, "sizes must increase");
       Into.push_back(*D);

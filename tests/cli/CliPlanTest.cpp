@@ -404,6 +404,19 @@ TEST_F(CliTest, PlanningRefusesBadInput) {
                   "--gradient-bucket 9300000000000000000: at most 1024TiB");
   expectUserError(run(planArgs("search", "cpu:2", {"--memory-limit", "16XB"})),
                   "--memory-limit 16XB");
+  // Bytes are whole and finite: 400 digits read as infinity, and half a
+  // byte was simulated as such but written to strategy files as 0.
+  expectUserError(run(planArgs("search", "cpu:2",
+                               {"--memory-limit", std::string(400, '9')})),
+                  ": expected a positive, whole number of bytes");
+  expectUserError(
+      run(planArgs("simulate", "cpu:2",
+                   {"--strategy", "expert", "--gradient-bucket", "0.5"})),
+      "--gradient-bucket 0.5: expected auto, or a size in bytes");
+  expectUserError(
+      run(planArgs("search", "cpu:2", {"--memory-limit", "0.0000001"})),
+      "--memory-limit 0.0000001: expected a positive, whole number of "
+      "bytes");
   expectUserError(
       run(planArgs("search", "cpu:2", {"--budget", "1", "--iterations", "10"})),
       "--budget and --iterations");

@@ -370,6 +370,17 @@ const BadCase BadCases[] = {
      },
      "cluster.json: measured.all_reduces[0].sizes_bytes[2]: sizes must "
      "increase"},
+    {"MeasuredSizeNotWhole",
+     [](json::Value &V) {
+       root(V)["measured"] =
+           json::Object{{"all_reduces",
+                         json::Array{json::Object{
+                             {"devices", json::Array{"node0/gpu0", "node1/a"}},
+                             {"sizes_bytes", json::Array{8.5, 1024}},
+                             {"times_us", json::Array{1, 2}}}}}};
+     },
+     "cluster.json: measured.all_reduces[0].sizes_bytes[0]: expected a whole "
+     "number of bytes"},
     {"MeasuredTimesMissing",
      [](json::Value &V) {
        root(V)["measured"] =

@@ -274,6 +274,9 @@ TEST(ProfileFileTest, BadFiles) {
       {Head + R"("entries":[],"copies":{"sizes_bytes":[2,1],)" +
            R"("times_us":[1,1],"samples":1}})",
        "p.json: copies.sizes_bytes[1]: sizes must increase"},
+      {Head + R"("entries":[],"copies":{"sizes_bytes":[1,4096.5],)" +
+           R"("times_us":[1,1],"samples":1}})",
+       "p.json: copies.sizes_bytes[1]: expected a whole number of bytes"},
       {Head + R"("entries":[],"copies":{"sizes_bytes":[1],)" +
            R"("times_us":[0],"samples":1}})",
        "p.json: copies.times_us[0]: expected a number greater than 0"},
