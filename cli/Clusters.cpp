@@ -65,6 +65,11 @@ static llvm::Expected<Machine> withMeasured(const Machine &M,
   if (!Section)
     return Fail("expected an object with a 'measured' section (what train "
                 "--profile-comm writes)");
+  // A misspelt "device_memory" would drop its figures without a word.
+  for (const auto &Entry : *Root)
+    if (Entry.first != "measured" && Entry.first != "device_memory")
+      return Fail("unknown key '" + Entry.first.str() +
+                  "' (expected 'measured' and, optionally, 'device_memory')");
   llvm::json::Value Cluster = M.toJson();
   llvm::json::Object &Into = *Cluster.getAsObject();
   const llvm::json::Object *Own = Into.getObject("measured");
@@ -92,7 +97,7 @@ static llvm::Expected<Machine> withMeasured(const Machine &M,
     if (!O)
       return Fail("device_memory: expected an object");
     const llvm::json::Array *Devices = O->getArray("devices");
-    if (!Devices)
+    if (!Devices || Devices->empty())
       return Fail("device_memory.devices: expected an array of device names");
     llvm::json::Object Figures;
     for (const auto &Entry : *O) {
@@ -112,22 +117,34 @@ static llvm::Expected<Machine> withMeasured(const Machine &M,
       Figures[Key] = *MiB;
     }
     std::set<std::string> Types;
+    std::set<simulator::DeviceId> Named;
     for (size_t I = 0; I < Devices->size(); ++I) {
       llvm::Optional<llvm::StringRef> Name = (*Devices)[I].getAsString();
       std::optional<simulator::DeviceId> Id =
           Name ? M.deviceNamed(*Name) : std::nullopt;
+      std::string At = "device_memory.devices[" + std::to_string(I) + "]: ";
       if (!Id)
-        return Fail("device_memory.devices[" + std::to_string(I) + "]: " +
-                    (Name ? "no device '" + Name->str() + "' in cluster '" +
-                                M.Name + "'"
-                          : std::string("expected a device name")));
+        return Fail(At + (Name ? "no device '" + Name->str() +
+                                     "' in cluster '" + M.Name + "'"
+                               : std::string("expected a device name")));
+      if (!Named.insert(*Id).second)
+        return Fail(At + "device '" + Name->str() + "' is listed twice");
       Types.insert(M.deviceType(*Id).Name);
     }
     for (llvm::json::Value &Type : *Into.getArray("device_types")) {
       llvm::json::Object &T = *Type.getAsObject();
       if (Types.count(T.getString("name")->str()))
-        for (const auto &Figure : Figures)
+        for (const auto &Figure : Figures) {
+          // Named here, not where the figure lands in the cluster's file.
+          llvm::Optional<double> GiB = T.getNumber("memory_GiB");
+          if (GiB && *Figure.second.getAsNumber() > *GiB * 1024)
+            return Fail(llvm::formatv("device_memory.{0}: is more than the "
+                                      "memory of device type '{1}' ({2} GiB)",
+                                      Figure.first.str(), *T.getString("name"),
+                                      ir::shortestNumber(*GiB))
+                            .str());
           T[Figure.first] = Figure.second;
+        }
     }
   }
   return Machine::fromJsonValue(Cluster, File);

@@ -639,19 +639,39 @@ TEST_F(CliTest, ClustersShowAddsMeasuredDeviceMemory) {
   std::string Bad = Write(R"json({"devices": ["node0/gpu9"]})json");
   expectUserError(run({"clusters", "--show", "paper-k80", "--measured", Bad}),
                   Bad + ": device_memory.devices[0]: no device 'node0/gpu9'");
-  Bad = Write(R"json({"devices": [], "runtime_MiB": -1})json");
+  Bad = Write(R"json({"devices": ["node0/gpu0"], "runtime_MiB": -1})json");
   expectUserError(run({"clusters", "--show", "paper-k80", "--measured", Bad}),
                   Bad + ": device_memory.runtime_MiB: expected a number >= 0");
   // Named where it is in this file, not where it lands in the cluster's.
-  Bad = Write(R"json({"devices": [], "runtime_MiB": 1e308})json");
+  Bad = Write(R"json({"devices": ["node0/gpu0"], "runtime_MiB": 1e308})json");
   expectUserError(run({"clusters", "--show", "paper-k80", "--measured", Bad}),
                   Bad + ": device_memory.runtime_MiB: is too large");
-  Bad = Write(R"json({"devices": [], "context_MiB": 1})json");
+  Bad = Write(R"json({"devices": ["node0/gpu0"], "context_MiB": 1})json");
   expectUserError(run({"clusters", "--show", "paper-k80", "--measured", Bad}),
                   Bad + ": device_memory: unknown key 'context_MiB'");
   Bad = Write(R"json([1])json");
   expectUserError(run({"clusters", "--show", "paper-k80", "--measured", Bad}),
                   Bad + ": device_memory: expected an object");
+  // Figures for no device, or a device twice, were taken without a word.
+  Bad = Write(R"json({"devices": [], "runtime_MiB": 1})json");
+  expectUserError(run({"clusters", "--show", "paper-k80", "--measured", Bad}),
+                  Bad + ": device_memory.devices: expected an array of device "
+                        "names");
+  Bad = Write(R"json({"devices": ["node0/gpu0", "node0/gpu0"]})json");
+  expectUserError(run({"clusters", "--show", "paper-k80", "--measured", Bad}),
+                  Bad + ": device_memory.devices[1]: device 'node0/gpu0' is "
+                        "listed twice");
+  Bad = Write(R"json({"devices": ["node0/gpu0"], "runtime_MiB": 1e14})json");
+  expectUserError(run({"clusters", "--show", "paper-k80", "--measured", Bad}),
+                  Bad + ": device_memory.runtime_MiB: is more than the memory "
+                        "of device type 'K80' (12 GiB)");
+  // A misspelt section was dropped, the file taken as measuring nothing.
+  Bad = Dir.file("misspelt.json");
+  ASSERT_TRUE(writeBytes(
+      Bad, R"json({"measured": {}, "device_memroy": {"devices": []}})json"));
+  expectUserError(run({"clusters", "--show", "paper-k80", "--measured", Bad}),
+                  Bad + ": unknown key 'device_memroy' (expected 'measured' "
+                        "and, optionally, 'device_memory')");
 }
 
 } // namespace
