@@ -157,6 +157,14 @@ llvm::Expected<simulator::Strategy>
 namedStrategy(llvm::StringRef Flag, const Planning &P,
               const simulator::CostModel &Cost,
               std::optional<double> *FromFile) {
+  // As for --cluster: a built-in's name that is a file here too is neither
+  // (the built-in used to win silently).
+  if ((soap_search::parseBuiltin(Flag) || Flag == "optcnn") &&
+      llvm::sys::fs::exists(Flag))
+    return usageError(llvm::formatv("--strategy {0}: a built-in strategy's "
+                                    "name and a file in this folder; write "
+                                    "./{0} for the file",
+                                    Flag));
   if (auto Kind = soap_search::parseBuiltin(Flag))
     return soap_search::builtin(*Kind, P.Training.G, P.M, Cost);
   if (Flag == "optcnn") {

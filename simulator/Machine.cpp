@@ -429,10 +429,23 @@ Expected<Machine> Machine::fromFile(llvm::StringRef Path) {
 }
 
 Expected<Machine> Machine::load(llvm::StringRef PresetOrPath) {
-  // A file of that name wins; a name that looks like a path is never a
-  // preset, so a mistyped path says the file is missing.
-  if (llvm::sys::fs::exists(PresetOrPath) || PresetOrPath.contains('/') ||
-      PresetOrPath.endswith(".json"))
+  // A name that looks like a path is never a preset, so a mistyped path
+  // says the file is missing.
+  if (PresetOrPath.contains('/') || PresetOrPath.endswith(".json"))
     return fromFile(PresetOrPath);
-  return preset(PresetOrPath);
+  // A preset's name, a file's too in the working folder, is neither: the
+  // file used to win silently.
+  bool PresetName = llvm::any_of(presets(), [&](const PresetInfo &P) {
+    llvm::StringRef Name(P.Name);
+    Name.consume_back(":N");
+    return PresetOrPath == Name || PresetOrPath.startswith(Name.str() + ":");
+  });
+  if (!llvm::sys::fs::exists(PresetOrPath))
+    return preset(PresetOrPath);
+  if (PresetName)
+    return fail("'" + PresetOrPath +
+                "' is a cluster preset's name and a file in this folder; "
+                "write ./" +
+                PresetOrPath + " for the file");
+  return fromFile(PresetOrPath);
 }

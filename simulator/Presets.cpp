@@ -203,7 +203,9 @@ static unsigned suffixNumber(StringRef Name, StringRef Prefix, unsigned Max) {
   if (!Name.consume_front(Prefix) || !Name.consume_front(":"))
     return 0;
   unsigned N = 0;
-  if (Name.getAsInteger(10, N) || N < 1 || N > Max)
+  // Digits as written are the name (and its hash, which strategy files
+  // carry): "cpu:02" is not "cpu:2".
+  if (Name.getAsInteger(10, N) || N < 1 || N > Max || Name != std::to_string(N))
     return 0;
   return N;
 }
@@ -223,13 +225,13 @@ Expected<Machine> Machine::preset(StringRef Name) {
     if (N == 0)
       return fail("cluster preset '" + Name +
                   "': N of dgx-h100:N must be 1 to " +
-                  std::to_string(MaxDgxNodes));
+                  std::to_string(MaxDgxNodes) + ", without leading zeros");
     Cluster = dgxH100(Name, N);
   } else if (Name.startswith("cpu:")) {
     unsigned N = suffixNumber(Name, "cpu", MaxCpuRanks);
     if (N == 0)
       return fail("cluster preset '" + Name + "': N of cpu:N must be 1 to " +
-                  std::to_string(MaxCpuRanks));
+                  std::to_string(MaxCpuRanks) + ", without leading zeros");
     Cluster = cpuRanks(Name, N);
   } else {
     std::vector<std::string> Known;

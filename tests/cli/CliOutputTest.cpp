@@ -1,9 +1,11 @@
-//===- tests/cli/CliOutputTest.cpp - Files the planner writes -------------===//
+//===- tests/cli/CliOutputTest.cpp - Files the planner names --------------===//
 //
-// -o and --trace of `simulate` and `search`, and calibrate's -o: a path that
-// cannot take the file is refused before any work, with nothing written
-// (a device or FIFO of the name used to be replaced by a regular file; a
-// search wrote its strategy and then failed on its trace).
+// The files the planner reads and writes by name: -o and --trace of
+// `simulate` and `search`, and calibrate's -o, where a path that cannot
+// take the file is refused before any work, with nothing written (a device
+// or FIFO of the name used to be replaced by a regular file; a search wrote
+// its strategy and then failed on its trace); and preset and built-in names
+// that are files too.
 //
 //===----------------------------------------------------------------------===//
 #include "CliTestUtil.h"
@@ -61,6 +63,62 @@ TEST_F(CliTest, OutputsThatCannotTakeTheFileAreRefusedFirst) {
     EXPECT_TRUE(isFifo(Fifo)) << C.Expected;
     EXPECT_FALSE(llvm::sys::fs::exists(Good)) << C.Expected;
   }
+}
+
+/// Runs the CLI with Args in folder Dir; its exit code, stderr in *Err.
+int runIn(const std::string &Folder, const std::vector<std::string> &Args,
+          std::string *Err, const std::string &ErrFile) {
+  std::string Command = "cd '" + Folder + "' && exec '" + cliPath() + "'";
+  for (const std::string &A : Args)
+    Command += " '" + A + "'";
+  llvm::StringRef Argv[] = {"/bin/sh", "-c", Command};
+  llvm::Optional<llvm::StringRef> Redirects[] = {
+      llvm::StringRef(""), llvm::StringRef(""), llvm::StringRef(ErrFile)};
+  int Code = llvm::sys::ExecuteAndWait("/bin/sh", Argv, llvm::None, Redirects,
+                                       /*SecondsToWait=*/120);
+  *Err = readFile(ErrFile);
+  return Code;
+}
+
+// A preset's or a built-in strategy's name that is also a file in the
+// working folder: the cluster file used to win silently, the built-in
+// strategy too. Both are refused; ./NAME is the file.
+TEST_F(CliTest, NamesOfPresetsAndBuiltinsThatAreFilesHereAreRefused) {
+  if (!llvm::sys::fs::can_execute("/bin/sh"))
+    GTEST_SKIP() << "no /bin/sh";
+  std::string Here = Dir.file("here");
+  ASSERT_FALSE(llvm::sys::fs::create_directory(Here));
+  RunResult Shown = run({"clusters", "--show", "cpu:4"});
+  ASSERT_EQ(Shown.ExitCode, 0) << Shown.Err;
+  ASSERT_TRUE(writeBytes(Here + "/cpu:2", Shown.Out));
+  RunResult Written =
+      run(planArgs("simulate", "cpu:2",
+                   {"--strategy", "data-parallel", "-o", Here + "/expert"}));
+  ASSERT_EQ(Written.ExitCode, 0) << Written.Err;
+  std::string Model = samplePath("tiny_cnn.onnx"), Err,
+              ErrFile = Dir.file("stderr-here.txt");
+  std::vector<std::string> Args{"simulate",   Model,          "--batch",
+                                "8",          "--cluster",    "cpu:2",
+                                "--strategy", "data-parallel"};
+  EXPECT_EQ(runIn(Here, Args, &Err, ErrFile), 2);
+  EXPECT_EQ(Err, "onnx2soap: error: 'cpu:2' is a cluster preset's name and "
+                 "a file in this folder; write ./cpu:2 for the file\n");
+  Args[5] = "./cpu:2";
+  EXPECT_EQ(runIn(Here, Args, &Err, ErrFile), 0) << Err;
+  Args[7] = "expert";
+  EXPECT_EQ(runIn(Here, Args, &Err, ErrFile), 2);
+  EXPECT_EQ(Err, "onnx2soap: error: --strategy expert: a built-in strategy's "
+                 "name and a file in this folder; write ./expert for the "
+                 "file\n");
+  // Written on cpu:2, the file's cluster is not ./cpu:2's (cpu:4).
+  Args[5] = "cpu:3";
+  Args[7] = "./expert";
+  EXPECT_EQ(runIn(Here, Args, &Err, ErrFile), 2);
+  // And a preset's N is written without leading zeros: its name goes into
+  // the cluster's hash, which strategy files carry.
+  expectUserError(run(planArgs("simulate", "cpu:02", {"--strategy", "expert"})),
+                  "cluster preset 'cpu:02': N of cpu:N must be 1 to 64, "
+                  "without leading zeros");
 }
 
 } // namespace
