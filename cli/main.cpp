@@ -110,11 +110,34 @@ static int run() {
   return 0;
 }
 
+/// What is wrong with an empty argument or a `--flag=` without a value, or
+/// nothing: no flag or operand takes an empty value, which used to be taken
+/// as the flag not given (-o "", --trace=) or as no path.
+static std::string emptyArgument(int Argc, char **Argv) {
+  for (int I = 1; I < Argc; ++I) {
+    llvm::StringRef Arg(Argv[I]);
+    if (Arg.startswith("-") && Arg.endswith("="))
+      return Arg.str() + " has no value; give a value";
+    if (!Arg.empty())
+      continue;
+    std::string After =
+        I > 1 ? " (after '" + std::string(Argv[I - 1]) + "')" : "";
+    return "argument " + std::to_string(I) + " is empty" + After +
+           "; give a value";
+  }
+  return "";
+}
+
 int main(int argc, char **argv) {
   google::protobuf::SetLogHandler(silenceProtobuf);
   llvm::cl::SetVersionPrinter(printVersion);
   std::string ParseErrors;
   llvm::raw_string_ostream Errs(ParseErrors);
+  std::string Empty = emptyArgument(argc, argv);
+  if (!Empty.empty()) {
+    llvm::errs() << "onnx2soap: error: " << Empty << "\n";
+    return 2;
+  }
   StderrCapture Capture;
   bool Parsed = llvm::cl::ParseCommandLineOptions(
       argc, argv,
