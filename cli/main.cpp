@@ -128,6 +128,26 @@ static std::string emptyArgument(int Argc, char **Argv) {
   return "";
 }
 
+/// The first argument that looks like a flag but is no option of the
+/// subcommand (Argv[1]), or nothing.
+static std::string unknownFlag(int Argc, char **Argv) {
+  llvm::cl::SubCommand *Active = &*llvm::cl::TopLevelSubCommand;
+  for (llvm::cl::SubCommand *Sub : llvm::cl::getRegisteredSubcommands())
+    if (Argc > 1 && Sub->getName() == llvm::StringRef(Argv[1]))
+      Active = Sub;
+  for (int I = 2; I < Argc; ++I) {
+    llvm::StringRef Arg(Argv[I]);
+    if (Arg == "--")
+      break;
+    if (!Arg.startswith("-") || Arg == "-")
+      continue;
+    llvm::StringRef Name = Arg.ltrim('-').split('=').first;
+    if (!llvm::cl::getRegisteredOptions(*Active).count(Name))
+      return Arg.str();
+  }
+  return "";
+}
+
 int main(int argc, char **argv) {
   google::protobuf::SetLogHandler(silenceProtobuf);
   llvm::cl::SetVersionPrinter(printVersion);
@@ -152,7 +172,16 @@ int main(int argc, char **argv) {
     Message.consume_front(llvm::sys::path::filename(argv[0]));
     Message.consume_front(": ");
     // cl prints several lines for some mistakes; the first says what.
-    llvm::errs() << "onnx2soap: error: " << Message.split('\n').first << "\n";
+    std::string First = Message.split('\n').first.str();
+    // An unknown flag that begins with o (--objective on simulate) is read
+    // as -o followed by more letters: cl's message names -o, not the flag.
+    if (llvm::StringRef(First).contains("may not occur within a group")) {
+      std::string Unknown = unknownFlag(argc, argv);
+      if (!Unknown.empty())
+        First = "Unknown command line argument '" + Unknown + "'.  Try: '" +
+                argv[0] + " --help'";
+    }
+    llvm::errs() << "onnx2soap: error: " << First << "\n";
     return 2;
   }
   int Code;

@@ -436,6 +436,12 @@ TEST_F(CliTest, PlanningRefusesBadInput) {
                    {"--sweep-gpus", "1,2", "-o", Dir.file("s.json")})),
       "-o and --trace write one strategy's files; they cannot be combined "
       "with --sweep-gpus");
+  // An unknown flag that begins with o was reported as "for the -o option:
+  // may not occur within a group!".
+  expectUserError(
+      run(planArgs("simulate", "cpu:2",
+                   {"--strategy", "expert", "--objective", "time"})),
+      "Unknown command line argument '--objective'");
   // Every planning command shares these flags (simulate checks them first).
   expectUserError(run(planArgs("simulate", "cpu:2",
                                {"--strategy", "expert", "--loss", "hinge"})),
