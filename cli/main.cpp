@@ -128,6 +128,29 @@ static std::string emptyArgument(int Argc, char **Argv) {
   return "";
 }
 
+/// cl's "for the --gpus option: '9999999999' value invalid for uint
+/// argument!" as what the number must be; other messages as they are.
+static std::string readableNumberError(const std::string &Message) {
+  static const std::pair<const char *, const char *> Ranges[] = {
+      {"uint", "from 0 to 4294967295"},
+      {"ulong", "from 0 to 18446744073709551615"},
+      {"int", "that fits in 32 bits"},
+      {"long", "that fits in 64 bits"}};
+  llvm::StringRef Text(Message);
+  if (!Text.consume_front("for the ") || !Text.endswith(" argument!"))
+    return Message;
+  auto [Flag, Rest] = Text.split(" option: ");
+  size_t Quote = Rest.rfind("' value invalid for ");
+  if (!Rest.startswith("'") || Quote == llvm::StringRef::npos)
+    return Message;
+  llvm::StringRef Value = Rest.slice(1, Quote);
+  llvm::StringRef Type = Rest.drop_front(Quote + 20).drop_back(10);
+  for (const auto &[Name, Range] : Ranges)
+    if (Type == Name)
+      return (Flag + " " + Value + ": expected a whole number " + Range).str();
+  return Message;
+}
+
 /// The first argument that looks like a flag but is no option of the
 /// subcommand (Argv[1]), or nothing.
 static std::string unknownFlag(int Argc, char **Argv) {
@@ -181,7 +204,7 @@ int main(int argc, char **argv) {
         First = "Unknown command line argument '" + Unknown + "'.  Try: '" +
                 argv[0] + " --help'";
     }
-    llvm::errs() << "onnx2soap: error: " << First << "\n";
+    llvm::errs() << "onnx2soap: error: " << readableNumberError(First) << "\n";
     return 2;
   }
   int Code;

@@ -442,6 +442,10 @@ TEST_F(CliTest, PlanningRefusesBadInput) {
       run(planArgs("simulate", "cpu:2",
                    {"--strategy", "expert", "--objective", "time"})),
       "Unknown command line argument '--objective'");
+  // cl's "value invalid for uint argument!" said as what the number must be.
+  expectUserError(run(planArgs("search", "cpu:2", {"--gpus", "99999999999"})),
+                  "--gpus 99999999999: expected a whole number from 0 to "
+                  "4294967295");
   // Every planning command shares these flags (simulate checks them first).
   expectUserError(run(planArgs("simulate", "cpu:2",
                                {"--strategy", "expert", "--loss", "hinge"})),

@@ -121,7 +121,7 @@ TEST_F(CliTest, BatchZero) {
 TEST_F(CliTest, BatchNotANumber) {
   expectUserError(
       run({"inspect", samplePath("tiny_mlp.onnx"), "--batch", "lots"}),
-      "for the --batch option: 'lots' value invalid");
+      "--batch lots: expected a whole number that fits in 64 bits");
 }
 
 TEST_F(CliTest, BatchWithoutValue) {
