@@ -201,7 +201,10 @@ static llvm::Error nothingFits(const SearchResult &R, const SearchOptions &O,
                                std::string Devices = "") {
   bool Sweep = !Devices.empty();
   if (!Sweep)
-    Devices = std::to_string(M.numDevices());
+    Devices = M.numDevices() == 1 ? "1 device"
+                                  : std::to_string(M.numDevices()) + " devices";
+  else
+    Devices += " devices";
   const Candidate *Smallest = &R.Best;
   for (const Candidate *C : {&R.DataParallel, &R.Expert, &R.ModelParallel})
     if (C->PeakMemory < Smallest->PeakMemory)
@@ -218,7 +221,7 @@ static llvm::Error nothingFits(const SearchResult &R, const SearchOptions &O,
   for (size_t I = 1; I < Tries.size(); ++I)
     Advice += (I + 1 == Tries.size() ? ", or " : ", ") + Tries[I];
   return usageError(llvm::formatv(
-      "no strategy found fits in {0} per device on {1} devices: the smallest "
+      "no strategy found fits in {0} per device on {1}: the smallest "
       "peak found is {2}; {3}",
       formatBytes(effectiveLimit(O, M)), Devices,
       formatBytes(Smallest->PeakMemory), Advice));
