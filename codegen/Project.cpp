@@ -293,6 +293,12 @@ llvm::Error writeProject(const std::string &Dir, const ProjectFiles &Files) {
   llvm::SmallString<256> Base(Dir);
   while (!Base.empty() && llvm::sys::path::is_separator(Base.back()))
     Base.pop_back();
+  // DIR's folder made first, as -o a/b/project asks.
+  llvm::StringRef Parent = llvm::sys::path::parent_path(Base);
+  if (!Parent.empty())
+    if (std::error_code EC = fs::create_directories(Parent))
+      return fail(
+          llvm::formatv("cannot create {0}: {1}", Parent, EC.message()));
   llvm::SmallString<256> Temp;
   if (std::error_code EC =
           fs::createUniqueDirectory(Base + ".tmp-onnx2soap", Temp))

@@ -266,6 +266,16 @@ TEST_F(CliTest, CompileWritesTheProject) {
   EXPECT_THAT(besides(Out), ::testing::IsEmpty());
 }
 
+// -o a/b/project makes a/b (make demo's build/demo/...): the temporary
+// tree's folder, made beside DIR, once needed it to exist.
+TEST_F(CliTest, CompileMakesTheFoldersAboveTheProject) {
+  std::string Out = Dir.file("a/b/project");
+  RunResult R = run(compileArgs({"--strategy", "data-parallel", "-o", Out}));
+  ASSERT_EQ(R.ExitCode, 0) << R.Err;
+  EXPECT_TRUE(llvm::sys::fs::is_regular_file(Out + "/manifest.json"));
+  EXPECT_THAT(besides(Out), ::testing::IsEmpty());
+}
+
 // Folders beside DIR of the names compile used for its temporary trees
 // (DIR.tmp-onnx2soap, DIR.old-onnx2soap) were removed unchecked, whatever
 // they held.
