@@ -293,6 +293,10 @@ llvm::Error writeProject(const std::string &Dir, const ProjectFiles &Files) {
   llvm::SmallString<256> Base(Dir);
   while (!Base.empty() && llvm::sys::path::is_separator(Base.back()))
     Base.pop_back();
+  // Absolute: createUniqueDirectory puts a relative name in the system's
+  // temporary folder, not beside DIR.
+  if (std::error_code EC = fs::make_absolute(Base))
+    return fail(llvm::formatv("-o {0}: {1}", Dir, EC.message()));
   // DIR's folder made first, as -o a/b/project asks.
   llvm::StringRef Parent = llvm::sys::path::parent_path(Base);
   if (!Parent.empty())

@@ -268,12 +268,26 @@ TEST_F(CliTest, CompileWritesTheProject) {
 
 // -o a/b/project makes a/b (make demo's build/demo/...): the temporary
 // tree's folder, made beside DIR, once needed it to exist.
+// And a relative -o is beside the working folder's DIR: the temporary
+// tree once went to the system's temporary folder, where a/b was missing.
 TEST_F(CliTest, CompileMakesTheFoldersAboveTheProject) {
   std::string Out = Dir.file("a/b/project");
   RunResult R = run(compileArgs({"--strategy", "data-parallel", "-o", Out}));
   ASSERT_EQ(R.ExitCode, 0) << R.Err;
   EXPECT_TRUE(llvm::sys::fs::is_regular_file(Out + "/manifest.json"));
   EXPECT_THAT(besides(Out), ::testing::IsEmpty());
+  if (!llvm::sys::fs::can_execute("/bin/sh"))
+    GTEST_SKIP() << "no /bin/sh";
+  std::string Err;
+  EXPECT_EQ(
+      runIn(Dir.file(""),
+            compileArgs({"--strategy", "data-parallel", "-o", "c/d/project"}),
+            &Err, Dir.file("stderr-relative.txt")),
+      0)
+      << Err;
+  EXPECT_TRUE(
+      llvm::sys::fs::is_regular_file(Dir.file("c/d/project/manifest.json")));
+  EXPECT_THAT(besides(Dir.file("c/d/project")), ::testing::IsEmpty());
 }
 
 // Folders beside DIR of the names compile used for its temporary trees

@@ -69,21 +69,6 @@ TEST_F(CliTest, OutputsThatCannotTakeTheFileAreRefusedFirst) {
   }
 }
 
-/// Runs the CLI with Args in folder Dir; its exit code, stderr in *Err.
-int runIn(const std::string &Folder, const std::vector<std::string> &Args,
-          std::string *Err, const std::string &ErrFile) {
-  std::string Command = "cd '" + Folder + "' && exec '" + cliPath() + "'";
-  for (const std::string &A : Args)
-    Command += " '" + A + "'";
-  llvm::StringRef Argv[] = {"/bin/sh", "-c", Command};
-  llvm::Optional<llvm::StringRef> Redirects[] = {
-      llvm::StringRef(""), llvm::StringRef(""), llvm::StringRef(ErrFile)};
-  int Code = llvm::sys::ExecuteAndWait("/bin/sh", Argv, llvm::None, Redirects,
-                                       /*SecondsToWait=*/120);
-  *Err = readFile(ErrFile);
-  return Code;
-}
-
 // A preset's or a built-in strategy's name that is also a file in the
 // working folder: the cluster file used to win silently, the built-in
 // strategy too. Both are refused; ./NAME is the file.

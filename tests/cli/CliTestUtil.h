@@ -127,6 +127,23 @@ inline llvm::json::Array jsonArray(const RunResult &R) {
   return std::move(*Parsed->getAsArray());
 }
 
+/// Runs the CLI with Args in Folder (through /bin/sh); its exit code, its
+/// stderr in *Err (by way of ErrFile).
+inline int runIn(const std::string &Folder,
+                 const std::vector<std::string> &Args, std::string *Err,
+                 const std::string &ErrFile) {
+  std::string Command = "cd '" + Folder + "' && exec '" + cliPath() + "'";
+  for (const std::string &A : Args)
+    Command += " '" + A + "'";
+  llvm::StringRef Argv[] = {"/bin/sh", "-c", Command};
+  llvm::Optional<llvm::StringRef> Redirects[] = {
+      llvm::StringRef(""), llvm::StringRef(""), llvm::StringRef(ErrFile)};
+  int Code = llvm::sys::ExecuteAndWait("/bin/sh", Argv, llvm::None, Redirects,
+                                       /*SecondsToWait=*/120);
+  *Err = readFile(ErrFile);
+  return Code;
+}
+
 /// `Command SAMPLE --batch Batch --cluster Cluster` plus More.
 inline std::vector<std::string> sampleArgs(llvm::StringRef Command,
                                            llvm::StringRef Sample, int Batch,
