@@ -192,21 +192,16 @@ llvm::Expected<int> runRun() {
         Proto.add_dims(D);
       Proto.set_raw_data(std::string(Got.begin(), Got.end()));
       std::string Path = llvm::formatv("{0}/output_{1}.pb", Out.getValue(), I);
-      std::error_code EC = llvm::sys::fs::create_directories(Out.getValue());
-      llvm::raw_fd_ostream File(Path, EC, llvm::sys::fs::OF_None);
-      if (EC)
-        return usageError(
-            llvm::formatv("cannot write '{0}': {1}", Path, EC.message()));
-      File << Proto.SerializeAsString();
-      File.close();
-      if (File.has_error()) {
-        // A full disk: no output file left half-written.
-        EC = File.error();
-        File.clear_error();
-        llvm::sys::fs::remove(Path);
-        return usageError(
-            llvm::formatv("cannot write '{0}': {1}", Path, EC.message()));
-      }
+      if (std::error_code EC =
+              llvm::sys::fs::create_directories(Out.getValue()))
+        return usageError(llvm::formatv("--out {0}: cannot create it: {1}",
+                                        Out.getValue(), EC.message()));
+      // Never half-written (a full disk, an interrupt).
+      if (llvm::Error E =
+              writeFileAtomically(Path, "--out", [&](llvm::raw_ostream &File) {
+                File << Proto.SerializeAsString();
+              }))
+        return E;
     }
     std::string Expected =
         llvm::formatv("{0}/output_{1}.pb", Data.getValue(), I);

@@ -195,6 +195,18 @@ static const Candidate *chosen(const SearchResult &R, Objective Goal) {
   return R.Best.Fits ? &R.Best : nullptr;
 }
 
+/// Items joined by ", " but the last, joined by Last ("a, b or c").
+static std::string listOf(const std::vector<std::string> &Items,
+                          llvm::StringRef Last) {
+  std::string Text;
+  for (size_t I = 0; I < Items.size(); ++I)
+    Text += (I == 0                  ? ""
+             : I + 1 == Items.size() ? Last.str()
+                                     : ", ") +
+            Items[I];
+  return Text;
+}
+
 /// Devices: how many devices were tried, as words (default: M's count).
 static llvm::Error nothingFits(const SearchResult &R, const SearchOptions &O,
                                const simulator::Machine &M,
@@ -217,9 +229,7 @@ static llvm::Error nothingFits(const SearchResult &R, const SearchOptions &O,
     Tries.push_back("a larger --memory-limit");
   if (O.Goal != Objective::Memory)
     Tries.push_back("try --objective memory");
-  std::string Advice = Tries[0];
-  for (size_t I = 1; I < Tries.size(); ++I)
-    Advice += (I + 1 == Tries.size() ? ", or " : ", ") + Tries[I];
+  std::string Advice = listOf(Tries, ", or ");
   return usageError(llvm::formatv(
       "no strategy found fits in {0} per device on {1}: the smallest "
       "peak found is {2}; {3}",
@@ -315,13 +325,10 @@ static llvm::Error runSweep(const Planning &P, SearchOptions O) {
     auto M = P.Cluster.firstDevices(Smallest->Devices);
     if (!M)
       return M.takeError();
-    std::string Tried;
-    for (size_t I = 0; I < Rows.size(); ++I)
-      Tried += (I == 0                 ? ""
-                : I + 1 == Rows.size() ? " or "
-                                       : ", ") +
-               std::to_string(Rows[I].Devices);
-    return nothingFits(Smallest->Result, O, *M, Tried);
+    std::vector<std::string> Counts;
+    for (const Row &R : Rows)
+      Counts.push_back(std::to_string(R.Devices));
+    return nothingFits(Smallest->Result, O, *M, listOf(Counts, " or "));
   }
 
   if (jsonOutput()) {
