@@ -1,14 +1,18 @@
 //===- tests/runtime_program/AtomicFileTest.cpp - Atomic whole-file writes ===//
 //
 // writeFileAtomically leaves the old file or the new one and no temporary
-// behind, also when it fails; readWholeFile reads what was written.
+// behind, also when it fails or the program is killed mid-write;
+// readWholeFile reads what was written.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime_lib/program/AtomicFile.h"
 #include "runtime_lib/Error.h"
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <thread>
 #include <unistd.h>
 
 using namespace onnx2soap::rt;
@@ -132,4 +136,33 @@ TEST(AtomicFileHelpers, ParentDirectory) {
   EXPECT_EQ(parentDirectory("c.bin"), ".");
   EXPECT_EQ(parentDirectory("/c.bin"), "/");
   EXPECT_EQ(parentDirectory("/x/c.bin"), "/x");
+}
+
+TEST_F(AtomicFile, ASignalMidWriteRemovesTheTemporary) {
+  // A program stopped by SIGTERM (Ctrl-C, mpirun passing on a kill) while it
+  // writes a checkpoint dies as before, but leaves no temporary of the
+  // checkpoint's size behind. A thread of the child waits for the temporary
+  // to appear and signals the process while the bytes are being written.
+  std::string Path = (Dir / "checkpoint.bin").string();
+  std::string Temp = Path + ".tmp.";
+  pid_t Child = ::fork();
+  ASSERT_GE(Child, 0);
+  if (Child == 0) {
+    std::string Mine = Temp + std::to_string(::getpid());
+    std::thread Killer([&] {
+      while (::access(Mine.c_str(), F_OK) != 0)
+        ::usleep(50);
+      ::kill(::getpid(), SIGTERM);
+    });
+    std::vector<char> Bytes(64 << 20, 'x');
+    for (int Round = 0; Round < 100; ++Round)
+      writeFileAtomically(Path, Bytes.data(), Bytes.size());
+    ::_exit(0); // Never signalled: the test fails on the exit status.
+  }
+  int Status = 0;
+  ASSERT_EQ(::waitpid(Child, &Status, 0), Child);
+  ASSERT_TRUE(WIFSIGNALED(Status)) << "status " << Status;
+  EXPECT_EQ(WTERMSIG(Status), SIGTERM);
+  for (const std::string &Name : entries())
+    EXPECT_EQ(Name.find(".tmp."), std::string::npos) << Name;
 }
