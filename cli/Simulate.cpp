@@ -4,8 +4,8 @@
 // (a strategy file or a built-in one) and prints the predicted iteration
 // time, bytes moved, and per device compute time, bytes sent and peak memory
 // against capacity. Also holds what `simulate` and `search` share: loading
-// the model and cluster from the planning flags, writing files atomically,
-// --trace, and number formatting.
+// the model and cluster from the planning flags, --trace, and number
+// formatting.
 //
 //===----------------------------------------------------------------------===//
 #include "cli/Subcommands.h"
@@ -408,69 +408,6 @@ loadCostModel(const Machine &M) {
       return usageError("--profile " + llvm::toString(std::move(E)));
   }
   return Cost;
-}
-
-llvm::Error checkOutputFile(llvm::StringRef Path, llvm::StringRef Flag) {
-  namespace fs = llvm::sys::fs;
-  if (Path.empty())
-    return usageError(Flag + ": needs a file path");
-  // The file is renamed into place: a device, FIFO or socket of the name
-  // would be replaced by a regular file.
-  fs::file_status Status;
-  if (!fs::status(Path, Status)) {
-    if (fs::is_directory(Status))
-      return usageError(Flag + " " + Path +
-                        ": is a folder; expected a file to write");
-    if (!fs::is_regular_file(Status))
-      return usageError(Flag + " " + Path +
-                        ": exists and is not a regular file (a device, FIFO "
-                        "or socket); expected a file to write");
-  }
-  llvm::StringRef Dir = llvm::sys::path::parent_path(Path);
-  if (Dir.empty())
-    Dir = ".";
-  if (!fs::is_directory(Dir))
-    return usageError(Flag + " " + Path + ": the folder " + Dir +
-                      " does not exist");
-  if (fs::access(Dir, fs::AccessMode::Write))
-    return usageError(Flag + " " + Path + ": the folder " + Dir +
-                      " is not writable");
-  return llvm::Error::success();
-}
-
-llvm::Error
-writeFileAtomically(llvm::StringRef Path, llvm::StringRef Flag,
-                    llvm::function_ref<void(llvm::raw_ostream &)> Write) {
-  namespace fs = llvm::sys::fs;
-  // Again: the file system may have changed since the command started.
-  if (llvm::Error E = checkOutputFile(Path, Flag))
-    return E;
-  int FD;
-  llvm::SmallString<256> Temp;
-  if (std::error_code EC = fs::createUniqueFile(Path + ".tmp%%%%%%", FD, Temp))
-    return usageError(Flag + " " + Path +
-                      ": cannot create a file beside it: " + EC.message());
-  // An interrupt (Ctrl-C, SIGTERM) while writing removes it too.
-  llvm::sys::RemoveFileOnSignal(Temp);
-  std::error_code EC;
-  {
-    llvm::raw_fd_ostream OS(FD, /*shouldClose=*/true);
-    Write(OS);
-    OS.close();
-    if (OS.has_error()) {
-      EC = OS.error();
-      OS.clear_error();
-    }
-  }
-  if (!EC)
-    EC = fs::rename(Temp, Path);
-  if (EC)
-    (void)fs::remove(Temp);
-  llvm::sys::DontRemoveFileOnSignal(Temp);
-  if (EC)
-    return usageError(Flag + " " + Path +
-                      ": cannot write the file: " + EC.message());
-  return llvm::Error::success();
 }
 
 llvm::Error writeTraceIfAsked(const simulator::Simulator &Sim) {
