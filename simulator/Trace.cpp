@@ -6,9 +6,11 @@
 //
 //===----------------------------------------------------------------------===//
 #include "simulator/Trace.h"
+#include "ir/JsonText.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include <algorithm>
+#include <cmath>
 #include <tuple>
 
 namespace onnx2soap::simulator {
@@ -70,6 +72,34 @@ std::string traceEventName(const TaskGraph &Graph, TaskId Id) {
     return llvm::formatv("copy {0} [{1}]", TensorName(), OpName()).str();
   }
   llvm_unreachable("unknown TaskKind");
+}
+
+std::string deviceGroupText(const Machine &M, llvm::ArrayRef<DeviceId> Group) {
+  std::string Text;
+  auto Append = [&](const std::string &Part) {
+    Text += (Text.empty() ? "" : ", ") + Part;
+  };
+  size_t I = 0;
+  while (I < Group.size()) {
+    // The longest evenly spaced run from Group[I].
+    size_t End = I + 1;
+    if (End < Group.size()) {
+      DeviceId Step = Group[End] - Group[I];
+      while (End + 1 < Group.size() && Group[End + 1] - Group[End] == Step)
+        ++End;
+      ++End;
+    }
+    if (End - I < 3) {
+      Append(M.device(Group[I]).Name);
+      ++I;
+      continue;
+    }
+    DeviceId Step = Group[I + 1] - Group[I];
+    Append(M.device(Group[I]).Name + " to " + M.device(Group[End - 1]).Name +
+           (Step == 1 ? "" : " by " + std::to_string(Step)));
+    I = End;
+  }
+  return Text;
 }
 
 namespace {
@@ -179,10 +209,8 @@ void writeChromeTrace(const TaskGraph &Graph, llvm::raw_ostream &OS) {
       break;
     case TaskKind::StatsAllReduce:
     case TaskKind::GradAllReduce: {
-      llvm::json::Array Group;
-      for (DeviceId D : T.Group)
-        Group.push_back(M.device(D).Name);
-      Args["devices"] = std::move(Group);
+      Args["devices"] = deviceGroupText(M, T.Group);
+      Args["group_size"] = int64_t(T.Group.size());
       Args["bytes"] = T.Bytes;
       if (M.allReduceTable(T.Group))
         Args["measured"] = true;
@@ -201,14 +229,29 @@ void writeChromeTrace(const TaskGraph &Graph, llvm::raw_ostream &OS) {
     }
     if (T.Op != ir::NoOp)
       Args["op"] = G.op(T.Op).Name;
-    Emit(Object{{"ph", "X"},
-                {"name", traceEventName(Graph, E.Id)},
-                {"cat", taskKindName(T.Kind)},
-                {"pid", Tracks[E.Resource].Process},
-                {"tid", int64_t(E.Resource)},
-                {"ts", T.Start * 1e6},
-                {"dur", (T.End - T.Start) * 1e6},
-                {"args", std::move(Args)}});
+    // Times to the nanosecond, in the microseconds the format counts in,
+    // in the fewest digits that read back (a double prints 17 otherwise).
+    int64_t StartNs = std::llround(T.Start * 1e9);
+    int64_t EndNs = std::llround(T.End * 1e9);
+    auto Micros = [](int64_t Ns) { return ir::shortestNumber(Ns / 1e3); };
+    OS << (First ? "\n" : ",\n");
+    First = false;
+    // Keys in sorted order, as the metadata events above print them.
+    llvm::json::OStream J(OS);
+    J.object([&] {
+      J.attribute("args", std::move(Args));
+      J.attribute("cat", taskKindName(T.Kind));
+      J.attributeBegin("dur");
+      J.rawValue(Micros(EndNs - StartNs));
+      J.attributeEnd();
+      J.attribute("name", traceEventName(Graph, E.Id));
+      J.attribute("ph", "X");
+      J.attribute("pid", Tracks[E.Resource].Process);
+      J.attribute("tid", int64_t(E.Resource));
+      J.attributeBegin("ts");
+      J.rawValue(Micros(StartNs));
+      J.attributeEnd();
+    });
   }
   OS << "\n]}\n";
 }

@@ -28,6 +28,13 @@ void writeChromeTrace(const TaskGraph &Graph, llvm::raw_ostream &OS);
 /// "update fc.weight".
 std::string traceEventName(const TaskGraph &Graph, TaskId Id);
 
+/// The devices of a collective (sorted ids) as short text: runs of three or
+/// more evenly spaced devices as "node0/gpu0 to node3/gpu3" (consecutive)
+/// or "node0/gpu0 to node7/gpu6 by 2", other devices by name, joined by
+/// ", ". An event of each participant carries it, so the trace grows with
+/// the participants, not with their square.
+std::string deviceGroupText(const Machine &M, llvm::ArrayRef<DeviceId> Group);
+
 } // namespace onnx2soap::simulator
 
 #endif
