@@ -438,6 +438,7 @@ llvm::Error runSearch() {
         {"memory_limit", Limit},
         {"fits", Fits},
         {"iterations", int64_t(R.Iterations)},
+        {"chains_run", int64_t(R.ChainsRun)},
         {"search_seconds", R.Seconds},
         {"best_found_seconds", R.BestFoundSeconds},
         {"found_by", Answer->Source},

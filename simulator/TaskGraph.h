@@ -503,6 +503,16 @@ std::vector<bool> weightOnlyOps(const ir::Graph &G);
 bool isTrainingBatchNorm(const ir::Op &O);
 /// The index of Tensor among O's outputs (Tensor must be one).
 unsigned outputIndex(const ir::Op &O, ir::TensorId Tensor);
+/// The messages that input Slot of op Consumer takes from its producer when
+/// the producer has config PC and the consumer CC: the pairs of a producer
+/// partition and a consumer partition on different devices whose regions
+/// overlap (each a transfer, and one more for its gradient). 0 for an input
+/// that is not an activation. Takes a region overlap per pair of
+/// partitions; with StopAbove, stops counting past it (after the consumer
+/// partition that passed it), for a caller that needs to know no more.
+uint64_t inputMessages(const ir::Graph &G, ir::OpId Consumer, unsigned Slot,
+                       const ParallelConfig &PC, const ParallelConfig &CC,
+                       uint64_t StopAbove = UINT64_MAX);
 /// Per tensor: whether its gradient is summed over its holders and applied
 /// (synchronized): parameters, and outputs of weight-only ops that need a
 /// gradient (a weight the exporter reshaped), read by some op that is not

@@ -57,6 +57,43 @@ unsigned outputIndex(const ir::Op &O, ir::TensorId Tensor) {
   llvm_unreachable("tensor is not an output of its producer");
 }
 
+uint64_t inputMessages(const ir::Graph &G, ir::OpId ConsumerId, unsigned Slot,
+                       const ParallelConfig &PC, const ParallelConfig &CC,
+                       uint64_t StopAbove) {
+  const ir::Op &Consumer = G.op(ConsumerId);
+  ir::TensorId Tensor = Consumer.Inputs[Slot];
+  if (Tensor == ir::NoTensor)
+    return 0;
+  const ir::Tensor &Value = G.tensor(Tensor);
+  if (Value.Role != ir::TensorRole::Activation || Value.Producer == ir::NoOp)
+    return 0;
+  const ir::Op &Producer = G.op(Value.Producer);
+  unsigned Output = outputIndex(Producer, Tensor);
+  const ir::OpKindInfo &Info = ir::opKindInfo(Consumer.Kind);
+  unsigned Producers = PC.numPartitions(), Consumers = CC.numPartitions();
+  std::vector<ir::Region> Written;
+  std::vector<DeviceId> Where;
+  Written.reserve(Producers);
+  Where.reserve(Producers);
+  for (unsigned P = 0; P < Producers; ++P) {
+    Written.push_back(ir::outputRegionOf(G, Producer, Output,
+                                         outputRegion(G, Producer, PC, P),
+                                         reductionSlice(G, Producer, PC, P)));
+    Where.push_back(PC.device(P));
+  }
+  uint64_t Messages = 0;
+  for (unsigned C = 0; C < Consumers && Messages <= StopAbove; ++C) {
+    ir::Region Needed =
+        Info.InputRegion(G, Consumer, Slot, outputRegion(G, Consumer, CC, C),
+                         reductionSlice(G, Consumer, CC, C));
+    DeviceId Here = CC.device(C);
+    for (unsigned P = 0; P < Producers; ++P)
+      Messages +=
+          Where[P] != Here && ir::overlapVolume(Needed, Written[P]) != 0;
+  }
+  return Messages;
+}
+
 void TaskGraph::buildInputEdges(ir::OpId ConsumerId, unsigned Slot) {
   std::vector<TaskId> &Owned = InputEdges[ConsumerId][Slot];
   Owned.clear();

@@ -6,6 +6,7 @@
 #include "soap_search/Chain.h"
 #include "ir/BatchDims.h"
 #include "soap_search/Builtins.h"
+#include "soap_search/MessageCap.h"
 #include <algorithm>
 #include <cmath>
 #include <deque>
@@ -202,6 +203,7 @@ ChainResult runChain(const ir::TrainingGraph &T, const simulator::Machine &M,
   std::vector<std::vector<ir::OpId>> Near = neighbours(T.G, WeightOnly);
   std::vector<bool> ReadsWeights = readsWeights(T.G, WeightOnly);
   std::vector<ParallelConfig> Proposal, Old;
+  MessageCap Cap(T.G, Space.numDevices());
   // The simulator holds a new current strategy of cost Next.
   auto Accept = [&](double Next) {
     Current = Next;
@@ -244,7 +246,9 @@ ChainResult runChain(const ir::TrainingGraph &T, const simulator::Machine &M,
     for (const ParallelConfig &Try : Tries) {
       if (!llvm::all_of(Unit,
                         [&](ir::OpId Op) { return Space.contains(Op, Try); }) ||
-          llvm::all_of(Old, [&](const ParallelConfig &C) { return C == Try; }))
+          llvm::all_of(Old,
+                       [&](const ParallelConfig &C) { return C == Try; }) ||
+          Cap.exceeded(Sim.strategy(), Unit, Try))
         continue;
       ++Result.Steps;
       Progress.Iterations.fetch_add(1, std::memory_order_relaxed);
@@ -442,9 +446,14 @@ ChainResult runChain(const ir::TrainingGraph &T, const simulator::Machine &M,
   for (uint64_t Step = 0;; ++Step) {
     if (Resizes && Result.Best.Time < 0.9 * SizedFor)
       Resize();
-    if (Options.Iterations ? Step >= Options.Iterations : Step % 16 == 0) {
-      if (Options.Iterations)
+    // The clock is read every step: a step takes microseconds on small
+    // clusters, where reading it costs tens of nanoseconds, and seconds on
+    // 1,024 GPUs, where sixteen steps between readings overran a budget
+    // many times over.
+    if (Options.Iterations) {
+      if (Step >= Options.Iterations)
         break;
+    } else {
       double Elapsed = secondsSince(ChainBegin);
       if (Elapsed >= Budget || Elapsed - LastImprovement >= Budget / 2)
         break;
@@ -479,7 +488,8 @@ ChainResult runChain(const ir::TrainingGraph &T, const simulator::Machine &M,
     for (ir::OpId Op : Unit)
       Old.push_back(Sim.strategy()[Op]);
     if (llvm::all_of(Old,
-                     [&](const ParallelConfig &C) { return C == *Config; }))
+                     [&](const ParallelConfig &C) { return C == *Config; }) ||
+        Cap.exceeded(Sim.strategy(), Unit, *Config))
       continue;
     Proposal.assign(Unit.size(), *Config);
     // Rejected for sure above this cost (any cost, with a coin of 0).

@@ -217,6 +217,10 @@ struct SearchResult {
   /// The best the chains found, built-in strategies aside (projected into
   /// a restricted space, the built-ins may lie outside it).
   Candidate ChainBest;
+  /// The chains that ran: all of them with Iterations; with a budget, the
+  /// first wave and each chain of a later wave that started before the
+  /// chains' part of the budget was spent.
+  unsigned ChainsRun = 0;
   uint64_t Iterations = 0;
   double Seconds = 0;
   /// When the answer was first seen, counted from the start: how long the
