@@ -8,8 +8,10 @@
 #include "cli/Subcommands.h"
 #include "runtime_lib/Error.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/ErrorHandling.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/Signals.h"
 #include "llvm/Support/raw_ostream.h"
 #include <google/protobuf/stubs/logging.h>
 #include <new>
@@ -171,7 +173,23 @@ static std::string unknownFlag(int Argc, char **Argv) {
   return "";
 }
 
+/// Out of memory anywhere, on any thread (a search's simulators hold task
+/// graphs that grow with the devices: gigabytes on a thousand): said in one
+/// line, after removing the temporary files being written, and exit 2.
+/// Called where the allocation failed, before anything unwinds: an
+/// exception leaving a search's thread, or leaving the main thread while
+/// the search's threads run, would abort instead.
+[[noreturn]] static void outOfMemory() {
+  static const char Message[] = "onnx2soap: error: out of memory\n";
+  (void)!::write(2, Message, sizeof Message - 1);
+  llvm::sys::RunInterruptHandlers();
+  ::_exit(2);
+}
+static void outOfMemoryInLlvm(void *, const char *, bool) { outOfMemory(); }
+
 int main(int argc, char **argv) {
+  std::set_new_handler(outOfMemory);
+  llvm::install_bad_alloc_error_handler(outOfMemoryInLlvm);
   google::protobuf::SetLogHandler(silenceProtobuf);
   llvm::cl::SetVersionPrinter(printVersion);
   std::string ParseErrors;
