@@ -127,7 +127,7 @@ constexpr int OutputsDiffer = 3;
 
 llvm::Expected<int> runRun() {
   if (llvm::Error E = checkThreads(Threads))
-    return std::move(E);
+    return E;
   auto Options = importOptions();
   if (!Options)
     return Options.takeError();
