@@ -10,6 +10,7 @@
 #include "codegen/Project.h"
 #include "codegen/EmbeddedFiles.h"
 #include "codegen/PlanSource.h"
+#include "codegen/TreeCleanup.h"
 #include "ir/Error.h"
 #include "ir/JsonReader.h"
 #include "ir/JsonText.h"
@@ -308,6 +309,8 @@ llvm::Error writeProject(const std::string &Dir, const ProjectFiles &Files) {
           fs::createUniqueDirectory(Base + ".tmp-onnx2soap", Temp))
     return fail(llvm::formatv("cannot create a folder beside {0}: {1}", Dir,
                               EC.message()));
+  // Ctrl-C or SIGTERM while the tree is written removes it too.
+  TreeRemovedOnSignal HalfTree(Temp);
   auto WriteAll = [&]() -> llvm::Error {
     for (const auto &[Path, Contents] : Files) {
       llvm::SmallString<256> Full(Temp);
@@ -357,8 +360,11 @@ llvm::Error writeProject(const std::string &Dir, const ProjectFiles &Files) {
     return fail(
         llvm::formatv("cannot move {0} to {1}: {2}", Temp, Dir, EC.message()));
   }
-  if (!Old.empty())
+  if (!Old.empty()) {
+    // The old tree is not wanted any more, interrupted or not.
+    TreeRemovedOnSignal OldTree(Old);
     (void)fs::remove_directories(Old);
+  }
   return llvm::Error::success();
 }
 

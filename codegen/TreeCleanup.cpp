@@ -1,0 +1,127 @@
+//===- codegen/TreeCleanup.cpp - Trees removed on an interrupt ------------===//
+//
+// The handler may run at any point of the program, so it uses only calls
+// that are safe in a signal handler: openat, getdents64, unlinkat, close,
+// sigaction and raise; the paths live in fixed slots claimed with atomics.
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/TreeCleanup.h"
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <dirent.h>
+#include <fcntl.h>
+#include <mutex>
+#include <unistd.h>
+
+namespace onnx2soap::codegen {
+
+namespace {
+
+constexpr int Slots = 8;
+constexpr size_t PathMax = 4096;
+enum SlotState : int { Free, Claimed, Ready };
+char Paths[Slots][PathMax];
+std::atomic<int> States[Slots];
+
+constexpr int Signals[] = {SIGINT, SIGTERM, SIGHUP};
+struct sigaction Before[3];
+bool Installed[3];
+
+bool isDotOrDotDot(const char *Name) {
+  return Name[0] == '.' && (Name[1] == 0 || (Name[1] == '.' && Name[2] == 0));
+}
+
+/// Removes entry Name of the folder open as ParentFd, a tree or a file.
+/// Depth is bounded by the tree's, a few levels in a project.
+void removeEntry(int ParentFd, const char *Name) {
+  if (::unlinkat(ParentFd, Name, 0) == 0 || errno != EISDIR)
+    return;
+  int Fd =
+      ::openat(ParentFd, Name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (Fd < 0)
+    return;
+  // Scans again from the start until a scan finds only . and ..: removing
+  // entries while reading a folder may make the reading skip some.
+  alignas(8) char Buffer[4096];
+  for (bool Removed = true; Removed;) {
+    Removed = false;
+    ::lseek(Fd, 0, SEEK_SET);
+    ssize_t Got;
+    while ((Got = ::getdents64(Fd, Buffer, sizeof Buffer)) > 0)
+      for (ssize_t At = 0; At < Got;) {
+        auto *Entry = reinterpret_cast<struct dirent64 *>(Buffer + At);
+        At += Entry->d_reclen;
+        if (isDotOrDotDot(Entry->d_name))
+          continue;
+        removeEntry(Fd, Entry->d_name);
+        Removed = true;
+      }
+    if (Got < 0)
+      break;
+  }
+  ::close(Fd);
+  ::unlinkat(ParentFd, Name, AT_REMOVEDIR);
+}
+
+extern "C" void removeTreesAndGoOn(int Signal) {
+  for (int S = 0; S < Slots; ++S)
+    if (States[S].load() == Ready)
+      removeTreeWithSystemCalls(Paths[S]);
+  // On to what the signal did before: the handler before, or the default
+  // action (the program dies of the signal, and its exit status says so).
+  for (int I = 0; I < 3; ++I)
+    if (Signals[I] == Signal && Installed[I])
+      ::sigaction(Signal, &Before[I], nullptr);
+  ::raise(Signal);
+}
+
+void installHandlers() {
+  static std::once_flag Once;
+  std::call_once(Once, [] {
+    for (int I = 0; I < 3; ++I) {
+      // An ignored signal stays ignored (SIGHUP under nohup): compile goes
+      // on through it, into the tree it writes.
+      struct sigaction Now;
+      if (::sigaction(Signals[I], nullptr, &Now) != 0 ||
+          Now.sa_handler == SIG_IGN)
+        continue;
+      struct sigaction New = {};
+      New.sa_handler = removeTreesAndGoOn;
+      ::sigemptyset(&New.sa_mask);
+      // Not deferred: the raise above delivers the signal again at once.
+      New.sa_flags = SA_NODEFER | SA_RESETHAND;
+      Installed[I] = ::sigaction(Signals[I], &New, &Before[I]) == 0;
+    }
+  });
+}
+
+} // namespace
+
+void removeTreeWithSystemCalls(const char *Path) {
+  removeEntry(AT_FDCWD, Path);
+}
+
+TreeRemovedOnSignal::TreeRemovedOnSignal(llvm::StringRef Path) {
+  if (Path.size() >= PathMax)
+    return;
+  installHandlers();
+  for (int S = 0; S < Slots; ++S) {
+    int Expected = Free;
+    if (!States[S].compare_exchange_strong(Expected, Claimed))
+      continue;
+    std::memcpy(Paths[S], Path.data(), Path.size());
+    Paths[S][Path.size()] = 0;
+    States[S].store(Ready);
+    Slot = S;
+    return;
+  }
+}
+
+TreeRemovedOnSignal::~TreeRemovedOnSignal() {
+  if (Slot >= 0)
+    States[Slot].store(Free);
+}
+
+} // namespace onnx2soap::codegen

@@ -1,0 +1,112 @@
+//===- tests/codegen/TreeCleanupTest.cpp - Trees removed on an interrupt --===//
+//
+// compile's half-written project is removed when the program is
+// interrupted: the removal by system calls alone (a folder of more entries
+// than one read returns, nested folders, a link that must not be followed),
+// and a child process that dies of SIGTERM and SIGINT with its tree
+// registered, leaving nothing; an ignored SIGHUP stays ignored.
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/TreeCleanup.h"
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+using namespace onnx2soap::codegen;
+namespace fs = std::filesystem;
+
+namespace {
+
+class TreeCleanup : public ::testing::Test {
+protected:
+  void SetUp() override {
+    std::string Pattern =
+        (fs::temp_directory_path() / "o2s-tree-XXXXXX").string();
+    ASSERT_NE(::mkdtemp(Pattern.data()), nullptr);
+    Dir = Pattern;
+  }
+  void TearDown() override { fs::remove_all(Dir); }
+
+  /// A project-like tree at Dir/Name: 600 files of long names (more than
+  /// one 4 KiB read of the folder) and folders three deep.
+  fs::path makeTree(const std::string &Name) {
+    fs::path Root = Dir / Name;
+    fs::create_directories(Root / "src" / "deep" / "deeper");
+    for (int I = 0; I < 600; ++I)
+      std::ofstream(
+          Root / ("file-with-a-rather-long-name-" + std::to_string(I) + ".cpp"))
+          << I;
+    std::ofstream(Root / "src" / "deep" / "deeper" / "plan.cpp") << "x";
+    return Root;
+  }
+
+  fs::path Dir;
+};
+
+} // namespace
+
+TEST_F(TreeCleanup, RemovesATreeWithoutFollowingLinks) {
+  fs::path Root = makeTree("project");
+  fs::create_directory(Dir / "outside");
+  std::ofstream(Dir / "outside" / "keep") << "kept";
+  fs::create_directory_symlink(Dir / "outside", Root / "src" / "link");
+  removeTreeWithSystemCalls(Root.c_str());
+  EXPECT_FALSE(fs::exists(Root));
+  EXPECT_TRUE(fs::exists(Dir / "outside" / "keep"));
+  // Nothing there: nothing to do.
+  removeTreeWithSystemCalls(Root.c_str());
+}
+
+TEST_F(TreeCleanup, ASignalRemovesTheRegisteredTree) {
+  for (int Signal : {SIGTERM, SIGINT}) {
+    fs::path Root = makeTree("half-written");
+    pid_t Child = ::fork();
+    ASSERT_GE(Child, 0);
+    if (Child == 0) {
+      TreeRemovedOnSignal Guard(Root.string());
+      ::raise(Signal);
+      ::_exit(0); // not reached: the signal kills the child
+    }
+    int Status = 0;
+    ASSERT_EQ(::waitpid(Child, &Status, 0), Child);
+    ASSERT_TRUE(WIFSIGNALED(Status)) << "status " << Status;
+    EXPECT_EQ(WTERMSIG(Status), Signal);
+    EXPECT_FALSE(fs::exists(Root)) << strsignal(Signal);
+  }
+}
+
+TEST_F(TreeCleanup, ATreeNoLongerRegisteredStays) {
+  fs::path Root = makeTree("written");
+  pid_t Child = ::fork();
+  ASSERT_GE(Child, 0);
+  if (Child == 0) {
+    { TreeRemovedOnSignal Guard(Root.string()); }
+    ::raise(SIGTERM);
+    ::_exit(0);
+  }
+  int Status = 0;
+  ASSERT_EQ(::waitpid(Child, &Status, 0), Child);
+  ASSERT_TRUE(WIFSIGNALED(Status));
+  EXPECT_TRUE(fs::exists(Root / "src" / "deep" / "deeper" / "plan.cpp"));
+}
+
+TEST_F(TreeCleanup, AnIgnoredHangupStaysIgnored) {
+  // Under nohup compile goes on through SIGHUP, and its tree with it.
+  fs::path Root = makeTree("nohup");
+  pid_t Child = ::fork();
+  ASSERT_GE(Child, 0);
+  if (Child == 0) {
+    ::signal(SIGHUP, SIG_IGN);
+    TreeRemovedOnSignal Guard(Root.string());
+    ::raise(SIGHUP);
+    ::_exit(fs::exists(Root) ? 0 : 1);
+  }
+  int Status = 0;
+  ASSERT_EQ(::waitpid(Child, &Status, 0), Child);
+  ASSERT_TRUE(WIFEXITED(Status)) << "status " << Status;
+  EXPECT_EQ(WEXITSTATUS(Status), 0);
+  EXPECT_TRUE(fs::exists(Root));
+}
