@@ -1,5 +1,4 @@
-//===- cli/OutputFiles.cpp - Files the subcommands write
-//-------------------===//
+//===- cli/OutputFiles.cpp - Files the subcommands write ------------------===//
 //
 // The files a subcommand writes (`-o`, `--trace`, `run --out`) are checked
 // before any work, so that a long search does not end in "cannot write", and
@@ -8,9 +7,9 @@
 //
 //===----------------------------------------------------------------------===//
 #include "cli/Subcommands.h"
+#include "codegen/RemovedOnSignal.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
-#include "llvm/Support/Signals.h"
 #include "llvm/Support/raw_ostream.h"
 
 namespace onnx2soap::cli {
@@ -55,8 +54,9 @@ writeFileAtomically(llvm::StringRef Path, llvm::StringRef Flag,
   if (std::error_code EC = fs::createUniqueFile(Path + ".tmp%%%%%%", FD, Temp))
     return usageError(Flag + " " + Path +
                       ": cannot create a file beside it: " + EC.message());
-  // An interrupt (Ctrl-C, SIGTERM) while writing removes it too.
-  llvm::sys::RemoveFileOnSignal(Temp);
+  // An interrupt (Ctrl-C, SIGTERM) while writing removes it too. (Once it
+  // is renamed, there is nothing of the name to remove.)
+  codegen::RemovedOnSignal Interrupted(Temp);
   std::error_code EC;
   {
     llvm::raw_fd_ostream OS(FD, /*shouldClose=*/true);
@@ -71,7 +71,6 @@ writeFileAtomically(llvm::StringRef Path, llvm::StringRef Flag,
     EC = fs::rename(Temp, Path);
   if (EC)
     (void)fs::remove(Temp);
-  llvm::sys::DontRemoveFileOnSignal(Temp);
   if (EC)
     return usageError(Flag + " " + Path +
                       ": cannot write the file: " + EC.message());

@@ -6,12 +6,12 @@
 //
 //===----------------------------------------------------------------------===//
 #include "cli/Subcommands.h"
+#include "codegen/RemovedOnSignal.h"
 #include "runtime_lib/Error.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/ErrorHandling.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
-#include "llvm/Support/Signals.h"
 #include "llvm/Support/raw_ostream.h"
 #include <google/protobuf/stubs/logging.h>
 #include <new>
@@ -182,7 +182,7 @@ static std::string unknownFlag(int Argc, char **Argv) {
 [[noreturn]] static void outOfMemory() {
   static const char Message[] = "onnx2soap: error: out of memory\n";
   (void)!::write(2, Message, sizeof Message - 1);
-  llvm::sys::RunInterruptHandlers();
+  onnx2soap::codegen::removeRegisteredNow();
   ::_exit(2);
 }
 static void outOfMemoryInLlvm(void *, const char *, bool) { outOfMemory(); }

@@ -10,7 +10,7 @@
 #include "codegen/Project.h"
 #include "codegen/EmbeddedFiles.h"
 #include "codegen/PlanSource.h"
-#include "codegen/TreeCleanup.h"
+#include "codegen/RemovedOnSignal.h"
 #include "ir/Error.h"
 #include "ir/JsonReader.h"
 #include "ir/JsonText.h"
@@ -310,7 +310,7 @@ llvm::Error writeProject(const std::string &Dir, const ProjectFiles &Files) {
     return fail(llvm::formatv("cannot create a folder beside {0}: {1}", Dir,
                               EC.message()));
   // Ctrl-C or SIGTERM while the tree is written removes it too.
-  TreeRemovedOnSignal HalfTree(Temp);
+  RemovedOnSignal HalfTree(Temp);
   auto WriteAll = [&]() -> llvm::Error {
     for (const auto &[Path, Contents] : Files) {
       llvm::SmallString<256> Full(Temp);
@@ -362,7 +362,7 @@ llvm::Error writeProject(const std::string &Dir, const ProjectFiles &Files) {
   }
   if (!Old.empty()) {
     // The old tree is not wanted any more, interrupted or not.
-    TreeRemovedOnSignal OldTree(Old);
+    RemovedOnSignal OldTree(Old);
     (void)fs::remove_directories(Old);
   }
   return llvm::Error::success();

@@ -1,11 +1,11 @@
-//===- codegen/TreeCleanup.cpp - Trees removed on an interrupt ------------===//
+//===- codegen/RemovedOnSignal.cpp - Files removed on an interrupt --------===//
 //
 // The handler may run at any point of the program, so it uses only calls
 // that are safe in a signal handler: openat, getdents64, unlinkat, close,
 // sigaction and raise; the paths live in fixed slots claimed with atomics.
 //
 //===----------------------------------------------------------------------===//
-#include "codegen/TreeCleanup.h"
+#include "codegen/RemovedOnSignal.h"
 #include <atomic>
 #include <cerrno>
 #include <csignal>
@@ -65,12 +65,27 @@ void removeEntry(int ParentFd, const char *Name) {
   ::unlinkat(ParentFd, Name, AT_REMOVEDIR);
 }
 
-extern "C" void removeTreesAndGoOn(int Signal) {
-  for (int S = 0; S < Slots; ++S)
-    if (States[S].load() == Ready)
-      removeTreeWithSystemCalls(Paths[S]);
+/// Which thread removes the registered paths: the first whose handler runs. A
+/// signal sent twice (Ctrl-C pressed twice, `timeout` signalling the child and
+/// then its process group) reaches the handler again while it works, on this
+/// thread once it returns and on any other thread at once.
+enum Phase : int { Waiting, Removing, Removed };
+std::atomic<int> Progress{Waiting};
+
+extern "C" void removeAndGoOn(int Signal) {
+  int Expected = Waiting;
+  if (!Progress.compare_exchange_strong(Expected, Removing)) {
+    // Another thread removes them, then ends the program.
+    while (Progress.load() != Removed) {
+    }
+    return;
+  }
+  removeRegisteredNow();
+  Progress.store(Removed);
   // On to what the signal did before: the handler before, or the default
   // action (the program dies of the signal, and its exit status says so).
+  // The signal is blocked while this runs, so it comes again when this
+  // returns, to the action restored here.
   for (int I = 0; I < 3; ++I)
     if (Signals[I] == Signal && Installed[I])
       ::sigaction(Signal, &Before[I], nullptr);
@@ -88,10 +103,12 @@ void installHandlers() {
           Now.sa_handler == SIG_IGN)
         continue;
       struct sigaction New = {};
-      New.sa_handler = removeTreesAndGoOn;
+      New.sa_handler = removeAndGoOn;
+      // All three blocked while it runs on a thread: a second one then
+      // waits instead of killing the program halfway through the removal.
       ::sigemptyset(&New.sa_mask);
-      // Not deferred: the raise above delivers the signal again at once.
-      New.sa_flags = SA_NODEFER | SA_RESETHAND;
+      for (int Other : Signals)
+        ::sigaddset(&New.sa_mask, Other);
       Installed[I] = ::sigaction(Signals[I], &New, &Before[I]) == 0;
     }
   });
@@ -99,11 +116,15 @@ void installHandlers() {
 
 } // namespace
 
-void removeTreeWithSystemCalls(const char *Path) {
-  removeEntry(AT_FDCWD, Path);
+void removeRegisteredNow() {
+  for (int S = 0; S < Slots; ++S)
+    if (States[S].load() == Ready)
+      removeWithSystemCalls(Paths[S]);
 }
 
-TreeRemovedOnSignal::TreeRemovedOnSignal(llvm::StringRef Path) {
+void removeWithSystemCalls(const char *Path) { removeEntry(AT_FDCWD, Path); }
+
+RemovedOnSignal::RemovedOnSignal(llvm::StringRef Path) {
   if (Path.size() >= PathMax)
     return;
   installHandlers();
@@ -119,7 +140,7 @@ TreeRemovedOnSignal::TreeRemovedOnSignal(llvm::StringRef Path) {
   }
 }
 
-TreeRemovedOnSignal::~TreeRemovedOnSignal() {
+RemovedOnSignal::~RemovedOnSignal() {
   if (Slot >= 0)
     States[Slot].store(Free);
 }

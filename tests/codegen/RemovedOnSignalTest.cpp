@@ -1,18 +1,20 @@
-//===- tests/codegen/TreeCleanupTest.cpp - Trees removed on an interrupt --===//
+//===- tests/codegen/RemovedOnSignalTest.cpp - Removed on an interrupt ----===//
 //
 // compile's half-written project is removed when the program is
 // interrupted: the removal by system calls alone (a folder of more entries
 // than one read returns, nested folders, a link that must not be followed),
 // and a child process that dies of SIGTERM and SIGINT with its tree
-// registered, leaving nothing; an ignored SIGHUP stays ignored.
+// registered, leaving nothing, also when the signal keeps coming; an
+// ignored SIGHUP stays ignored.
 //
 //===----------------------------------------------------------------------===//
-#include "codegen/TreeCleanup.h"
+#include "codegen/RemovedOnSignal.h"
 #include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <thread>
 #include <unistd.h>
 
 using namespace onnx2soap::codegen;
@@ -20,7 +22,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-class TreeCleanup : public ::testing::Test {
+class RemovedOnSignalTest : public ::testing::Test {
 protected:
   void SetUp() override {
     std::string Pattern =
@@ -48,25 +50,25 @@ protected:
 
 } // namespace
 
-TEST_F(TreeCleanup, RemovesATreeWithoutFollowingLinks) {
+TEST_F(RemovedOnSignalTest, RemovesATreeWithoutFollowingLinks) {
   fs::path Root = makeTree("project");
   fs::create_directory(Dir / "outside");
   std::ofstream(Dir / "outside" / "keep") << "kept";
   fs::create_directory_symlink(Dir / "outside", Root / "src" / "link");
-  removeTreeWithSystemCalls(Root.c_str());
+  removeWithSystemCalls(Root.c_str());
   EXPECT_FALSE(fs::exists(Root));
   EXPECT_TRUE(fs::exists(Dir / "outside" / "keep"));
   // Nothing there: nothing to do.
-  removeTreeWithSystemCalls(Root.c_str());
+  removeWithSystemCalls(Root.c_str());
 }
 
-TEST_F(TreeCleanup, ASignalRemovesTheRegisteredTree) {
+TEST_F(RemovedOnSignalTest, ASignalRemovesTheRegisteredTree) {
   for (int Signal : {SIGTERM, SIGINT}) {
     fs::path Root = makeTree("half-written");
     pid_t Child = ::fork();
     ASSERT_GE(Child, 0);
     if (Child == 0) {
-      TreeRemovedOnSignal Guard(Root.string());
+      RemovedOnSignal Guard(Root.string());
       ::raise(Signal);
       ::_exit(0); // not reached: the signal kills the child
     }
@@ -78,12 +80,37 @@ TEST_F(TreeCleanup, ASignalRemovesTheRegisteredTree) {
   }
 }
 
-TEST_F(TreeCleanup, ATreeNoLongerRegisteredStays) {
+TEST_F(RemovedOnSignalTest, SignalsThatKeepComingWaitForTheRemoval) {
+  // A thread of the child sends SIGTERM again and again (a signal sent
+  // twice: Ctrl-C pressed twice, `timeout` signalling the child and then its
+  // group): the removal is not cut short by the second one.
+  fs::path Root = makeTree("signalled-often");
+  for (int I = 0; I < 3000; ++I)
+    std::ofstream(Root / "src" / ("more-" + std::to_string(I))) << I;
+  pid_t Child = ::fork();
+  ASSERT_GE(Child, 0);
+  if (Child == 0) {
+    RemovedOnSignal Guard(Root.string());
+    std::thread Sender([] {
+      for (;;)
+        ::kill(::getpid(), SIGTERM);
+    });
+    for (;;)
+      ::pause();
+  }
+  int Status = 0;
+  ASSERT_EQ(::waitpid(Child, &Status, 0), Child);
+  ASSERT_TRUE(WIFSIGNALED(Status)) << "status " << Status;
+  EXPECT_EQ(WTERMSIG(Status), SIGTERM);
+  EXPECT_FALSE(fs::exists(Root));
+}
+
+TEST_F(RemovedOnSignalTest, ATreeNoLongerRegisteredStays) {
   fs::path Root = makeTree("written");
   pid_t Child = ::fork();
   ASSERT_GE(Child, 0);
   if (Child == 0) {
-    { TreeRemovedOnSignal Guard(Root.string()); }
+    { RemovedOnSignal Guard(Root.string()); }
     ::raise(SIGTERM);
     ::_exit(0);
   }
@@ -93,14 +120,14 @@ TEST_F(TreeCleanup, ATreeNoLongerRegisteredStays) {
   EXPECT_TRUE(fs::exists(Root / "src" / "deep" / "deeper" / "plan.cpp"));
 }
 
-TEST_F(TreeCleanup, AnIgnoredHangupStaysIgnored) {
+TEST_F(RemovedOnSignalTest, AnIgnoredHangupStaysIgnored) {
   // Under nohup compile goes on through SIGHUP, and its tree with it.
   fs::path Root = makeTree("nohup");
   pid_t Child = ::fork();
   ASSERT_GE(Child, 0);
   if (Child == 0) {
     ::signal(SIGHUP, SIG_IGN);
-    TreeRemovedOnSignal Guard(Root.string());
+    RemovedOnSignal Guard(Root.string());
     ::raise(SIGHUP);
     ::_exit(fs::exists(Root) ? 0 : 1);
   }
