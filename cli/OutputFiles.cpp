@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "cli/Subcommands.h"
-#include "codegen/RemovedOnSignal.h"
+#include "runtime_lib/RemovedOnSignal.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
@@ -56,7 +56,7 @@ writeFileAtomically(llvm::StringRef Path, llvm::StringRef Flag,
                       ": cannot create a file beside it: " + EC.message());
   // An interrupt (Ctrl-C, SIGTERM) while writing removes it too. (Once it
   // is renamed, there is nothing of the name to remove.)
-  codegen::RemovedOnSignal Interrupted(Temp);
+  rt::RemovedOnSignal Interrupted(Temp.str().str());
   std::error_code EC;
   {
     llvm::raw_fd_ostream OS(FD, /*shouldClose=*/true);

@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "cli/Subcommands.h"
-#include "codegen/RemovedOnSignal.h"
 #include "runtime_lib/Error.h"
+#include "runtime_lib/RemovedOnSignal.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/ErrorHandling.h"
 #include "llvm/Support/FileSystem.h"
@@ -182,7 +182,7 @@ static std::string unknownFlag(int Argc, char **Argv) {
 [[noreturn]] static void outOfMemory() {
   static const char Message[] = "onnx2soap: error: out of memory\n";
   (void)!::write(2, Message, sizeof Message - 1);
-  onnx2soap::codegen::removeRegisteredNow();
+  onnx2soap::rt::removeRegisteredNow();
   ::_exit(2);
 }
 static void outOfMemoryInLlvm(void *, const char *, bool) { outOfMemory(); }

@@ -10,11 +10,11 @@
 #include "codegen/Project.h"
 #include "codegen/EmbeddedFiles.h"
 #include "codegen/PlanSource.h"
-#include "codegen/RemovedOnSignal.h"
 #include "ir/Error.h"
 #include "ir/JsonReader.h"
 #include "ir/JsonText.h"
 #include "ir/Units.h"
+#include "runtime_lib/RemovedOnSignal.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -310,7 +310,7 @@ llvm::Error writeProject(const std::string &Dir, const ProjectFiles &Files) {
     return fail(llvm::formatv("cannot create a folder beside {0}: {1}", Dir,
                               EC.message()));
   // Ctrl-C or SIGTERM while the tree is written removes it too.
-  RemovedOnSignal HalfTree(Temp);
+  rt::RemovedOnSignal HalfTree(Temp.str().str());
   auto WriteAll = [&]() -> llvm::Error {
     for (const auto &[Path, Contents] : Files) {
       llvm::SmallString<256> Full(Temp);
@@ -362,7 +362,7 @@ llvm::Error writeProject(const std::string &Dir, const ProjectFiles &Files) {
   }
   if (!Old.empty()) {
     // The old tree is not wanted any more, interrupted or not.
-    RemovedOnSignal OldTree(Old);
+    rt::RemovedOnSignal OldTree(Old.str().str());
     (void)fs::remove_directories(Old);
   }
   return llvm::Error::success();

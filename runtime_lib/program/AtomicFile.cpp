@@ -9,12 +9,10 @@
 //===----------------------------------------------------------------------===//
 #include "AtomicFile.h"
 #include "../Error.h"
-#include <atomic>
+#include "../RemovedOnSignal.h"
 #include <cerrno>
-#include <csignal>
 #include <cstring>
 #include <fcntl.h>
-#include <mutex>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -61,88 +59,13 @@ static void writeAll(int Fd, const char *Data, size_t Size,
   }
 }
 
-namespace {
-
-// The temporaries being written, for the signal handler: fixed slots, so
-// that the handler neither allocates nor takes a lock. A slot is Free,
-// Claimed while a writer copies its path in, and Ready once the handler may
-// read it. A path that finds no slot (too long, or every slot taken) is
-// written all the same, without the clean-up.
-constexpr int TemporarySlots = 8;
-constexpr size_t TemporaryPathMax = 4096;
-enum SlotState : int { Free, Claimed, Ready };
-char TemporaryPaths[TemporarySlots][TemporaryPathMax];
-std::atomic<int> SlotStates[TemporarySlots];
-
-constexpr int CleanedUpSignals[] = {SIGINT, SIGTERM, SIGHUP};
-
-extern "C" void removeTemporariesAndDie(int Signal) {
-  for (int Slot = 0; Slot < TemporarySlots; ++Slot)
-    if (SlotStates[Slot].load() == Ready)
-      ::unlink(TemporaryPaths[Slot]);
-  // Die of the signal as the program would have without this handler (its
-  // exit status tells mpirun and shells what happened): the signal is
-  // blocked while the handler runs, and delivered when it returns.
-  std::signal(Signal, SIG_DFL);
-  ::raise(Signal);
-}
-
-// Installs the handler for each signal still at its default action, once; a
-// signal the program or its MPI library handles or ignores is left alone.
-void installCleanUpHandlers() {
-  static std::once_flag Once;
-  std::call_once(Once, [] {
-    for (int Signal : CleanedUpSignals) {
-      struct sigaction Old;
-      if (::sigaction(Signal, nullptr, &Old) != 0 || Old.sa_handler != SIG_DFL)
-        continue;
-      struct sigaction New = {};
-      New.sa_handler = removeTemporariesAndDie;
-      ::sigemptyset(&New.sa_mask);
-      for (int Other : CleanedUpSignals)
-        ::sigaddset(&New.sa_mask, Other);
-      ::sigaction(Signal, &New, nullptr);
-    }
-  });
-}
-
-/// Holds Temp in a slot while it is being written; releases the slot on
-/// destruction (after the rename, or after the failure removed the file).
-class TemporaryRegistration {
-public:
-  explicit TemporaryRegistration(const std::string &Temp) {
-    if (Temp.size() >= TemporaryPathMax)
-      return;
-    installCleanUpHandlers();
-    for (int S = 0; S < TemporarySlots; ++S) {
-      int Expected = Free;
-      if (!SlotStates[S].compare_exchange_strong(Expected, Claimed))
-        continue;
-      std::memcpy(TemporaryPaths[S], Temp.c_str(), Temp.size() + 1);
-      SlotStates[S].store(Ready);
-      Slot = S;
-      return;
-    }
-  }
-  ~TemporaryRegistration() {
-    if (Slot >= 0)
-      SlotStates[Slot].store(Free);
-  }
-  TemporaryRegistration(const TemporaryRegistration &) = delete;
-  TemporaryRegistration &operator=(const TemporaryRegistration &) = delete;
-
-private:
-  int Slot = -1;
-};
-
-} // namespace
-
 void writeFileAtomically(const std::string &Path,
                          const std::vector<ByteSpan> &Pieces) {
   std::string Temp = Path + ".tmp." + std::to_string(::getpid());
-  // Registered before the file exists, so that no moment of its life is
-  // left uncovered; removing a name not yet created is harmless.
-  TemporaryRegistration Registration(Temp);
+  // Removed on Ctrl-C or SIGTERM too. Registered before the file exists, so
+  // that no moment of its life is left uncovered; removing a name not yet
+  // created is harmless.
+  RemovedOnSignal Interrupted(Temp);
   int Fd = ::open(Temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (Fd < 0)
     fail(Temp, sysError("open"));

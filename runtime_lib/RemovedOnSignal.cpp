@@ -1,11 +1,11 @@
-//===- codegen/RemovedOnSignal.cpp - Files removed on an interrupt --------===//
+//===- runtime_lib/RemovedOnSignal.cpp - Removed on an interrupt ----------===//
 //
 // The handler may run at any point of the program, so it uses only calls
 // that are safe in a signal handler: openat, getdents64, unlinkat, close,
 // sigaction and raise; the paths live in fixed slots claimed with atomics.
 //
 //===----------------------------------------------------------------------===//
-#include "codegen/RemovedOnSignal.h"
+#include "RemovedOnSignal.h"
 #include <atomic>
 #include <cerrno>
 #include <csignal>
@@ -15,7 +15,7 @@
 #include <mutex>
 #include <unistd.h>
 
-namespace onnx2soap::codegen {
+namespace onnx2soap::rt {
 
 namespace {
 
@@ -124,7 +124,7 @@ void removeRegisteredNow() {
 
 void removeWithSystemCalls(const char *Path) { removeEntry(AT_FDCWD, Path); }
 
-RemovedOnSignal::RemovedOnSignal(llvm::StringRef Path) {
+RemovedOnSignal::RemovedOnSignal(const std::string &Path) {
   if (Path.size() >= PathMax)
     return;
   installHandlers();
@@ -145,4 +145,4 @@ RemovedOnSignal::~RemovedOnSignal() {
     States[Slot].store(Free);
 }
 
-} // namespace onnx2soap::codegen
+} // namespace onnx2soap::rt

@@ -1,4 +1,4 @@
-//===- tests/codegen/RemovedOnSignalTest.cpp - Removed on an interrupt ----===//
+//===- tests/runtime_lib/RemovedOnSignalTest.cpp - Removed on an interrupt ===//
 //
 // compile's half-written project is removed when the program is
 // interrupted: the removal by system calls alone (a folder of more entries
@@ -8,7 +8,7 @@
 // ignored SIGHUP stays ignored.
 //
 //===----------------------------------------------------------------------===//
-#include "codegen/RemovedOnSignal.h"
+#include "runtime_lib/RemovedOnSignal.h"
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -17,7 +17,7 @@
 #include <thread>
 #include <unistd.h>
 
-using namespace onnx2soap::codegen;
+using namespace onnx2soap::rt;
 namespace fs = std::filesystem;
 
 namespace {
