@@ -529,24 +529,11 @@ TEST_F(CliTest, MemoryLimitAcceptsSuffixes) {
 // on 1,024 GPUs: a simulator of gigabytes) ends in one line and exit 2, the
 // strategy file not written, nothing left beside it; not in an abort.
 TEST_F(CliTest, OutOfMemoryIsOneLine) {
-  std::string Program = cliPath(), Out = Dir.file("oom.json");
-  std::vector<llvm::StringRef> Argv{Program};
-  std::vector<std::string> Args =
-      sampleArgs("search", "alexnet.onnx", 1024, "dgx-h100:128",
-                 {"--budget", "1", "-o", Out});
-  for (const std::string &A : Args)
-    Argv.push_back(A);
-  std::string OutPath = Dir.file("stdout.txt"),
-              ErrPath = Dir.file("stderr.txt");
-  llvm::Optional<llvm::StringRef> Redirects[] = {
-      llvm::StringRef(""), llvm::StringRef(OutPath), llvm::StringRef(ErrPath)};
-  RunResult R;
-  R.ExitCode =
-      llvm::sys::ExecuteAndWait(Program, Argv, llvm::None, Redirects,
-                                /*SecondsToWait=*/120,
-                                /*MemoryLimit (MB)=*/1024, &R.ExecError);
-  R.Out = readFile(OutPath);
-  R.Err = readFile(ErrPath);
+  std::string Out = Dir.file("oom.json");
+  RunResult R = runCli(Dir,
+                       sampleArgs("search", "alexnet.onnx", 1024,
+                                  "dgx-h100:128", {"--budget", "1", "-o", Out}),
+                       /*MemoryLimitMB=*/1024);
   expectUserError(R, "out of memory");
   std::error_code EC;
   for (llvm::sys::fs::directory_iterator I(Dir.path(), EC), End;

@@ -46,8 +46,10 @@ inline std::string readFile(llvm::StringRef Path) {
   return Buffer ? (*Buffer)->getBuffer().str() : std::string();
 }
 
-/// Runs onnx2soap with Args, capturing stdout and stderr in files of Dir.
-inline RunResult runCli(const TempDir &Dir, std::vector<std::string> Args) {
+/// Runs onnx2soap with Args, capturing stdout and stderr in files of Dir;
+/// with MemoryLimitMB, in that much memory.
+inline RunResult runCli(const TempDir &Dir, std::vector<std::string> Args,
+                        unsigned MemoryLimitMB = 0) {
   std::string Program = cliPath();
   std::vector<llvm::StringRef> Argv{Program};
   for (const std::string &A : Args)
@@ -60,9 +62,9 @@ inline RunResult runCli(const TempDir &Dir, std::vector<std::string> Args) {
   llvm::sys::fs::remove(OutPath);
   llvm::sys::fs::remove(ErrPath);
   RunResult Result;
-  Result.ExitCode = llvm::sys::ExecuteAndWait(
-      Program, Argv, /*Env=*/llvm::None, Redirects, /*SecondsToWait=*/120,
-      /*MemoryLimit=*/0, &Result.ExecError);
+  Result.ExitCode = llvm::sys::ExecuteAndWait(Program, Argv, /*Env=*/llvm::None,
+                                              Redirects, /*SecondsToWait=*/120,
+                                              MemoryLimitMB, &Result.ExecError);
   Result.Out = readFile(OutPath);
   Result.Err = readFile(ErrPath);
   return Result;
