@@ -33,17 +33,22 @@ bool isDotOrDotDot(const char *Name) {
   return Name[0] == '.' && (Name[1] == 0 || (Name[1] == '.' && Name[2] == 0));
 }
 
-/// Removes entry Name of the folder open as ParentFd, a tree or a file.
-/// Depth is bounded by the tree's, a few levels in a project.
-void removeEntry(int ParentFd, const char *Name) {
-  if (::unlinkat(ParentFd, Name, 0) == 0 || errno != EISDIR)
-    return;
+/// Removes entry Name of the folder open as ParentFd, a tree or a file;
+/// whether it is gone. Depth is bounded by the tree's, a few levels in a
+/// project.
+bool removeEntry(int ParentFd, const char *Name) {
+  if (::unlinkat(ParentFd, Name, 0) == 0)
+    return true;
+  if (errno != EISDIR)
+    return errno == ENOENT;
   int Fd =
       ::openat(ParentFd, Name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (Fd < 0)
-    return;
-  // Scans again from the start until a scan finds only . and ..: removing
-  // entries while reading a folder may make the reading skip some.
+    return false;
+  // Scans again from the start while a scan removes something: removing
+  // entries while reading a folder may make the reading skip some. An
+  // entry that cannot be removed (another user's) ends the scans once they
+  // remove nothing more.
   alignas(8) char Buffer[4096];
   for (bool Removed = true; Removed;) {
     Removed = false;
@@ -53,16 +58,14 @@ void removeEntry(int ParentFd, const char *Name) {
       for (ssize_t At = 0; At < Got;) {
         auto *Entry = reinterpret_cast<struct dirent64 *>(Buffer + At);
         At += Entry->d_reclen;
-        if (isDotOrDotDot(Entry->d_name))
-          continue;
-        removeEntry(Fd, Entry->d_name);
-        Removed = true;
+        if (!isDotOrDotDot(Entry->d_name) && removeEntry(Fd, Entry->d_name))
+          Removed = true;
       }
     if (Got < 0)
       break;
   }
   ::close(Fd);
-  ::unlinkat(ParentFd, Name, AT_REMOVEDIR);
+  return ::unlinkat(ParentFd, Name, AT_REMOVEDIR) == 0;
 }
 
 /// Which thread removes the registered paths: the first whose handler runs. A
@@ -73,11 +76,14 @@ enum Phase : int { Waiting, Removing, Removed };
 std::atomic<int> Progress{Waiting};
 
 extern "C" void removeAndGoOn(int Signal) {
+  // The code the signal interrupted may read errno next.
+  int SavedErrno = errno;
   int Expected = Waiting;
   if (!Progress.compare_exchange_strong(Expected, Removing)) {
     // Another thread removes them, then ends the program.
     while (Progress.load() != Removed) {
     }
+    errno = SavedErrno;
     return;
   }
   removeRegisteredNow();
@@ -90,6 +96,7 @@ extern "C" void removeAndGoOn(int Signal) {
     if (Signals[I] == Signal && Installed[I])
       ::sigaction(Signal, &Before[I], nullptr);
   ::raise(Signal);
+  errno = SavedErrno;
 }
 
 void installHandlers() {
@@ -122,7 +129,9 @@ void removeRegisteredNow() {
       removeWithSystemCalls(Paths[S]);
 }
 
-void removeWithSystemCalls(const char *Path) { removeEntry(AT_FDCWD, Path); }
+void removeWithSystemCalls(const char *Path) {
+  (void)removeEntry(AT_FDCWD, Path);
+}
 
 RemovedOnSignal::RemovedOnSignal(const std::string &Path) {
   if (Path.size() >= PathMax)

@@ -10,9 +10,12 @@
 //===----------------------------------------------------------------------===//
 #include "runtime_lib/RemovedOnSignal.h"
 #include <csignal>
+#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 #include <gtest/gtest.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -60,6 +63,52 @@ TEST_F(RemovedOnSignalTest, RemovesATreeWithoutFollowingLinks) {
   EXPECT_TRUE(fs::exists(Dir / "outside" / "keep"));
   // Nothing there: nothing to do.
   removeWithSystemCalls(Root.c_str());
+}
+
+namespace {
+/// Makes the file at Path immutable (or not): not even root may remove it.
+/// False where the file system or the process's capabilities do not allow
+/// it.
+bool setImmutable(const fs::path &Path, bool On) {
+  int Fd = ::open(Path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (Fd < 0)
+    return false;
+  int Flags = 0;
+  bool Done = ::ioctl(Fd, FS_IOC_GETFLAGS, &Flags) == 0;
+  if (Done) {
+    Flags = On ? Flags | FS_IMMUTABLE_FL : Flags & ~FS_IMMUTABLE_FL;
+    Done = ::ioctl(Fd, FS_IOC_SETFLAGS, &Flags) == 0;
+  }
+  ::close(Fd);
+  return Done;
+}
+} // namespace
+
+TEST_F(RemovedOnSignalTest, EntriesThatCannotBeRemovedEndTheRemoval) {
+  // An entry that cannot be removed (immutable here; another user's, in
+  // a cluster's shared folder) makes the removal give up on it instead of
+  // scanning its folder forever, which in a signal handler would keep the
+  // program from dying.
+  fs::path Root = makeTree("stuck");
+  fs::path Stuck = Root / "src" / "stuck.o";
+  std::ofstream(Stuck) << "x";
+  if (!setImmutable(Stuck, true))
+    GTEST_SKIP() << "cannot make a file immutable here";
+  pid_t Child = ::fork();
+  ASSERT_GE(Child, 0);
+  if (Child == 0) {
+    ::alarm(10); // a hang dies of SIGALRM
+    removeWithSystemCalls(Root.c_str());
+    ::_exit(0);
+  }
+  int Status = 0;
+  EXPECT_EQ(::waitpid(Child, &Status, 0), Child);
+  EXPECT_TRUE(WIFEXITED(Status)) << "status " << Status;
+  // All but the stuck file and the folders that hold it are gone.
+  EXPECT_TRUE(fs::exists(Stuck));
+  EXPECT_FALSE(fs::exists(Root / "src" / "deep"));
+  EXPECT_FALSE(fs::exists(Root / "file-with-a-rather-long-name-7.cpp"));
+  ASSERT_TRUE(setImmutable(Stuck, false));
 }
 
 TEST_F(RemovedOnSignalTest, ASignalRemovesTheRegisteredTree) {
