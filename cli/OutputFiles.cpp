@@ -69,12 +69,11 @@ writeFileAtomically(llvm::StringRef Path, llvm::StringRef Flag,
   }
   if (!EC)
     EC = fs::rename(Temp, Path);
-  if (EC)
-    (void)fs::remove(Temp);
-  if (EC)
-    return usageError(Flag + " " + Path +
-                      ": cannot write the file: " + EC.message());
-  return llvm::Error::success();
+  if (!EC)
+    return llvm::Error::success();
+  (void)fs::remove(Temp);
+  return usageError(Flag + " " + Path +
+                    ": cannot write the file: " + EC.message());
 }
 
 } // namespace onnx2soap::cli

@@ -35,6 +35,19 @@ bool MessageCap::tooMany(ir::OpId Consumer, unsigned Slot,
   return simulator::inputMessages(G, Consumer, Slot, PC, CC, Max) > Max;
 }
 
+bool MessageCap::inputsExceed(
+    ir::OpId Op, const ParallelConfig &Own,
+    llvm::function_ref<const ParallelConfig &(ir::OpId)> ConfigOf) const {
+  const ir::Op &O = G.op(Op);
+  for (unsigned Slot = 0; Slot < O.Inputs.size(); ++Slot) {
+    ir::TensorId In = O.Inputs[Slot];
+    if (In != ir::NoTensor && G.tensor(In).Producer != ir::NoOp &&
+        tooMany(Op, Slot, ConfigOf(G.tensor(In).Producer), Own))
+      return true;
+  }
+  return false;
+}
+
 bool MessageCap::exceeded(const Strategy &S, llvm::ArrayRef<ir::OpId> Unit,
                           const ParallelConfig &C) const {
   if (!Reachable)
@@ -44,16 +57,10 @@ bool MessageCap::exceeded(const Strategy &S, llvm::ArrayRef<ir::OpId> Unit,
     return InUnit(Op) ? C : S[Op];
   };
   for (ir::OpId Op : Unit) {
-    const ir::Op &O = G.op(Op);
-    for (unsigned Slot = 0; Slot < O.Inputs.size(); ++Slot) {
-      ir::TensorId In = O.Inputs[Slot];
-      if (In == ir::NoTensor || G.tensor(In).Producer == ir::NoOp)
-        continue;
-      if (tooMany(Op, Slot, ConfigOf(G.tensor(In).Producer), C))
-        return true;
-    }
+    if (inputsExceed(Op, C, ConfigOf))
+      return true;
     // Consumers in the unit were judged by their inputs above.
-    for (ir::TensorId Out : O.Outputs)
+    for (ir::TensorId Out : G.op(Op).Outputs)
       for (ir::OpId Reader : Consumers[Out]) {
         if (InUnit(Reader))
           continue;
@@ -69,19 +76,10 @@ bool MessageCap::exceeded(const Strategy &S, llvm::ArrayRef<ir::OpId> Unit,
 Strategy MessageCap::within(Strategy S, const Strategy &Fallback) const {
   if (!Reachable)
     return S;
-  for (const ir::Op &O : G.ops()) {
-    auto InputsExceed = [&] {
-      for (unsigned Slot = 0; Slot < O.Inputs.size(); ++Slot) {
-        ir::TensorId In = O.Inputs[Slot];
-        if (In != ir::NoTensor && G.tensor(In).Producer != ir::NoOp &&
-            tooMany(O.Id, Slot, S[G.tensor(In).Producer], S[O.Id]))
-          return true;
-      }
-      return false;
-    };
-    if (InputsExceed())
+  auto ConfigOf = [&](ir::OpId Op) -> const ParallelConfig & { return S[Op]; };
+  for (const ir::Op &O : G.ops())
+    if (inputsExceed(O.Id, S[O.Id], ConfigOf))
       S.Configs[O.Id] = Fallback[O.Id];
-  }
   return S;
 }
 

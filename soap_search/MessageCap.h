@@ -23,6 +23,7 @@
 #include "soap_search/ConfigSpace.h"
 #include "soap_search/Random.h"
 #include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/SmallVector.h"
 #include <vector>
 
@@ -66,6 +67,12 @@ private:
   bool tooMany(ir::OpId Consumer, unsigned Slot,
                const simulator::ParallelConfig &PC,
                const simulator::ParallelConfig &CC) const;
+  /// Whether an input of Op, of config Own, passes the bound, its producers'
+  /// configs as ConfigOf gives them.
+  bool
+  inputsExceed(ir::OpId Op, const simulator::ParallelConfig &Own,
+               llvm::function_ref<const simulator::ParallelConfig &(ir::OpId)>
+                   ConfigOf) const;
 
   const ir::Graph &G;
   uint64_t Max;

@@ -69,8 +69,9 @@ TEST(MessageCap, ExpertFullyConnectedLayersOnOneThousandGpus) {
   unsigned Kept = 0;
   for (const ir::Op &O : G.ops()) {
     bool Changed = !(Within[O.Id] == Expert[O.Id]);
-    if (Changed)
+    if (Changed) {
       EXPECT_TRUE(Within[O.Id] == Data[O.Id]) << O.Name;
+    }
     Kept += !Changed && !(Expert[O.Id] == Data[O.Id]);
   }
   EXPECT_GT(Kept, 0u); // some fully-connected layers stay split
