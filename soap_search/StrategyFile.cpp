@@ -266,6 +266,10 @@ static llvm::Expected<ModelSettings> readSettings(const Reader &R,
   if (!Settings)
     return Settings.takeError();
   const Object &S = **Settings;
+  if (llvm::Error E =
+          R.checkKeys(S, "settings",
+                      {"batch", "dims", "fuse_patterns", "loss", "unroll_rnn"}))
+    return E;
   ModelSettings Result;
   const Value *Batch = S.get("batch");
   if (!Batch)
@@ -388,11 +392,20 @@ llvm::Expected<Strategy> parseStrategy(llvm::StringRef Text,
                                      "supported (this onnx2soap reads "
                                      "version {1}); re-run search",
                                      *Version, StrategyFormatVersion));
+  // A misspelt key would otherwise be dropped without a word ("predicted"
+  // is what search printed, and not read).
+  if (llvm::Error E =
+          R.checkKeys(*Top, "",
+                      {"cluster", "format", "gradient_bucket", "model", "ops",
+                       "predicted", "settings", "version"}))
+    return E;
 
   // What it was made for.
   auto Model = R.object(*Top, "model", "model");
   if (!Model)
     return Model.takeError();
+  if (llvm::Error E = R.checkKeys(**Model, "model", {"file", "sha256"}))
+    return E;
   auto ModelFile = R.string(**Model, "file", "model.file");
   if (!ModelFile)
     return ModelFile.takeError();
@@ -414,6 +427,9 @@ llvm::Expected<Strategy> parseStrategy(llvm::StringRef Text,
   auto Cluster = R.object(*Top, "cluster", "cluster");
   if (!Cluster)
     return Cluster.takeError();
+  if (llvm::Error E =
+          R.checkKeys(**Cluster, "cluster", {"devices", "name", "sha256"}))
+    return E;
   auto ClusterName = R.string(**Cluster, "name", "cluster.name");
   if (!ClusterName)
     return ClusterName.takeError();

@@ -240,6 +240,22 @@ TEST_F(StrategyFileTest, RefusesFilesThatDoNotMatch) {
       {"gradient bucket type",
        [](Object &F, auto &) { F["gradient_bucket"] = "4MiB"; },
        "strategy.json: gradient_bucket: expected a number of bytes"},
+      // A misspelt optional key would otherwise be dropped without a word
+      // (the gradient bucket size falling back to auto).
+      {"unknown top-level key",
+       [](Object &F, auto &) { F["gradient_buket"] = 4194304; },
+       "strategy.json: unknown key 'gradient_buket' (did you mean "
+       "'gradient_bucket'?)"},
+      {"unknown model key",
+       [](Object &F, auto &) { object(F, "model")["sha265"] = "x"; },
+       "strategy.json: model: unknown key 'sha265' (did you mean "
+       "'sha256'?)"},
+      {"unknown cluster key",
+       [](Object &F, auto &) { object(F, "cluster")["gpus"] = 4; },
+       "strategy.json: cluster: unknown key 'gpus'"},
+      {"unknown settings key",
+       [](Object &F, auto &) { object(F, "settings")["unroll"] = true; },
+       "strategy.json: settings: unknown key 'unroll' (expected one of: "},
       {"unknown op",
        [](Object &F, auto &) {
          object(F, "ops")["conv99"] = Object{{"degrees", {1}}};
