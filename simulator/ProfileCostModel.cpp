@@ -310,10 +310,6 @@ Expected<Profile> ProfileReader::read(const json::Value &Root) {
   const json::Object *O = Root.getAsObject();
   if (!O)
     return error("", "expected a JSON object");
-  if (Error E = checkKeys(*O, "",
-                          {"copies", "device_type", "entries", "format",
-                           "measured_with", "version"}))
-    return E;
   auto Format = O->getString("format");
   if (!Format || *Format != FormatName)
     return error("format",
@@ -326,6 +322,11 @@ Expected<Profile> ProfileReader::read(const json::Value &Root) {
                                 " is not supported (this build reads "
                                 "version " +
                                 Twine(ProfileFormatVersion) + ")");
+  // After the format: another kind of file is named as such.
+  if (Error E = checkKeys(*O, "",
+                          {"copies", "device_type", "entries", "format",
+                           "measured_with", "version"}))
+    return E;
   Profile P;
   auto Device = O->getString("device_type");
   if (!Device || Device->empty())

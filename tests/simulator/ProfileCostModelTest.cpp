@@ -256,6 +256,11 @@ TEST(ProfileFileTest, BadFiles) {
       {R"({"format":"onnx2soap-strategy","version":1,"device_type":"cpu",)"
        R"("entries":[]})",
        "p.json: format: expected \"onnx2soap-profile\""},
+      // Another kind of file is named as such, not by its first unknown key.
+      {R"({"cluster":{},"format":"onnx2soap-strategy","model":{},"ops":{},)"
+       R"("version":1})",
+       "p.json: format: expected \"onnx2soap-profile\" (not a profile "
+       "file?)"},
       {R"({"format":"onnx2soap-profile","version":2,"device_type":"cpu",)"
        R"("entries":[]})",
        "p.json: version: version 2 is not supported"},
