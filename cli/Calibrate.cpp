@@ -65,9 +65,9 @@ static cl::opt<uint64_t> Seed("seed",
                                        "(default 0)"),
                               cl::value_desc("N"), cl::init(0),
                               cl::sub(calibrateCommand()));
-static cl::opt<std::string> Output("o", cl::desc("The profile file to write"),
-                                   cl::value_desc("profile.json"),
-                                   cl::sub(calibrateCommand()));
+static cl::opt<std::string>
+    Output("o", cl::desc("The profile file to write (required)"),
+           cl::value_desc("profile.json"), cl::sub(calibrateCommand()));
 static cl::opt<unsigned> Repeat("repeat",
                                 cl::desc("Timed runs per partition, after one "
                                          "warm-up (default 5)"),

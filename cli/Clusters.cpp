@@ -41,8 +41,9 @@ static cl::opt<std::string>
 
 static cl::opt<std::string> Measured(
     "measured",
-    cl::desc("With --show: add the measured communication of FILE (what a "
-             "generated program's --profile-comm writes) to the cluster"),
+    cl::desc("With --show: add the measured communication and device "
+             "memory of FILE (what a generated program's --profile-comm "
+             "writes) to the cluster"),
     cl::value_desc("FILE"), cl::sub(clustersCommand()));
 
 /// Machine M with the tables of the "measured" section of File first (a

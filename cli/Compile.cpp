@@ -36,7 +36,8 @@ cl::SubCommand &compileCommand() {
 static cl::opt<std::string> Model(cl::Positional, cl::Required,
                                   cl::desc("<model.onnx>"),
                                   cl::sub(compileCommand()));
-static cl::opt<std::string> Output("o", cl::desc("The project folder"),
+static cl::opt<std::string> Output("o",
+                                   cl::desc("The project folder (required)"),
                                    cl::value_desc("DIR"),
                                    cl::sub(compileCommand()));
 static cl::opt<std::string> StrategyFlag(
@@ -47,29 +48,37 @@ static cl::opt<std::string> StrategyFlag(
 static cl::opt<std::string> Init("init",
                                  cl::desc("Initial weights: onnx (the "
                                           "model's, default) or random"),
+                                 cl::value_desc("onnx|random"),
                                  cl::init("onnx"), cl::sub(compileCommand()));
 static cl::opt<double> Budget("budget",
                               cl::desc("Search time in seconds when no "
                                        "--strategy is given (default 10)"),
-                              cl::init(10), cl::sub(compileCommand()));
+                              cl::value_desc("SEC"), cl::init(10),
+                              cl::sub(compileCommand()));
 static cl::opt<uint64_t> Iterations("iterations",
                                     cl::desc("Search steps per chain instead "
                                              "of a time budget"),
-                                    cl::init(0), cl::sub(compileCommand()));
+                                    cl::value_desc("N"), cl::init(0),
+                                    cl::sub(compileCommand()));
 static cl::opt<uint64_t> Seed("seed",
                               cl::desc("Seed of the search and of --init "
                                        "random (default 0)"),
-                              cl::init(0), cl::sub(compileCommand()));
+                              cl::value_desc("N"), cl::init(0),
+                              cl::sub(compileCommand()));
 static cl::opt<double> Lr("lr", cl::desc("Learning rate (default 0.01)"),
-                          cl::init(0.01), cl::sub(compileCommand()));
+                          cl::value_desc("X"), cl::init(0.01),
+                          cl::sub(compileCommand()));
 static cl::opt<double> Momentum("momentum",
-                                cl::desc("SGD momentum (default 0; 0.9 with "
-                                         "--optimizer momentum)"),
-                                cl::init(-1), cl::sub(compileCommand()));
+                                cl::desc("SGD momentum (default 0.9 with "
+                                         "--optimizer momentum, its default; "
+                                         "0 with sgd)"),
+                                cl::value_desc("X"), cl::init(-1),
+                                cl::sub(compileCommand()));
 static cl::opt<double> WeightDecay("weight-decay",
                                    cl::desc("Weight decay (default 0; 0.01 "
                                             "for adamw)"),
-                                   cl::init(-1), cl::sub(compileCommand()));
+                                   cl::value_desc("X"), cl::init(-1),
+                                   cl::sub(compileCommand()));
 
 /// The optimizer the planning flag names, with the compile flags' values.
 static llvm::Expected<rt::OptimizerConfig>

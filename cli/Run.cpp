@@ -36,12 +36,17 @@ static cl::opt<std::string>
          cl::value_desc("DIR"), cl::sub(runCommand()));
 static cl::opt<std::string> Out("out", cl::desc("Write output_N.pb here"),
                                 cl::value_desc("DIR"), cl::sub(runCommand()));
-static cl::opt<double> Rtol("rtol", cl::desc("Relative tolerance"),
-                            cl::init(1e-3), cl::sub(runCommand()));
-static cl::opt<double> Atol("atol", cl::desc("Absolute tolerance"),
-                            cl::init(1e-4), cl::sub(runCommand()));
+static cl::opt<double> Rtol("rtol",
+                            cl::desc("Relative tolerance (default 1e-3)"),
+                            cl::value_desc("X"), cl::init(1e-3),
+                            cl::sub(runCommand()));
+static cl::opt<double> Atol("atol",
+                            cl::desc("Absolute tolerance (default 1e-4)"),
+                            cl::value_desc("X"), cl::init(1e-4),
+                            cl::sub(runCommand()));
 static cl::opt<int> Threads("threads", cl::desc("CPU threads (0: all cores)"),
-                            cl::init(0), cl::sub(runCommand()));
+                            cl::value_desc("N"), cl::init(0),
+                            cl::sub(runCommand()));
 
 /// Element I of bytes in type Type as a double.
 static double elementAt(const std::vector<char> &Bytes, ir::DType Type,

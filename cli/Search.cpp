@@ -75,8 +75,12 @@ static cl::opt<unsigned> RefineHelpers(
              "holds a simulator. The answer is the same with any number"),
     cl::value_desc("N"), cl::sub(searchCommand()));
 static cl::opt<std::string>
-    ObjectiveFlag("objective", cl::desc("time (default), memory or frontier"),
-                  cl::init("time"), cl::sub(searchCommand()));
+    ObjectiveFlag("objective",
+                  cl::desc("time (default): the fastest strategy that fits; "
+                           "memory: the one of least peak memory; frontier: "
+                           "the time/memory Pareto set"),
+                  cl::value_desc("time|memory|frontier"), cl::init("time"),
+                  cl::sub(searchCommand()));
 static cl::opt<std::string> MemoryLimitFlag(
     "memory-limit",
     cl::desc("Bytes per device a strategy may use (default: each device's "

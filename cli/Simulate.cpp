@@ -42,7 +42,8 @@ cl::SubCommand &simulateCommand() {
 // Flags shared with `search` (and those `calibrate` plans with).
 static cl::OptionCategory PlanningCategory("Planning options");
 static cl::opt<std::string>
-    ClusterFlag("cluster", cl::desc("Cluster preset or cluster file"),
+    ClusterFlag("cluster",
+                cl::desc("Cluster preset or cluster file (required)"),
                 cl::value_desc("C"), cl::cat(PlanningCategory),
                 cl::sub(simulateCommand()), cl::sub(searchCommand()),
                 cl::sub(compileCommand()), cl::sub(calibrateCommand()));
@@ -53,16 +54,19 @@ static cl::opt<unsigned>
          cl::sub(compileCommand()), cl::sub(calibrateCommand()));
 static cl::opt<std::string>
     OptimizerFlag("optimizer",
-                  cl::desc("Optimizer whose update and state are simulated: "
-                           "sgd, momentum (default) or adam"),
+                  cl::desc("Optimizer whose update and state are simulated "
+                           "(adamw as adam); compile: also the program's "
+                           "(default momentum)"),
+                  cl::value_desc("sgd|momentum|adam|adamw"),
                   cl::init("momentum"), cl::cat(PlanningCategory),
                   cl::sub(simulateCommand()), cl::sub(searchCommand()),
                   cl::sub(compileCommand()));
 static cl::opt<std::string> GradientBucketFlag(
     "gradient-bucket",
     cl::desc("All-reduce the gradients in buckets of about BYTES, in the "
-             "order backward produces them (0: one all-reduce per tensor); "
-             "auto (default): the size of 0, 1, 4, 16 or 64 MiB the "
+             "order backward produces them (suffixes as 4MiB, 25MB; 0: one "
+             "all-reduce per tensor); auto (the default, unless a strategy "
+             "file records a size): the size of 0, 1, 4, 16 or 64 MiB the "
              "strategy runs fastest with"),
     cl::value_desc("BYTES|auto"), cl::init("auto"), cl::cat(PlanningCategory),
     cl::sub(simulateCommand()), cl::sub(searchCommand()),
@@ -77,7 +81,10 @@ static cl::opt<std::string> CommModelFlag(
     cl::cat(PlanningCategory), cl::sub(simulateCommand()),
     cl::sub(searchCommand()), cl::sub(compileCommand()));
 static cl::opt<std::string>
-    LossFlag("loss", cl::desc("cross-entropy (default), mse, or model"),
+    LossFlag("loss",
+             cl::desc("The loss appended to the model: cross-entropy "
+                      "(default), mse, or model (the model computes its own)"),
+             cl::value_desc("cross-entropy|mse|model"),
              cl::init("cross-entropy"), cl::cat(PlanningCategory),
              cl::sub(simulateCommand()), cl::sub(searchCommand()),
              cl::sub(compileCommand()), cl::sub(calibrateCommand()));
@@ -97,8 +104,8 @@ static cl::opt<std::string>
               cl::sub(simulateCommand()), cl::sub(searchCommand()));
 static cl::opt<std::string> StrategyOutput(
     "o",
-    cl::desc("Write the strategy file (simulate: the strategy simulated, "
-             "e.g. a built-in one to edit by hand)"),
+    cl::desc("Write the strategy file: search's answer, or the strategy "
+             "simulated (a built-in one to edit by hand)"),
     cl::value_desc("strategy.json"), cl::cat(PlanningCategory),
     cl::sub(simulateCommand()), cl::sub(searchCommand()));
 static cl::opt<bool> Json("json", cl::desc("Print one JSON value"),
@@ -112,7 +119,7 @@ static cl::opt<std::string> Model(cl::Positional, cl::Required,
 static cl::opt<std::string> StrategyFlag(
     "strategy",
     cl::desc("Strategy file, or data-parallel, model-parallel, expert or "
-             "optcnn"),
+             "optcnn (required)"),
     cl::value_desc("S"), cl::sub(simulateCommand()));
 
 /// "16GiB", "80GB", "1.5 T", "1000000": a whole, finite number of bytes, or

@@ -29,38 +29,59 @@ static cl::opt<std::string> Model(cl::Positional, cl::Required,
                                   cl::desc("<model.onnx>"),
                                   cl::sub(trainCommand()));
 static cl::list<std::string>
-    InputFiles("inputs", cl::desc("The batch for input N (in input order)"),
+    InputFiles("inputs",
+               cl::desc("The batch for each model input, in input order "
+                        "(one per input; required)"),
                cl::value_desc("FILE.pb"), cl::sub(trainCommand()));
 static cl::opt<std::string>
     LabelFile("labels", cl::desc("Labels (cross-entropy) or targets (mse)"),
               cl::value_desc("FILE.pb"), cl::sub(trainCommand()));
-static cl::opt<int> Steps("steps", cl::desc("Training steps"), cl::init(5),
+static cl::opt<int> Steps("steps", cl::desc("Training steps (default 5)"),
+                          cl::value_desc("N"), cl::init(5),
                           cl::sub(trainCommand()));
 static cl::opt<std::string> Optimizer("optimizer",
-                                      cl::desc("sgd, adam or adamw"),
+                                      cl::desc("sgd (default), adam or adamw"),
+                                      cl::value_desc("sgd|adam|adamw"),
                                       cl::init("sgd"), cl::sub(trainCommand()));
-static cl::opt<double> Lr("lr", cl::desc("Learning rate"), cl::init(0.01),
+static cl::opt<double> Lr("lr", cl::desc("Learning rate (default 0.01)"),
+                          cl::value_desc("X"), cl::init(0.01),
                           cl::sub(trainCommand()));
-static cl::opt<double> Momentum("momentum", cl::desc("SGD momentum"),
-                                cl::init(0), cl::sub(trainCommand()));
-static cl::opt<double> Dampening("dampening", cl::desc("SGD dampening"),
-                                 cl::init(0), cl::sub(trainCommand()));
-static cl::opt<bool> Nesterov("nesterov", cl::desc("Nesterov momentum"),
+static cl::opt<double> Momentum("momentum",
+                                cl::desc("SGD momentum (default 0)"),
+                                cl::value_desc("X"), cl::init(0),
+                                cl::sub(trainCommand()));
+static cl::opt<double> Dampening("dampening",
+                                 cl::desc("SGD dampening (default 0)"),
+                                 cl::value_desc("X"), cl::init(0),
+                                 cl::sub(trainCommand()));
+static cl::opt<bool> Nesterov("nesterov",
+                              cl::desc("Nesterov momentum (needs --momentum "
+                                       "above 0 and no dampening)"),
                               cl::sub(trainCommand()));
-static cl::opt<double> WeightDecay("weight-decay", cl::desc("Weight decay"),
-                                   cl::init(-1), cl::sub(trainCommand()));
-static cl::opt<double> Beta1("beta1", cl::desc("Adam beta1"), cl::init(0.9),
+static cl::opt<double> WeightDecay("weight-decay",
+                                   cl::desc("Weight decay (default 0; 0.01 "
+                                            "for adamw)"),
+                                   cl::value_desc("X"), cl::init(-1),
+                                   cl::sub(trainCommand()));
+static cl::opt<double> Beta1("beta1", cl::desc("Adam beta1 (default 0.9)"),
+                             cl::value_desc("X"), cl::init(0.9),
                              cl::sub(trainCommand()));
-static cl::opt<double> Beta2("beta2", cl::desc("Adam beta2"), cl::init(0.999),
+static cl::opt<double> Beta2("beta2", cl::desc("Adam beta2 (default 0.999)"),
+                             cl::value_desc("X"), cl::init(0.999),
                              cl::sub(trainCommand()));
-static cl::opt<double> Epsilon("eps", cl::desc("Adam epsilon"), cl::init(1e-8),
+static cl::opt<double> Epsilon("eps", cl::desc("Adam epsilon (default 1e-8)"),
+                               cl::value_desc("X"), cl::init(1e-8),
                                cl::sub(trainCommand()));
 static cl::opt<std::string>
-    Loss("loss", cl::desc("cross-entropy (default), mse, or model"),
-         cl::init("cross-entropy"), cl::sub(trainCommand()));
+    Loss("loss",
+         cl::desc("The loss appended to the model: cross-entropy (default), "
+                  "mse, or model (the model computes its own)"),
+         cl::value_desc("cross-entropy|mse|model"), cl::init("cross-entropy"),
+         cl::sub(trainCommand()));
 static cl::opt<int> TrainThreads("threads",
                                  cl::desc("CPU threads (0: all cores)"),
-                                 cl::init(0), cl::sub(trainCommand()));
+                                 cl::value_desc("N"), cl::init(0),
+                                 cl::sub(trainCommand()));
 static cl::opt<bool>
     TimeSteps("time",
               cl::desc("Also print each step's wall time: `time <seconds>`"),

@@ -1,7 +1,7 @@
 //===- runtime_lib/program/Main.cpp - A generated program's main ----------===//
 //
 // Option parsing is by hand (a generated program links no option library);
-// docs/generated-program.md lists the options.
+// the project's README.md (templates/README.md.in) lists the options.
 //
 //===----------------------------------------------------------------------===//
 #include "Main.h"
