@@ -22,18 +22,21 @@ void MemoryBreakdown::add(const Task &T, double Sign) {
     Count(Gradients[T.Device], T.GradientMemory);
   if (T.ScratchMemory > 0)
     Count(Scratch[T.Device], T.ScratchMemory);
-  if (T.MessageBytes <= 0)
-    return;
-  // A collective's members, or a transfer's two ends.
-  if (!T.Group.empty()) {
-    for (DeviceId D : T.Group)
-      Count(Messages[D], T.MessageBytes);
-  } else {
-    Count(Messages[T.Device], T.MessageBytes);
-    Count(Messages[T.Peer], T.MessageBytes);
+  // A collective's members, or a transfer's two ends, pack what they send
+  // into their message buffers (BatchNorm statistics are all-reduced in
+  // place: no message bytes).
+  if (T.MessageBytes > 0) {
+    if (!T.Group.empty()) {
+      for (DeviceId D : T.Group)
+        Count(Messages[D], T.MessageBytes);
+    } else {
+      Count(Messages[T.Device], T.MessageBytes);
+      Count(Messages[T.Peer], T.MessageBytes);
+    }
   }
-  // The communicator of the collective's group, or the pair's connection:
-  // open from the first such task to the last.
+  // The communicator of the collective's group (gradients or statistics:
+  // the program makes one for every group of its plan), or the pair's
+  // connection: open while the strategy has such a task.
   auto Use = [&](uint32_t &Uses, auto Each) {
     if (Sign > 0 && Uses++ == 0)
       Each(1);
@@ -49,7 +52,7 @@ void MemoryBreakdown::add(const Task &T, double Sign) {
     });
     if (It->second == 0)
       GroupUses.erase(It);
-  } else if (T.Device != T.Peer) {
+  } else if (T.MessageBytes > 0 && T.Device != T.Peer) {
     DeviceId Low = std::min(T.Device, T.Peer);
     DeviceId High = std::max(T.Device, T.Peer);
     // Dense keys: DenseMap's hash of an integer (times 37) would let the

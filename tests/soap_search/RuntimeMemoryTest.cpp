@@ -115,6 +115,52 @@ TEST(RuntimeMemory, DeltaSimulationOpensAndClosesCommunicators) {
   EXPECT_EQ(Sim.memory().GroupUses.size(), 1u);
 }
 
+TEST(RuntimeMemory, AGroupThatAllReducesOnlyStatisticsJoinsACommunicator) {
+  // tiny_cnn data parallel on 4 P100s with the first BatchNorm's scale and
+  // bias frozen, that BatchNorm split over the samples of devices 0 and 1
+  // alone: its statistics are all-reduced among {0, 1}, which no gradient
+  // all-reduce joins. The program makes a communicator for every group of
+  // its plan, this one too.
+  onnx_import::ImportOptions Options;
+  Options.Batch = 8;
+  Options.Roles.Frozen = {"1.weight", "1.bias"};
+  auto Model = onnx_import::importModel(
+      ONNX2SOAP_SOURCE_DIR "/samples/tiny_cnn.onnx", Options);
+  ASSERT_TRUE(static_cast<bool>(Model)) << llvm::toString(Model.takeError());
+  auto T =
+      ir::deriveTraining(std::move(Model->Graph), ir::LossKind::CrossEntropy);
+  ASSERT_TRUE(static_cast<bool>(T)) << llvm::toString(T.takeError());
+  Machine M = test::machine("paper-p100", 4);
+  AnalyticCostModel Cost;
+  Strategy S =
+      soap_search::builtin(soap_search::Builtin::DataParallel, T->G, M, Cost);
+  ir::OpId Norm = ir::NoOp;
+  for (const ir::Op &O : T->G.ops())
+    if (O.Kind == ir::OpKind::BatchNorm) {
+      Norm = O.Id;
+      break;
+    }
+  ASSERT_NE(Norm, ir::NoOp);
+  ParallelConfig Two = S[Norm];
+  Two.Degrees.assign(Two.Degrees.size(), 1);
+  Two.Degrees[0] = 2;
+  Two.FirstDevice = 0;
+  Two.DeviceStride = 1;
+  S[Norm] = Two;
+  Simulator Sim(*T, M, Cost);
+  Sim.simulate(S);
+  SimReport R = Sim.report();
+  EXPECT_EQ(R.Communicators[0], 2u);
+  EXPECT_EQ(R.Communicators[1], 2u);
+  EXPECT_EQ(R.Communicators[2], 1u);
+  EXPECT_EQ(R.Communicators[3], 1u);
+  // Delta simulation agrees: back to data parallelism, one group again.
+  Sim.change(Norm, soap_search::builtin(soap_search::Builtin::DataParallel,
+                                        T->G, M, Cost)[Norm]);
+  for (DeviceId D = 0; D < 4; ++D)
+    EXPECT_EQ(Sim.memory().Communicators[D], 1u) << "device " << D;
+}
+
 TEST(RuntimeMemory, ClusterFileFiguresReplaceTheEstimates) {
   Machine Preset = test::machine("paper-k80", 2);
   llvm::json::Value V = Preset.toJson();
