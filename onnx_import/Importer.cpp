@@ -13,6 +13,7 @@
 #include "ir/RnnUnroll.h"
 #include "onnx_import/Initializers.h"
 #include "onnx_import/OpTable.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
@@ -185,19 +186,26 @@ public:
             const llvm::StringSet<> &Initializers) {
     for (const auto &[Name, Size] : Options.Dims)
       Sizes[Name] = Size;
-    // The batch: PyTorch's usual names, else the one symbolic leading dim.
+    // The batch: PyTorch's usual names, else the one symbolic leading dim
+    // (a time-major input [seq, batch, ...] has its batch at dim 1).
+    static const char *const UsualNames[] = {"batch", "batch_size", "N", "B",
+                                             "batch_dim"};
     std::set<std::string> Leading;
+    bool UsualNameUsed = false;
     for (const onnx::ValueInfoProto &In : Graph.input()) {
       if (Initializers.count(In.name()) || !In.type().has_tensor_type())
         continue;
       const auto &Shape = In.type().tensor_type().shape();
       if (Shape.dim_size() > 0 && Shape.dim(0).has_dim_param())
         Leading.insert(Shape.dim(0).dim_param());
+      for (const auto &Dim : Shape.dim())
+        UsualNameUsed |= Dim.has_dim_param() &&
+                         llvm::is_contained(UsualNames, Dim.dim_param());
     }
     if (Options.Batch) {
-      for (const char *Name : {"batch", "batch_size", "N", "B", "batch_dim"})
+      for (const char *Name : UsualNames)
         BatchNames.insert(Name);
-      if (Leading.size() == 1)
+      if (Leading.size() == 1 && !UsualNameUsed)
         BatchNames.insert(*Leading.begin());
     }
     Batch = Options.Batch;
