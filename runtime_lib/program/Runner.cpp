@@ -354,7 +354,7 @@ void Runner::restore(int64_t StepsDone, const std::vector<NamedBlob> &State) {
     const std::vector<char> &Bytes = Blob.Bytes;
     int32_t Id = entryBuffer(Name);
     if (Id < 0 || Id >= P.Buffers.Size || P.Buffers[Id].Rank != I->Rank ||
-        Bytes.size() != I->view(Id).byteSize())
+        !isPersistent(P.Buffers[Id]) || Bytes.size() != I->view(Id).byteSize())
       fail("checkpoint", "entry '" + Name + "' does not belong to this plan");
     if (Restored[size_t(Id)]++)
       fail("checkpoint", "entry '" + Name + "' is there twice");

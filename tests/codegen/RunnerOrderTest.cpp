@@ -411,7 +411,7 @@ INSTANTIATE_TEST_SUITE_P(
 // A checkpoint's rank file restores every persistent buffer of the rank,
 // each once: one that listed fewer (or the same twice, or a name with more
 // than digits after "buffer-") resumed with the rest at their initial
-// values.
+// values; one that names a buffer no checkpoint holds is refused too.
 TEST(RunnerRestore, EveryPersistentBufferOnce) {
   ir::TrainingGraph T = test::training("tests/fixtures/mlp/model.onnx", 8);
   simulator::Machine M = test::machine("cpu:1", 1);
@@ -454,6 +454,21 @@ TEST(RunnerRestore, EveryPersistentBufferOnce) {
   Renamed[0].Name += "xyz";
   EXPECT_EQ(Refused(Renamed), "checkpoint: entry '" + Renamed[0].Name +
                                   "' does not belong to this plan");
+  // A buffer of this rank that no checkpoint holds (an activation or a
+  // gradient), of the right size: not loaded over.
+  int32_t Passing = -1;
+  for (int32_t Id = 0; Id < View.Buffers.Size && Passing < 0; ++Id)
+    if (View.Buffers[Id].Rank == 0 &&
+        (View.Buffers[Id].Kind == rt::program::BufferKind::Activation ||
+         View.Buffers[Id].Kind == rt::program::BufferKind::Gradient))
+      Passing = Id;
+  ASSERT_GE(Passing, 0);
+  std::vector<NamedBlob> Extra = State;
+  Extra.push_back(
+      {"buffer-" + std::to_string(Passing),
+       std::vector<char>(rt::program::bufferBytes(View.Buffers[Passing]))});
+  EXPECT_EQ(Refused(Extra), "checkpoint: entry '" + Extra.back().Name +
+                                "' does not belong to this plan");
   llvm::sys::fs::remove(Shards);
   llvm::sys::fs::remove(Dir);
 }
