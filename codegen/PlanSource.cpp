@@ -345,13 +345,14 @@ std::string planSource(const ProgramPlan &P, const ProjectInputs &In,
   W.write(
       "TensorInfo", "Tensors", P.Tensors,
       [](const TensorInfo &T, size_t) {
-        return llvm::formatv("{{{0}, TensorRole::{1}, DType::{2}, {3}, {4}}",
-                             quoted(T.Name), tensorRoleName(T.Role),
-                             dtypeEnumerator(T.Type), T.Rank,
-                             ints(T.Dims, T.Rank))
+        return llvm::formatv(
+                   "{{{0}, TensorRole::{1}, DType::{2}, {3}, {4}, {5}}",
+                   quoted(T.Name), tensorRoleName(T.Role),
+                   dtypeEnumerator(T.Type), T.Rank, ints(T.Dims, T.Rank),
+                   T.SampleDim)
             .str();
       },
-      "{\"\", TensorRole::Input, DType::Float32, 0, {}}");
+      "{\"\", TensorRole::Input, DType::Float32, 0, {}, 0}");
   W.write(
       "OpInfo", "Ops", P.Ops,
       [](const OpInfo &O, size_t Index) {

@@ -42,6 +42,7 @@ int32_t Builder::tensorIndex(ir::TensorId Id, rt::program::TensorRole Role) {
   Info.Rank = Value.Type.rank();
   for (unsigned D = 0; D < Value.Type.rank(); ++D)
     Info.Dims[D] = Value.Type.Dims[D];
+  Info.SampleDim = Value.BatchDim > 0 ? Value.BatchDim : 0;
   Out.Tensors.push_back(Info);
   return It->second;
 }

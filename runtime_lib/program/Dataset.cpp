@@ -25,6 +25,11 @@ std::vector<DatasetFile> datasetFiles(const Plan &P) {
   std::vector<DatasetFile> Files;
   auto Add = [&](std::string FileName, int32_t Tensor) {
     const TensorInfo &Info = P.Tensors[Tensor];
+    if (Info.SampleDim != 0)
+      fail("--data", "'" + std::string(Info.Name) + "' holds its samples " +
+                         "along dim " + std::to_string(Info.SampleDim) +
+                         " (time-major), a dataset folder along dim 0; give " +
+                         "the batch with --inputs and --labels");
     Files.push_back({std::move(FileName), Info.Name, Info.Type,
                      std::vector<int64_t>(Info.Dims, Info.Dims + Info.Rank)});
   };

@@ -46,6 +46,10 @@ struct TensorInfo {
   DType Type;
   int32_t Rank;
   int64_t Dims[MaxRank];
+  /// The dim the samples of the batch lie along where it is not dim 0 (a
+  /// time-major RNN input: 1); else 0. A dataset folder holds samples along
+  /// dim 0, so --data refuses an input or labels with another.
+  int32_t SampleDim;
 };
 
 /// What a buffer holds, which says how a step begins for it.

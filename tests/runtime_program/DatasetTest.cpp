@@ -179,6 +179,42 @@ TEST_F(DatasetTest, MismatchesAreErrorsNamingTheFile) {
   expectError({input({2, 3})}, "input_0.pb");
 }
 
+// A time-major input (samples along dim 1) read as samples along dim 0
+// would train on time steps as samples: refused before any file is read.
+TEST(DatasetFiles, SamplesAlongAnotherDimAreRefused) {
+  TensorInfo Tensors[] = {
+      {"tokens", TensorRole::Input, DType::Int64, 2, {12, 4}, 1},
+      {"targets", TensorRole::Input, DType::Int64, 2, {4, 12}, 0},
+      {"steps", TensorRole::Input, DType::Int64, 2, {12, 4}, 1}};
+  int32_t Inputs[] = {1};
+  Plan P{};
+  P.Tensors = {Tensors, 3};
+  P.DataInputs = {Inputs, 1};
+  P.Labels = -1;
+  EXPECT_EQ(datasetFiles(P).size(), 1u);
+  Inputs[0] = 0;
+  try {
+    datasetFiles(P);
+    ADD_FAILURE() << "no error";
+  } catch (const RuntimeError &E) {
+    EXPECT_EQ(std::string(E.what()),
+              "--data: 'tokens' holds its samples along dim 1 (time-major), a "
+              "dataset folder along dim 0; give the batch with --inputs and "
+              "--labels");
+  }
+  Inputs[0] = 1;
+  P.Labels = 2;
+  try {
+    datasetFiles(P);
+    ADD_FAILURE() << "no error";
+  } catch (const RuntimeError &E) {
+    EXPECT_NE(std::string(E.what()).find("'steps' holds its samples along "
+                                         "dim 1"),
+              std::string::npos)
+        << E.what();
+  }
+}
+
 TEST_F(DatasetTest, MalformedExternalDataIsAnError) {
   writeExternal({5, 3}, samples(5), "x.bin", 0, "", "");
   fs::resize_file(Dir / "x.bin", 59);
