@@ -320,8 +320,9 @@ ChainResult runChain(const ir::TrainingGraph &T, const simulator::Machine &M,
     }
   };
   // Each heavy unit of a single op tries every split of its Sample,
-  // Parameter and contraction dims over the first 2 devices, the first 4,
-  // 8, and beyond 8 while a larger count gains (FlexFlow's fully-connected
+  // Parameter and contraction dims over the first d devices, for each
+  // divisor d of the device count from 2 up, until a count of 8 or more
+  // gains nothing (2, 4, 8, ... on 2^k devices) (FlexFlow's fully-connected
   // layers split over their channels with the convolutions around them data
   // parallel; an embedding split over its features on all devices); the
   // ops around the split op then spread its config. A try of a layer in 64
