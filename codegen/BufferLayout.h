@@ -1,5 +1,4 @@
-//===- codegen/BufferLayout.h - Where each buffer lies in memory -*- C++
-//-*-===//
+//===- codegen/BufferLayout.h - Where each buffer lies ----------*- C++ -*-===//
 //
 // A generated program holds each rank's buffers in one arena allocated at
 // start-up. Buffers whose lifetimes (runtime_lib/program/BufferLifetimes.h)

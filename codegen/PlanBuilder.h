@@ -1,5 +1,4 @@
-//===- codegen/PlanBuilder.h - Deriving a ProgramPlan, internals -*- C++
-//-*-===//
+//===- codegen/PlanBuilder.h - ProgramPlan internals ------------*- C++ -*-===//
 //
 // Internal to codegen: the Builder buildProgramPlan() runs, and the small
 // helpers its parts share. Its parts: ProgramPlan.cpp (the passes run in

@@ -1,5 +1,4 @@
-//===- ir/BatchDims.h - Which dim of each tensor holds the samples -*- C++
-//-*-===//
+//===- ir/BatchDims.h - The dim holding the samples -------------*- C++ -*-===//
 //
 // FlexFlow's Sample dimension is a property of data flow, not of an op kind:
 // an elementwise op's dim 0 is the batch for a CNN activation but the

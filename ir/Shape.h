@@ -1,5 +1,4 @@
-//===- ir/Shape.h - Static tensor shapes and rectangular regions -*- C++
-//-*-===//
+//===- ir/Shape.h - Shapes and regions --------------------------*- C++ -*-===//
 //
 // Every IR tensor has a fully static shape: symbolic dims are bound when the
 // model is imported. A Region is a rectangular sub-box of a tensor, one

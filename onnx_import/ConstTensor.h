@@ -1,5 +1,4 @@
-//===- onnx_import/ConstTensor.h - Small tensors known at import time -*- C++
-//-*-===//
+//===- onnx_import/ConstTensor.h - Import-time tensors ----------*- C++ -*-===//
 //
 // Values the importer computes with: Constant nodes, integer initializers,
 // the outputs of Shape and of the arithmetic that exporters wrap around it.

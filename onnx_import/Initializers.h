@@ -1,5 +1,4 @@
-//===- onnx_import/Initializers.h - Initializers and external data -*- C++
-//-*-===//
+//===- onnx_import/Initializers.h - Initializer data ------------*- C++ -*-===//
 //
 // Checks each initializer (type, dims, byte length, external-data location)
 // and turns it into an IR tensor that borrows its bytes from the mapped model

@@ -1,5 +1,4 @@
-//===- onnx_import/OpTable.h - ONNX operators the importer handles -*- C++
-//-*-===//
+//===- onnx_import/OpTable.h - The ONNX ops handled -------------*- C++ -*-===//
 //
 // The one table from ONNX op_type (and the model opsets it applies to) to the
 // handler that converts a node and the folder that evaluates it when its

@@ -1,5 +1,4 @@
-//===- runtime_lib/Families.h - Op kinds grouped by kernel family -*- C++
-//-*-===//
+//===- runtime_lib/Families.h - Op kinds by kernel family -------*- C++ -*-===//
 //
 // Both backends organize their kernels by the families of ir/OpKinds.def;
 // this is the one mapping from op kind to family.

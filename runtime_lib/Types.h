@@ -1,5 +1,4 @@
-//===- runtime_lib/Types.h - Element types, op kinds, tensor views -*- C++
-//-*-===//
+//===- runtime_lib/Types.h - Types, op kinds, views -------------*- C++ -*-===//
 //
 // The vocabulary shared by every backend and by generated programs. The
 // runtime depends on nothing of the compiler: op kinds come from the same

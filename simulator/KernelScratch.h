@@ -1,5 +1,4 @@
 //===- simulator/KernelScratch.h - Scratch of one kernel call ---*- C++ -*-===//
-//-*-===//
 //
 // The device memory one call of the runtime's kernels takes for itself
 // while it runs and frees when it ends (runtime_lib/cuda: the Scratch
@@ -10,8 +9,9 @@
 //   type's ConvWorkspace (cuDNN's size depends on the algorithm and the GPU,
 //   so the limit the program keeps to is counted), plus a copy of the
 //   padded "big" tensor (Conv's input, ConvTranspose's output) where cuDNN's
-//   symmetric padding does not fit: asymmetric pads, output_padding, or a
-//   split over space (each part's pads then differ).
+//   symmetric padding does not fit: asymmetric pads, an output_padding the
+//   stride does not absorb, or a split over space (each part's pads then
+//   differ).
 // - MatMul backward: the un-reduced gradient of an operand broadcast over
 //   batch dims (none when B has no batch: the program folds it).
 // - MaxPool backward: the recomputed output's argmax (8 bytes per output).

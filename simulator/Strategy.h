@@ -1,5 +1,4 @@
-//===- simulator/Strategy.h - Parallelization configs and strategies -*- C++
-//-*-===//
+//===- simulator/Strategy.h - Configs and strategies ------------*- C++ -*-===//
 //
 // A ParallelConfig is FlexFlow's c_i for one op: how many parts each dim of
 // the op's output 0 is cut into (Sample, Attribute and Parameter

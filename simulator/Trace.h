@@ -1,5 +1,4 @@
-//===- simulator/Trace.h - The simulated timeline as trace events -*- C++
-//-*-===//
+//===- simulator/Trace.h - Simulated timeline as trace ----------*- C++ -*-===//
 //
 // Writes a simulated iteration in the Chrome trace-event format
 // (https://docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU),

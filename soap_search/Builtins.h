@@ -1,5 +1,4 @@
-//===- soap_search/Builtins.h - Data, model and expert parallelism -*- C++
-//-*-===//
+//===- soap_search/Builtins.h - The built-in strategies ---------*- C++ -*-===//
 //
 // The strategies the search starts from and is compared with (FlexFlow
 // §8.2): data parallelism (every op split over its samples across all

@@ -1,5 +1,4 @@
-//===- ir/ops/OpHelpers.h - Shared pieces of op kind definitions -*- C++
-//-*-===//
+//===- ir/ops/OpHelpers.h - Shared op kind pieces ---------------*- C++ -*-===//
 //
 // Private to ir/ops: error construction, broadcasting, and the default cost,
 // parallel-dim and region rules that several families share.

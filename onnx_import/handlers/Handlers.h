@@ -1,5 +1,4 @@
-//===- onnx_import/handlers/Handlers.h - ONNX op handlers and folders -*- C++
-//-*-===//
+//===- onnx_import/handlers/Handlers.h - Op handlers ------------*- C++ -*-===//
 //
 // Declarations of the handlers and folders that onnx_import/OpTable.cpp
 // lists. Most ops share a generic handler parameterized by the IR kind; the

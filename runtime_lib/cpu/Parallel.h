@@ -1,5 +1,4 @@
-//===- runtime_lib/cpu/Parallel.h - Threading of the loop kernels -*- C++
-//-*-===//
+//===- runtime_lib/cpu/Parallel.h - Loop kernel threading -------*- C++ -*-===//
 //
 // How the CPU loop kernels use the cores: OpenMP, the runtime oneDNN already
 // runs on, so the loops and oneDNN's primitives share one thread pool and

@@ -1,5 +1,4 @@
-//===- runtime_lib/cpu/RecurrentMath.h - LSTM and GRU recurrences -*- C++
-//-*-===//
+//===- runtime_lib/cpu/RecurrentMath.h - LSTM and GRU math ------*- C++ -*-===//
 //
 // The arithmetic of one direction of a recurrent layer, free of layouts and
 // operand checks (Recurrent.cpp does those): a time-major input sequence,

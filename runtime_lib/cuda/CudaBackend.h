@@ -1,5 +1,4 @@
-//===- runtime_lib/cuda/CudaBackend.h - Creating the CUDA backend -*- C++
-//-*-===//
+//===- runtime_lib/cuda/CudaBackend.h - The CUDA backend --------*- C++ -*-===//
 //
 // Host-side entry points of the CUDA backend (plain C++; no CUDA headers).
 //

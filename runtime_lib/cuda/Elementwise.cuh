@@ -1,5 +1,4 @@
-//===- runtime_lib/cuda/Elementwise.cuh - Elementwise internals -*- CUDA
-//-*-===//
+//===- runtime_lib/cuda/Elementwise.cuh - Elementwise helpers --*- CUDA -*-===//
 //
 // What the CUDA elementwise family's files share: the entry points of Cast
 // (Cast.cu) and of the broadcasting ops (Broadcast.cu), which Elementwise.cu

@@ -1,5 +1,4 @@
-//===- runtime_lib/cuda/Loops.cuh - Strided and broadcast loops -*- CUDA
-//-*-===//
+//===- runtime_lib/cuda/Loops.cuh - Strided, broadcast loops ---*- CUDA -*-===//
 //
 // The iteration helpers of the CUDA loop kernels (elementwise, loss,
 // optimizer), the twins of runtime_lib/cpu/Loops.h: numpy broadcasting of a

@@ -1,5 +1,4 @@
-//===- runtime_lib/program/BufferLifetimes.h - When a buffer is live -*- C++
-//-*-===//
+//===- runtime_lib/program/BufferLifetimes.h - Lifetimes --------*- C++ -*-===//
 //
 // A rank walks its steps in one order every training step, so each buffer
 // it holds is needed over a fixed range of those steps: from the first step

@@ -1,5 +1,4 @@
-//===- runtime_lib/program/Plan.h - What a generated program walks -*- C++
-//-*-===//
+//===- runtime_lib/program/Plan.h - A program's plan ------------*- C++ -*-===//
 //
 // A generated training program is a plan plus this library: the plan is
 // data (constant tables that codegen writes into the project's plan.cpp),

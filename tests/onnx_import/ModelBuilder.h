@@ -1,5 +1,4 @@
-//===- tests/onnx_import/ModelBuilder.h - Small ONNX models for tests -*- C++
-//-*-===//
+//===- tests/onnx_import/ModelBuilder.h - Small ONNX models -----*- C++ -*-===//
 //
 // Builds ONNX models in C++ with the protobuf classes, so a test can start
 // from a valid model, break one thing, and write it to a temporary folder.

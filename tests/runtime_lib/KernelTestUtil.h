@@ -1,5 +1,4 @@
-//===- tests/runtime_lib/KernelTestUtil.h - Running single kernels -*- C++
-//-*-===//
+//===- tests/runtime_lib/KernelTestUtil.h - Running one kernel --*- C++ -*-===//
 //
 // Host tensors, one-op forward runs and the gradient check every op kind's
 // backward kernel must pass: d(sum(W * op(x)))/dx by central differences

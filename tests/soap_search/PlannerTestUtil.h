@@ -1,5 +1,4 @@
-//===- tests/soap_search/PlannerTestUtil.h - Models and clusters -*- C++
-//-*-===//
+//===- tests/soap_search/PlannerTestUtil.h - Test models --------*- C++ -*-===//
 //
 // The training graph of a model file of the repository and a preset cluster
 // cut to its first devices, for the planner's tests.
