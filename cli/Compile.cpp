@@ -15,6 +15,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <memory>
@@ -173,8 +174,12 @@ llvm::Error runCompile() {
     return usageError("--init " + Init + ": expected onnx or random");
   if (Budget.getNumOccurrences() && Iterations.getNumOccurrences())
     return usageError("--budget and --iterations exclude each other");
-  if (!(Budget > 0))
+  // As search's: an infinite budget never ends, and --iterations 0 would
+  // fall back to the time budget.
+  if (!(Budget > 0) || !std::isfinite(Budget))
     return usageError("--budget must be a positive number of seconds");
+  if (Iterations.getNumOccurrences() && Iterations == 0)
+    return usageError("--iterations must be at least 1");
   auto Loaded = loadPlanning(Model);
   if (!Loaded)
     return Loaded.takeError();

@@ -32,15 +32,31 @@ namespace onnx2soap::codegen {
 
 using namespace rt::program;
 
-static std::string substitute(std::string Text,
+/// Text with each @NAME@ of Vars replaced by its value, in one pass (a
+/// value is not searched for names again). The values are on one line:
+/// control characters become '?', so that a model or cluster name with a
+/// newline cannot end a template's comment line.
+static std::string substitute(const std::string &Text,
                               const std::map<std::string, std::string> &Vars) {
-  for (const auto &[Name, Value] : Vars) {
-    std::string Key = "@" + Name + "@";
-    for (size_t At = Text.find(Key); At != std::string::npos;
-         At = Text.find(Key, At + Value.size()))
-      Text.replace(At, Key.size(), Value);
+  std::string Out;
+  for (size_t At = 0; At < Text.size();) {
+    size_t Open = Text.find('@', At);
+    size_t Close = Open == std::string::npos ? Open : Text.find('@', Open + 1);
+    auto Var = Close == std::string::npos
+                   ? Vars.end()
+                   : Vars.find(Text.substr(Open + 1, Close - Open - 1));
+    if (Var == Vars.end()) {
+      size_t End = Open == std::string::npos ? Text.size() : Open + 1;
+      Out.append(Text, At, End - At);
+      At = End;
+      continue;
+    }
+    Out.append(Text, At, Open - At);
+    for (unsigned char C : Var->second)
+      Out += C < 0x20 || C == 0x7f ? '?' : char(C);
+    At = Close + 1;
   }
-  return Text;
+  return Out;
 }
 
 static const EmbeddedFile *embedded(llvm::StringRef Path) {

@@ -9,6 +9,7 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/SHA256.h"
 #include "gmock/gmock.h"
+#include <fstream>
 #include <map>
 
 using namespace onnx2soap::testing;
@@ -100,7 +101,53 @@ TEST_F(CliTest, CompileRefusesBadFlags) {
       "--budget and --iterations exclude each other");
   expectUserError(run(compileArgs({"--budget", "-1", "-o", Out})),
                   "--budget must be a positive number of seconds");
+  // An infinite budget searched forever; --iterations 0 ran the 10 s
+  // budget instead.
+  expectUserError(run(compileArgs({"--budget", "inf", "-o", Out})),
+                  "--budget must be a positive number of seconds");
+  expectUserError(run(compileArgs({"--iterations", "0", "-o", Out})),
+                  "--iterations must be at least 1");
   EXPECT_FALSE(llvm::sys::fs::exists(Out));
+}
+
+// Names go into plan.cpp's comments and the templates' comment lines: a
+// tensor name ending in a backslash spliced the next table row into its
+// comment (the table one row short of its recorded size), and a cluster
+// name with a newline put a line of its own into CMakeLists.txt.
+TEST_F(CliTest, NamesCannotBreakTheGeneratedSources) {
+  std::string Model = readFile(samplePath("tiny_mlp.onnx"));
+  size_t Renamed = 0;
+  for (size_t At = Model.find("2.weight"); At != std::string::npos;
+       At = Model.find("2.weight", At + 1), ++Renamed)
+    Model.replace(At, 8, "2.weigh\\");
+  ASSERT_EQ(Renamed, 2u);
+  std::string ModelPath = Dir.file("odd.onnx");
+  { std::ofstream(ModelPath, std::ios::binary) << Model; }
+  RunResult Shown = run({"clusters", "--show", "cpu:2"});
+  ASSERT_EQ(Shown.ExitCode, 0) << Shown.Err;
+  std::string Cluster = Shown.Out;
+  size_t Name = Cluster.find("\"cpu:2\"");
+  ASSERT_NE(Name, std::string::npos) << Cluster;
+  Cluster.replace(Name, 7, "\"odd\\nmessage(FATAL_ERROR injected) @MODEL@\"");
+  std::string ClusterPath = Dir.file("odd-cluster.json");
+  { std::ofstream(ClusterPath) << Cluster; }
+  std::string Out = Dir.file("odd-project");
+  RunResult R = run({"compile", ModelPath, "--batch", "4", "--cluster",
+                     ClusterPath, "--strategy", "data-parallel", "-o", Out});
+  ASSERT_EQ(R.ExitCode, 0) << R.Err;
+  std::string Plan = readFile(Out + "/src/plan.cpp");
+  EXPECT_EQ(Plan.find("\\\n"), std::string::npos)
+      << "a line of plan.cpp ends in a backslash";
+  EXPECT_NE(Plan.find("2.weigh\\134"), std::string::npos);
+  llvm::SmallVector<llvm::StringRef, 8> Lines;
+  llvm::StringRef(readFile(Out + "/CMakeLists.txt"))
+      .split(Lines, '\n', /*MaxSplit=*/6);
+  ASSERT_GE(Lines.size(), 5u);
+  for (unsigned I = 0; I < 5; ++I)
+    EXPECT_TRUE(Lines[I].startswith("#")) << Lines[I].str();
+  EXPECT_NE(Lines[1].str().find("odd?message(FATAL_ERROR injected) @MODEL@"),
+            std::string::npos)
+      << Lines[1].str();
 }
 
 TEST_F(CliTest, CompileRefusesAStrategyForAnotherCluster) {
