@@ -202,12 +202,12 @@ public:
         UsualNameUsed |= Dim.has_dim_param() &&
                          llvm::is_contained(UsualNames, Dim.dim_param());
     }
-    if (Options.Batch) {
-      for (const char *Name : UsualNames)
-        BatchNames.insert(Name);
-      if (Leading.size() == 1 && !UsualNameUsed)
-        BatchNames.insert(*Leading.begin());
-    }
+    // A usual name is the batch also when --dim gives its size (without
+    // --batch): its dim must still be the Sample dim.
+    for (const char *Name : UsualNames)
+      BatchNames.insert(Name);
+    if (Options.Batch && Leading.size() == 1 && !UsualNameUsed)
+      BatchNames.insert(*Leading.begin());
     Batch = Options.Batch;
   }
 
@@ -239,7 +239,7 @@ public:
         Bound[Name] = It->second;
         IsBatch = BatchNames.count(Name) > 0;
         BatchBound |= IsBatch;
-        if (IsBatch && It->second != *Batch)
+        if (IsBatch && Batch && It->second != *Batch)
           return fail(llvm::formatv("--dim {0}={1}: '{0}' is the model's "
                                     "batch dim, which --batch {2} binds to {2}",
                                     Name, It->second, *Batch));
@@ -264,7 +264,7 @@ public:
 
   llvm::Error checkAllUsed() const {
     for (const auto &[Name, Size] : Sizes)
-      if (!Used.count(Name) && !BatchNames.count(Name))
+      if (!Used.count(Name))
         return fail(llvm::formatv("--dim {0}={1}: the model's inputs have "
                                   "no symbolic dim '{0}'",
                                   Name, Size));

@@ -55,4 +55,29 @@ TEST(BatchDimImport, TheOneLeadingNameIsTheBatchWithoutAUsualName) {
   EXPECT_EQ(X.BatchDim, 0);
 }
 
+// --dim batch=32 without --batch: the dim is bound and still the batch (it
+// was bound as an Attribute dim, and data parallelism split nothing).
+TEST(BatchDimImport, AUsualNameGivenByDimIsTheBatch) {
+  onnx2soap::testing::TempDir Dir;
+  onnx_import::ImportOptions Options;
+  Options.Dims = {{"batch", 32}};
+  auto Model = importWithInput({"batch", 4}, Options, Dir);
+  ASSERT_TRUE(static_cast<bool>(Model)) << llvm::toString(Model.takeError());
+  const ir::Tensor &X = inputX(Model->Graph);
+  EXPECT_EQ(X.Type.Dims, ir::Shape({32, 4}));
+  EXPECT_EQ(X.BatchDim, 0);
+}
+
+// A --dim for a usual batch name no input has was ignored without a word.
+TEST(BatchDimImport, ADimNoInputHasIsAnError) {
+  onnx2soap::testing::TempDir Dir;
+  onnx_import::ImportOptions Options;
+  Options.Batch = 32;
+  Options.Dims = {{"B", 7}};
+  auto Model = importWithInput({"batch", 4}, Options, Dir);
+  ASSERT_FALSE(static_cast<bool>(Model));
+  EXPECT_EQ(llvm::toString(Model.takeError()),
+            "--dim B=7: the model's inputs have no symbolic dim 'B'");
+}
+
 } // namespace
