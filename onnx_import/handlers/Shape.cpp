@@ -554,6 +554,14 @@ llvm::Error range(NodeContext &C) {
       return C.error("Range inputs must be scalars");
     Values[I] = *V;
   }
+  // ONNX: start, limit and delta share one type (an integer start with a
+  // float delta read the delta's missing integers).
+  if (Values[1]->Type != Values[0]->Type || Values[2]->Type != Values[0]->Type)
+    return C.error("Range inputs must have one type (start {0}, limit {1}, "
+                   "delta {2})",
+                   ir::dtypeName(Values[0]->Type),
+                   ir::dtypeName(Values[1]->Type),
+                   ir::dtypeName(Values[2]->Type));
   ConstTensor T;
   T.Type = Values[0]->Type;
   double Start = Values[0]->floatAt(0), Limit = Values[1]->floatAt(0),

@@ -283,6 +283,21 @@ const BadModelCase BadModelCases[] =
            addOutput(G, "n");
          },
          "node 'range' (#3, op Range): Range of "},
+        // An integer start with a float delta read integers the delta does
+        // not have: a segmentation fault.
+        {"RangeMixedTypes",
+         [](onnx::ModelProto &M, const TempDir &) {
+           onnx::GraphProto &G = graph(M);
+           addInt64Initializer(G, "start", {0})->clear_dims();
+           addInt64Initializer(G, "limit", {5})->clear_dims();
+           addInt64Initializer(G, "step", {1})->clear_dims();
+           addIntAttr(*addNode(G, "Cast", {"step"}, {"delta"}, "cast"), "to",
+                      onnx::TensorProto::FLOAT);
+           addNode(G, "Range", {"start", "limit", "delta"}, {"n"}, "range");
+           addOutput(G, "n");
+         },
+         "node 'range' (#4, op Range): Range inputs must have one type "
+         "(start i64, limit i64, delta f32)"},
 
         // Attributes.
         {"WrongAttributeType",
