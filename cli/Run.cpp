@@ -133,6 +133,13 @@ constexpr int OutputsDiffer = 3;
 llvm::Expected<int> runRun() {
   if (llvm::Error E = checkThreads(Threads))
     return E;
+  // The outputs would replace the expected ones before they are read, and
+  // every run would pass.
+  bool Same = false;
+  if (!Out.empty() && !llvm::sys::fs::equivalent(Out, Data, Same) && Same)
+    return usageError("--out " + Out +
+                      ": the folder of --data, whose output_N.pb are the "
+                      "expected outputs; write elsewhere");
   auto Options = importOptions();
   if (!Options)
     return Options.takeError();

@@ -258,9 +258,33 @@ static llvm::Expected<ir::LossKind> lossKind() {
                                   LossFlag.getValue()));
 }
 
-/// -o and --trace, when given: files that can be written, and not one file.
-static llvm::Error checkOutputs() {
+/// -o and --trace, when given: files that can be written, not one file,
+/// and none of the files read (the model, a cluster or profile file, the
+/// strategy file for --trace), which they would replace. -o may rewrite
+/// the strategy file it simulates.
+static llvm::Error checkOutputs(const std::string &ModelPath) {
   namespace fs = llvm::sys::fs;
+  std::vector<std::pair<std::string, std::string>> Read{
+      {ModelPath, "the model"}};
+  Read.push_back({ClusterFlag, "--cluster"});
+  for (const std::string &Profile : ProfileFlag)
+    Read.push_back({Profile, "--profile"});
+  for (const auto &[Flag, Path] :
+       {std::pair<const char *, const std::string &>{"-o", StrategyOutput},
+        {"--trace", TraceFile}}) {
+    if (Path.empty())
+      continue;
+    auto Inputs = Read;
+    if (std::string(Flag) == "--trace")
+      Inputs.push_back({StrategyFlag, "--strategy"});
+    for (const auto &[Input, What] : Inputs) {
+      bool Same = false;
+      if (!Input.empty() && !fs::equivalent(Input, Path, Same) && Same)
+        return usageError(std::string(Flag) + " " + Path +
+                          ": the same file as " + What +
+                          "; it would be overwritten");
+    }
+  }
   if (StrategyOutput.getNumOccurrences())
     if (llvm::Error E = checkOutputFile(StrategyOutput, "-o"))
       return E;
@@ -284,7 +308,7 @@ static llvm::Error checkOutputs() {
 
 llvm::Expected<std::unique_ptr<Planning>>
 loadPlanning(const std::string &ModelPath) {
-  if (llvm::Error E = checkOutputs())
+  if (llvm::Error E = checkOutputs(ModelPath))
     return E;
   if (ClusterFlag.empty())
     return usageError("--cluster C is required: a preset (see 'onnx2soap "

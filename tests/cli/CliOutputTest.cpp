@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "CliTestUtil.h"
 #include "gmock/gmock.h"
+#include <fstream>
 #include <sys/stat.h>
 
 using namespace onnx2soap::testing;
@@ -67,6 +68,42 @@ TEST_F(CliTest, OutputsThatCannotTakeTheFileAreRefusedFirst) {
     EXPECT_TRUE(isFifo(Fifo)) << C.Expected;
     EXPECT_FALSE(llvm::sys::fs::exists(Good)) << C.Expected;
   }
+}
+
+// -o and --trace naming a file the command reads replaced it: the model
+// with a strategy file, a cluster file with a trace. Refused, the file
+// left as it was; -o may rewrite the strategy file simulated.
+TEST_F(CliTest, OutputsThatAreInputsAreRefused) {
+  std::string Model = Dir.file("model.onnx");
+  ASSERT_FALSE(llvm::sys::fs::copy_file(samplePath("tiny_cnn.onnx"), Model));
+  std::string ModelBytes = readFile(Model);
+  RunResult Shown = run({"clusters", "--show", "cpu:2"});
+  ASSERT_EQ(Shown.ExitCode, 0) << Shown.Err;
+  std::string Cluster = Dir.file("cluster.json");
+  { std::ofstream(Cluster) << Shown.Out; }
+  auto Args = [&](std::vector<std::string> More) {
+    std::vector<std::string> A{"simulate",   Model,          "--batch",
+                               "8",          "--cluster",    Cluster,
+                               "--strategy", "data-parallel"};
+    A.insert(A.end(), More.begin(), More.end());
+    return A;
+  };
+  expectUserError(run(Args({"-o", Model})),
+                  "-o " + Model +
+                      ": the same file as the model; it would be overwritten");
+  expectUserError(run(Args({"--trace", Dir.file("./cluster.json")})),
+                  ": the same file as --cluster; it would be overwritten");
+  EXPECT_EQ(readFile(Model), ModelBytes);
+  EXPECT_EQ(readFile(Cluster), Shown.Out);
+  // A strategy file simulated and written back.
+  std::string Strategy = Dir.file("s.json");
+  ASSERT_EQ(run(Args({"-o", Strategy})).ExitCode, 0);
+  RunResult Again = run({"simulate", Model, "--batch", "8", "--cluster",
+                         Cluster, "--strategy", Strategy, "-o", Strategy});
+  EXPECT_EQ(Again.ExitCode, 0) << Again.Err;
+  expectUserError(run({"simulate", Model, "--batch", "8", "--cluster", Cluster,
+                       "--strategy", Strategy, "--trace", Strategy}),
+                  ": the same file as --strategy; it would be overwritten");
 }
 
 // A preset's or a built-in strategy's name that is also a file in the

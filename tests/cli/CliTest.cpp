@@ -395,6 +395,13 @@ TEST_F(CliTest, RunReportsOutputsThatDiffer) {
   RunResult R = run({"run", Relu + "/model.onnx", "--data", Mixed});
   EXPECT_EQ(R.ExitCode, 3) << R.Err;
   EXPECT_THAT(R.Out, ::testing::HasSubstr("FAIL"));
+  // Writing into the --data folder replaced the expected outputs with the
+  // new ones, and the run passed.
+  std::string Expected = readFile(Mixed + "/output_0.pb");
+  expectUserError(run({"run", Relu + "/model.onnx", "--data", Mixed, "--out",
+                       Mixed + "/."}),
+                  "--out " + Mixed + "/.: the folder of --data");
+  EXPECT_EQ(readFile(Mixed + "/output_0.pb"), Expected);
 }
 
 // NaN where the reference has NaN is equal, and said to be (an output of
