@@ -180,6 +180,9 @@ llvm::Error runCompile() {
     return usageError("--budget must be a positive number of seconds");
   if (Iterations.getNumOccurrences() && Iterations == 0)
     return usageError("--iterations must be at least 1");
+  // Before the work: a folder it would refuse waited for the search.
+  if (llvm::Error E = codegen::checkProjectFolder(Output))
+    return E;
   auto Loaded = loadPlanning(Model);
   if (!Loaded)
     return Loaded.takeError();
@@ -288,14 +291,19 @@ llvm::Error runCompile() {
                    double(P.M.deviceType(Rank).libraryMemory()) +
                    Plan->Prediction.RuntimeMemory[Rank];
     if (Allocated[Rank] + OnTop > Capacity) {
+      // A GPU rank checks its device's free memory at start; a CPU rank
+      // has no such check and runs into the host's limits instead.
+      bool Gpu = !P.M.deviceType(Rank).CudaArch.empty();
       llvm::errs() << llvm::formatv(
-          "warning: rank {0} allocates {1} and takes {2} of kernel scratch, "
-          "library workspace, CUDA context and NCCL buffers, more than its "
-          "device's {3}: the program will fail to start there (search with a "
-          "lower --memory-limit and compile its strategy file, or use more "
+          "warning: rank {0} allocates {1} and takes {2} of kernel scratch{3}, "
+          "more than its device's {4}: {5} (search with a lower "
+          "--memory-limit and compile its strategy file, or use more "
           "devices)\n",
           Rank, formatBytes(Allocated[Rank]), formatBytes(OnTop),
-          formatBytes(Capacity));
+          Gpu ? ", library workspace, CUDA context and NCCL buffers" : "",
+          formatBytes(Capacity),
+          Gpu ? "the program will fail to start there"
+              : "the rank may run out of the host's memory");
       break;
     }
   }

@@ -229,8 +229,12 @@ llvm::Expected<ProjectFiles> projectFiles(const ProjectInputs &In) {
 /// Whether the folder Dir may be replaced: it is empty, or it holds a
 /// project written before and nothing else (the files its manifest lists,
 /// the manifest, and a build/ folder). Anything else there would be lost.
-static llvm::Error checkReplaceable(const std::string &Dir) {
+static llvm::Error checkReplaceable(llvm::StringRef Given) {
   namespace fs = llvm::sys::fs;
+  // "p//": the listing's paths have one slash after the folder.
+  std::string Dir = Given.rtrim('/').str();
+  if (Dir.empty())
+    Dir = Given.str();
   if (!fs::exists(Dir))
     return llvm::Error::success();
   if (!fs::is_directory(Dir))
@@ -298,6 +302,10 @@ static llvm::Error checkReplaceable(const std::string &Dir) {
                             "there did not write; move it or choose another "
                             "folder",
                             Dir, Others[0], More));
+}
+
+llvm::Error checkProjectFolder(const std::string &Dir) {
+  return checkReplaceable(Dir);
 }
 
 llvm::Error writeProject(const std::string &Dir, const ProjectFiles &Files) {

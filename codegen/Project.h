@@ -72,6 +72,12 @@ using ProjectFiles = std::map<std::string, FileContents>;
 /// the files are written.
 llvm::Expected<ProjectFiles> projectFiles(const ProjectInputs &In);
 
+/// Whether Dir may take a project: it does not exist, is empty, or holds a
+/// generated project and nothing else (a build/ folder aside). compile
+/// asks before its work too, so that a folder it would refuse does not
+/// wait for the search.
+llvm::Error checkProjectFolder(const std::string &Dir);
+
 /// Writes Files under Dir, replacing a previous generated project there
 /// (one with a manifest.json); refuses a non-empty folder that is not one.
 /// Nothing is left half-written: the tree goes to a temporary sibling first.

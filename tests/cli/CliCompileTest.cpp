@@ -212,6 +212,11 @@ TEST_F(CliTest, CompileLeavesAFolderThatIsNotAProjectAlone) {
   EXPECT_EQ(Tree,
             (std::map<std::string, std::string>{{"todo.txt", "buy milk\n"}}));
   EXPECT_THAT(besides(Out), ::testing::IsEmpty());
+  // Before any work: the folder was refused only after the search (and
+  // here the model, which does not exist, would have been the error).
+  expectUserError(run({"compile", Dir.file("missing.onnx"), "--batch", "8",
+                       "--cluster", "cpu:2", "-o", Out}),
+                  "-o " + Out + ": the folder is not empty");
 }
 
 // A project written before is replaced, its build/ folder with it, but not
@@ -232,7 +237,10 @@ TEST_F(CliTest, CompileReplacesOnlyWhatAProjectWrote) {
                       "did not write; move it or choose another folder");
   EXPECT_EQ(readTree(Out), Before);
   ASSERT_FALSE(llvm::sys::fs::remove(Out + "/src/job.sh"));
-  RunResult Again = run(compileArgs({"--strategy", "expert", "-o", Out}));
+  // "DIR//" is the same folder (its files were taken for others', their
+  // names cut short).
+  RunResult Again =
+      run(compileArgs({"--strategy", "expert", "-o", Out + "//"}));
   ASSERT_EQ(Again.ExitCode, 0) << Again.Err;
   EXPECT_FALSE(llvm::sys::fs::exists(Out + "/build"));
 
@@ -485,9 +493,10 @@ TEST_F(CliTest, CompileReportsTheMemoryTheProgramAllocates) {
            "data-parallel", "-o", Small});
   ASSERT_EQ(R.ExitCode, 0) << R.Err;
   EXPECT_THAT(R.Err, ::testing::HasSubstr("warning: rank 0 allocates "));
+  // CPU ranks: no start-up check, no CUDA context or NCCL.
   EXPECT_THAT(R.Err, ::testing::HasSubstr(
-                         "more than its device's 100 KiB: the program will "
-                         "fail to start there"));
+                         "of kernel scratch, more than its device's 100 KiB: "
+                         "the rank may run out of the host's memory"));
 }
 
 // `--optimizer sgd --momentum X` trains with a momentum slot per parameter,
