@@ -251,9 +251,15 @@ public:
       Bound[Name.empty() ? "(unnamed batch)" : Name] = *Batch;
       return *Batch;
     }
-    if (Name.empty())
+    // --batch binds an unnamed dim 0 only; no flag can name another.
+    if (Name.empty() && D == 0)
       return fail(llvm::formatv("input '{0}' dim {1} has no size; give the "
                                 "batch with --batch N",
+                                In.name(), D));
+    if (Name.empty())
+      return fail(llvm::formatv("input '{0}' dim {1} has neither a size nor "
+                                "a name, so no flag can give it one; export "
+                                "the model with a fixed or named dim there",
                                 In.name(), D));
     return fail(llvm::formatv("input '{0}' dim {1} is symbolic ('{2}'); give "
                               "its size with {3}",

@@ -70,19 +70,20 @@ static llvm::Expected<ExternalRef> readExternal(const onnx::TensorProto &T) {
 }
 
 /// The value of a small integer initializer whose bytes are at hand; none
-/// when its external data is absent or unreadable (a handler that needs the
-/// value reports that).
+/// when its external data is absent or unreadable, Why saying so (a
+/// handler that needs the value reports it).
 static std::optional<ConstTensor> knownValue(const onnx::TensorProto &Meta,
-                                             const ir::TensorData &Data) {
+                                             const ir::TensorData &Data,
+                                             std::string &Why) {
   auto Raw = Data.bytes();
   if (!Raw) {
-    llvm::consumeError(Raw.takeError());
+    Why = llvm::toString(Raw.takeError());
     return std::nullopt;
   }
   auto Decoded =
       decodeTensor(Meta, llvm::StringRef(Raw->data(), Raw->size()), true);
   if (!Decoded) {
-    llvm::consumeError(Decoded.takeError());
+    Why = llvm::toString(Decoded.takeError());
     return std::nullopt;
   }
   return std::move(*Decoded);
@@ -166,7 +167,7 @@ llvm::Error addInitializer(ImportState &State, const ModelFile &File,
   // Integer tables (shapes, axes, indices) are values the importer folds
   // with; floating-point initializers are weights and never read here.
   if (!ir::isFloatingPoint(*Type) && !V.Const && *Count <= MaxFoldedElements)
-    V.Const = knownValue(Meta, Data);
+    V.Const = knownValue(Meta, Data, V.Unknown);
   ir::TensorRole Role = ir::isFloatingPoint(*Type) ? ir::TensorRole::Parameter
                                                    : ir::TensorRole::Constant;
   V.Tensor = State.Graph.addTensor(Name, TType, Role, std::move(Data));

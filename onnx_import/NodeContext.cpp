@@ -128,6 +128,9 @@ NodeContext::requireConstant(unsigned I, llvm::StringRef What) const {
     return &*input(I).Hint;
   if (!hasInput(I))
     return error("input {0} ({1}) is required but missing", I, What);
+  if (!input(I).Unknown.empty())
+    return error("input '{0}' ({1}) is needed at import time, but {2}",
+                 Node.input(I), What, input(I).Unknown);
   return error("input '{0}' ({1}) must be a constant or computable from "
                "static shapes at import time ({1} known only at run time is "
                "not supported)",

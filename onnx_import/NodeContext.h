@@ -28,6 +28,9 @@ struct Value {
   /// A graph input's value given for this run (ImportOptions::InputHints):
   /// used only where a value is required at import time.
   std::optional<ConstTensor> Hint;
+  /// Why a small integer initializer's value is not known (its external
+  /// data absent or unreadable), for the handler that needs it.
+  std::string Unknown;
 };
 
 /// The importer's state shared by all handlers.

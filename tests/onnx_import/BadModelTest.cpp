@@ -344,10 +344,28 @@ const BadModelCase BadModelCases[] =
          "symbolic batch dim)"},
         {"NegativeBatch", [](onnx::ModelProto &, const TempDir &) {},
          "--batch -3: must be positive", batch(-3)},
+        // "give the batch with --batch N" even with --batch given.
+        {"UnnamedInnerDim",
+         [](onnx::ModelProto &M, const TempDir &) {
+           graph(M).mutable_input(0)->mutable_type()->mutable_tensor_type()
+               ->mutable_shape()->mutable_dim(1)->Clear();
+         },
+         "input 'x' dim 1 has neither a size nor a name, so no flag can give "
+         "it one"},
         {"NegativeDimFlag", [](onnx::ModelProto &, const TempDir &) {},
          "--dim batch=-1: must not be negative", dims({{"batch", -1}})},
 
         // External data.
+        // A shape stored as external data whose file is absent: the
+        // message named neither the file nor why.
+        {"ExternalShapeAbsent",
+         [](onnx::ModelProto &M, const TempDir &) {
+           addReshape(M, {2, -1});
+           setExternalData(*findInitializer(graph(M), "target"), "shape.bin",
+                           0, 16);
+         },
+         "node 'reshape' (#3, op Reshape): input 'target' (shape) is needed "
+         "at import time, but cannot open external data '"},
         {"ExternalAbsolutePath",
          [](onnx::ModelProto &M, const TempDir &) {
            setExternalData(*findInitializer(graph(M), "W"), "/etc/passwd", 0,
