@@ -347,6 +347,8 @@ llvm::Error runCalibrate() {
   if (CacheFlag != "cold" && CacheFlag != "warm")
     return usageError("--cache " + CacheFlag + ": expected cold or warm");
   bool Cold = CacheFlag == "cold";
+  if (llvm::Error E = checkNotAnInput(Output, "-o", Model))
+    return E;
   auto Loaded = loadPlanning(Model);
   if (!Loaded)
     return Loaded.takeError();

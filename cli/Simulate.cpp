@@ -262,29 +262,31 @@ static llvm::Expected<ir::LossKind> lossKind() {
 /// and none of the files read (the model, a cluster or profile file, the
 /// strategy file for --trace), which they would replace. -o may rewrite
 /// the strategy file it simulates.
-static llvm::Error checkOutputs(const std::string &ModelPath) {
-  namespace fs = llvm::sys::fs;
+llvm::Error checkNotAnInput(const std::string &Path, llvm::StringRef Flag,
+                            const std::string &ModelPath,
+                            const std::string &Also, llvm::StringRef AlsoWhat) {
   std::vector<std::pair<std::string, std::string>> Read{
-      {ModelPath, "the model"}};
-  Read.push_back({ClusterFlag, "--cluster"});
+      {ModelPath, "the model"}, {ClusterFlag, "--cluster"}};
   for (const std::string &Profile : ProfileFlag)
     Read.push_back({Profile, "--profile"});
-  for (const auto &[Flag, Path] :
-       {std::pair<const char *, const std::string &>{"-o", StrategyOutput},
-        {"--trace", TraceFile}}) {
-    if (Path.empty())
-      continue;
-    auto Inputs = Read;
-    if (std::string(Flag) == "--trace")
-      Inputs.push_back({StrategyFlag, "--strategy"});
-    for (const auto &[Input, What] : Inputs) {
-      bool Same = false;
-      if (!Input.empty() && !fs::equivalent(Input, Path, Same) && Same)
-        return usageError(std::string(Flag) + " " + Path +
-                          ": the same file as " + What +
-                          "; it would be overwritten");
-    }
+  Read.push_back({Also, AlsoWhat.str()});
+  for (const auto &[Input, What] : Read) {
+    bool Same = false;
+    if (!Path.empty() && !Input.empty() &&
+        !llvm::sys::fs::equivalent(Input, Path, Same) && Same)
+      return usageError(Flag + " " + Path + ": the same file as " + What +
+                        "; it would be overwritten");
   }
+  return llvm::Error::success();
+}
+
+static llvm::Error checkOutputs(const std::string &ModelPath) {
+  namespace fs = llvm::sys::fs;
+  if (llvm::Error E = checkNotAnInput(StrategyOutput, "-o", ModelPath))
+    return E;
+  if (llvm::Error E = checkNotAnInput(TraceFile, "--trace", ModelPath,
+                                      StrategyFlag, "--strategy"))
+    return E;
   if (StrategyOutput.getNumOccurrences())
     if (llvm::Error E = checkOutputFile(StrategyOutput, "-o"))
       return E;

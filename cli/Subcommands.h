@@ -114,6 +114,15 @@ bool traceGiven();
 /// writable; Flag names the flag in errors. Checked before the work, so
 /// that a bad path costs none.
 llvm::Error checkOutputFile(llvm::StringRef Path, llvm::StringRef Flag);
+
+/// Fails when the output Path of Flag is one of the files a planning
+/// command reads: the model, the --cluster file, a --profile file (and
+/// Also, when given: another input, named AlsoWhat), which writing it
+/// would replace.
+llvm::Error checkNotAnInput(const std::string &Path, llvm::StringRef Flag,
+                            const std::string &ModelPath,
+                            const std::string &Also = "",
+                            llvm::StringRef AlsoWhat = "");
 /// Writes the file at Path through a temporary file in its folder renamed
 /// into place, so that no half-written file is ever left (an interrupt
 /// removes it too); Flag names the flag in errors.

@@ -93,6 +93,10 @@ TEST_F(CliTest, OutputsThatAreInputsAreRefused) {
                       ": the same file as the model; it would be overwritten");
   expectUserError(run(Args({"--trace", Dir.file("./cluster.json")})),
                   ": the same file as --cluster; it would be overwritten");
+  expectUserError(run({"calibrate", Model, "--batch", "8", "--cluster", Cluster,
+                       "-o", Cluster}),
+                  "-o " + Cluster +
+                      ": the same file as --cluster; it would be overwritten");
   EXPECT_EQ(readFile(Model), ModelBytes);
   EXPECT_EQ(readFile(Cluster), Shown.Out);
   // A strategy file simulated and written back.
