@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "cli/Subcommands.h"
 #include "codegen/Project.h"
+#include "ir/JsonText.h"
 #include "soap_search/Builtins.h"
 #include "soap_search/Mcmc.h"
 #include "llvm/Support/FileSystem.h"
@@ -111,6 +112,22 @@ optimizerConfig(const std::string &Name) {
                   : C.Kind == rt::OptimizerKind::AdamW ? 0.01
                                                        : 0.0;
   return C;
+}
+
+/// The optimizer the program runs, for its README: the same whichever
+/// name --optimizer gave it ("--optimizer momentum --momentum 0" is SGD).
+static std::string optimizerDescription(const rt::OptimizerConfig &C) {
+  switch (C.Kind) {
+  case rt::OptimizerKind::Sgd:
+    return C.Momentum != 0
+               ? "SGD with momentum " + ir::shortestNumber(C.Momentum)
+               : std::string("SGD");
+  case rt::OptimizerKind::Adam:
+    return "Adam";
+  case rt::OptimizerKind::AdamW:
+    return "AdamW";
+  }
+  return "?";
 }
 
 /// What codegen::checkRunnable reads of an op: its kind, attributes, the
@@ -253,7 +270,7 @@ llvm::Error runCompile() {
       *Plan, P.M, P.Target, (*ModelBytes)->getBuffer(),
       soap_search::writeStrategy(
           G, S, P.Target, strategyPrediction(P, Plan->Prediction), Bucket),
-      planningOptimizerName(), ir::lossKindName(T.Loss).str(),
+      optimizerDescription(*Optimizer), ir::lossKindName(T.Loss).str(),
       ONNX2SOAP_VERSION,
       // The plan hash heads the weight shard file: programs whose first
       // weights differ must not share it.

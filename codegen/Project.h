@@ -28,7 +28,7 @@ struct ProjectInputs {
   /// alive until the project is written) and the strategy file's text.
   llvm::StringRef ModelBytes;
   std::string StrategyText;
-  std::string OptimizerName; ///< "sgd", "adam", ... for the README
+  std::string OptimizerName; ///< "SGD with momentum 0.9", "AdamW": the README
   std::string LossName;
   std::string Version; ///< onnx2soap's version
   /// Where the initial weights come from ("onnx", "random 7"): part of the

@@ -150,6 +150,34 @@ TEST_F(CliTest, NamesCannotBreakTheGeneratedSources) {
       << Lines[1].str();
 }
 
+// The README names the optimizer the program runs, as strategy.json's
+// prediction does: --optimizer momentum --momentum 0 is plain SGD.
+TEST_F(CliTest, TheReadmeNamesTheOptimizerThatRuns) {
+  struct Case {
+    std::vector<std::string> Flags;
+    const char *Readme;
+  } Cases[] = {
+      {{}, "by SGD with momentum 0.9 on"},
+      {{"--optimizer", "momentum", "--momentum", "0"}, "by SGD on"},
+      {{"--optimizer", "sgd", "--momentum", "0.5"},
+       "by SGD with momentum 0.5 on"},
+      {{"--optimizer", "adamw"}, "by AdamW on"},
+  };
+  for (const Case &C : Cases) {
+    std::string Out = Dir.file("readme-project");
+    std::vector<std::string> Args{
+        "compile",    fixturePath("cnn_bn", "model.onnx"),
+        "--batch",    "8",
+        "--cluster",  "cpu:2",
+        "--strategy", "data-parallel",
+        "-o",         Out};
+    Args.insert(Args.end(), C.Flags.begin(), C.Flags.end());
+    RunResult R = run(Args);
+    ASSERT_EQ(R.ExitCode, 0) << R.Err;
+    EXPECT_THAT(readFile(Out + "/README.md"), ::testing::HasSubstr(C.Readme));
+  }
+}
+
 TEST_F(CliTest, CompileRefusesAStrategyForAnotherCluster) {
   std::string Strategy = Dir.file("cpu2.json");
   RunResult Search = run({"search", fixturePath("cnn_bn", "model.onnx"),
