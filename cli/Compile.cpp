@@ -16,7 +16,6 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 #include <algorithm>
-#include <cmath>
 #include <limits>
 #include <map>
 #include <memory>
@@ -189,14 +188,10 @@ llvm::Error runCompile() {
                       "project");
   if (Init != "onnx" && Init != "random")
     return usageError("--init " + Init + ": expected onnx or random");
-  if (Budget.getNumOccurrences() && Iterations.getNumOccurrences())
-    return usageError("--budget and --iterations exclude each other");
-  // As search's: an infinite budget never ends, and --iterations 0 would
-  // fall back to the time budget.
-  if (!(Budget > 0) || !std::isfinite(Budget))
-    return usageError("--budget must be a positive number of seconds");
-  if (Iterations.getNumOccurrences() && Iterations == 0)
-    return usageError("--iterations must be at least 1");
+  if (llvm::Error E =
+          checkSearchWork(Budget.getNumOccurrences(), Budget,
+                          Iterations.getNumOccurrences(), Iterations))
+    return E;
   // Before the work: a folder it would refuse waited for the search.
   if (llvm::Error E = codegen::checkProjectFolder(Output))
     return E;

@@ -111,13 +111,10 @@ static llvm::Expected<std::vector<unsigned>> parseSweep() {
 
 static llvm::Expected<SearchOptions> searchOptions() {
   SearchOptions O;
-  if (Budget.getNumOccurrences() && Iterations.getNumOccurrences())
-    return usageError("--budget and --iterations exclude each other: give a "
-                      "time budget or a number of steps");
-  if (!(Budget > 0) || !std::isfinite(Budget))
-    return usageError("--budget must be a positive number of seconds");
-  if (Iterations.getNumOccurrences() && Iterations == 0)
-    return usageError("--iterations must be at least 1");
+  if (llvm::Error E =
+          checkSearchWork(Budget.getNumOccurrences(), Budget,
+                          Iterations.getNumOccurrences(), Iterations))
+    return E;
   // Each chain holds a simulator of its own.
   if (Chains == 0 || Chains > 1024)
     return usageError(

@@ -172,6 +172,22 @@ inline llvm::Error usageError(const llvm::Twine &Message) {
   return fail(Message);
 }
 
+/// The amount of search work `search` and `compile` take: --budget and
+/// --iterations exclude each other, a budget is a positive finite number
+/// of seconds (an infinite one never ends), and --iterations, when given,
+/// is at least 1 (0 would fall back to the budget).
+inline llvm::Error checkSearchWork(bool BudgetGiven, double Budget,
+                                   bool IterationsGiven, uint64_t Iterations) {
+  if (BudgetGiven && IterationsGiven)
+    return usageError("--budget and --iterations exclude each other: give a "
+                      "time budget or a number of steps");
+  if (!(Budget > 0) || !std::isfinite(Budget))
+    return usageError("--budget must be a positive number of seconds");
+  if (IterationsGiven && Iterations == 0)
+    return usageError("--iterations must be at least 1");
+  return llvm::Error::success();
+}
+
 /// An optimizer flag's value checked when given: a finite number from Low
 /// to High, High itself excluded when HighOpen ("--beta2 -1" trained on
 /// into NaN losses).

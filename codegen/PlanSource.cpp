@@ -51,6 +51,13 @@ static const char *dtypeEnumerator(rt::DType Type) {
   llvm_unreachable("unknown DType");
 }
 
+/// C as a C++ octal escape: a backslash and three octal digits.
+static void appendOctal(std::string &Out, unsigned char C) {
+  char Escape[8];
+  std::snprintf(Escape, sizeof Escape, "\\%03o", C);
+  Out += Escape;
+}
+
 static std::string quoted(llvm::StringRef Text) {
   std::string Out = "\"";
   for (size_t I = 0; I < Text.size(); ++I) {
@@ -64,9 +71,7 @@ static std::string quoted(llvm::StringRef Text) {
     } else if (C >= 0x20 && C < 0x7f && C != '?' && !SecondSlash) {
       Out += C;
     } else {
-      char Escape[8];
-      std::snprintf(Escape, sizeof Escape, "\\%03o", C);
-      Out += Escape;
+      appendOctal(Out, C);
     }
   }
   return Out + "\"";
@@ -78,13 +83,10 @@ static std::string quoted(llvm::StringRef Text) {
 static std::string commented(llvm::StringRef Text) {
   std::string Out;
   for (unsigned char C : Text) {
-    if (C >= 0x20 && C < 0x7f && C != '\\') {
+    if (C >= 0x20 && C < 0x7f && C != '\\')
       Out += C;
-    } else {
-      char Escape[8];
-      std::snprintf(Escape, sizeof Escape, "\\%03o", C);
-      Out += Escape;
-    }
+    else
+      appendOctal(Out, C);
   }
   return Out;
 }

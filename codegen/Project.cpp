@@ -226,15 +226,15 @@ llvm::Expected<ProjectFiles> projectFiles(const ProjectInputs &In) {
   return Files;
 }
 
-/// Whether the folder Dir may be replaced: it is empty, or it holds a
-/// project written before and nothing else (the files its manifest lists,
-/// the manifest, and a build/ folder). Anything else there would be lost.
-static llvm::Error checkReplaceable(llvm::StringRef Given) {
+// Dir may be replaced when it is empty, or holds a project written before
+// and nothing else (the files its manifest lists, the manifest, and a
+// build/ folder): anything else there would be lost.
+llvm::Error checkProjectFolder(const std::string &Given) {
   namespace fs = llvm::sys::fs;
   // "p//": the listing's paths have one slash after the folder.
-  std::string Dir = Given.rtrim('/').str();
+  std::string Dir = llvm::StringRef(Given).rtrim('/').str();
   if (Dir.empty())
-    Dir = Given.str();
+    Dir = Given;
   if (!fs::exists(Dir))
     return llvm::Error::success();
   if (!fs::is_directory(Dir))
@@ -304,13 +304,9 @@ static llvm::Error checkReplaceable(llvm::StringRef Given) {
                             Dir, Others[0], More));
 }
 
-llvm::Error checkProjectFolder(const std::string &Dir) {
-  return checkReplaceable(Dir);
-}
-
 llvm::Error writeProject(const std::string &Dir, const ProjectFiles &Files) {
   namespace fs = llvm::sys::fs;
-  if (llvm::Error E = checkReplaceable(Dir))
+  if (llvm::Error E = checkProjectFolder(Dir))
     return E;
   // The trees beside Dir get names no folder there has (made, not only
   // chosen, so a compile beside this one cannot take them too): nothing

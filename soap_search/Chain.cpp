@@ -173,15 +173,14 @@ heavyUnits(const ir::Graph &G, const std::vector<std::vector<ir::OpId>> &Units,
   return Order;
 }
 
-ChainResult runChain(const ir::TrainingGraph &T, const simulator::Machine &M,
-                     const simulator::CostModel &Cost,
-                     simulator::SimOptions SimOpts,
-                     const SearchOptions &Options, const ConfigSpace &Space,
-                     const Strategy &Start, llvm::StringRef StartName,
-                     llvm::ArrayRef<Strategy> Alternatives, CostFunction F,
-                     unsigned Index, SharedProgress &Progress,
-                     Clock::time_point Begin, double Budget,
-                     const std::function<void()> &Aside) {
+ChainResult
+runChain(const ir::TrainingGraph &T, const simulator::Machine &M,
+         const simulator::CostModel &Cost, simulator::SimOptions SimOpts,
+         const SearchOptions &Options, const ConfigSpace &Space,
+         const Strategy &Start, llvm::StringRef StartName,
+         llvm::ArrayRef<Strategy> Alternatives, CostFunction F, unsigned Index,
+         SharedProgress &Progress, Clock::time_point Begin, double Budget,
+         const MessageCap &Cap, const std::function<void()> &Aside) {
   Rng R = chainRng(Options.Seed, Index);
   std::string FoundBy =
       "chain " + std::to_string(Index) + " from " + StartName.str();
@@ -203,7 +202,6 @@ ChainResult runChain(const ir::TrainingGraph &T, const simulator::Machine &M,
   std::vector<std::vector<ir::OpId>> Near = neighbours(T.G, WeightOnly);
   std::vector<bool> ReadsWeights = readsWeights(T.G, WeightOnly);
   std::vector<ParallelConfig> Proposal, Old;
-  MessageCap Cap(T.G, Space.numDevices());
   // The simulator holds a new current strategy of cost Next.
   auto Accept = [&](double Next) {
     Current = Next;

@@ -15,6 +15,7 @@
 #ifndef ONNX2SOAP_SOAP_SEARCH_CHAIN_H
 #define ONNX2SOAP_SOAP_SEARCH_CHAIN_H
 
+#include "soap_search/MessageCap.h"
 #include "soap_search/SearchCommon.h"
 #include <functional>
 
@@ -37,14 +38,18 @@ struct ChainResult {
 /// until Budget seconds from its own start or half of them without an
 /// improvement; times it reports count from Begin. Aside, when set, runs
 /// before each step (another thread's work the chain's thread helps with).
-ChainResult
-runChain(const ir::TrainingGraph &T, const simulator::Machine &M,
-         const simulator::CostModel &Cost, simulator::SimOptions SimOpts,
-         const SearchOptions &Options, const ConfigSpace &Space,
-         const simulator::Strategy &Start, llvm::StringRef StartName,
-         llvm::ArrayRef<simulator::Strategy> Alternatives, CostFunction F,
-         unsigned Index, SharedProgress &Progress, Clock::time_point Begin,
-         double Budget, const std::function<void()> &Aside);
+/// Cap, the search's bound on messages for Space's devices, is shared by
+/// its chains.
+ChainResult runChain(const ir::TrainingGraph &T, const simulator::Machine &M,
+                     const simulator::CostModel &Cost,
+                     simulator::SimOptions SimOpts,
+                     const SearchOptions &Options, const ConfigSpace &Space,
+                     const simulator::Strategy &Start,
+                     llvm::StringRef StartName,
+                     llvm::ArrayRef<simulator::Strategy> Alternatives,
+                     CostFunction F, unsigned Index, SharedProgress &Progress,
+                     Clock::time_point Begin, double Budget,
+                     const MessageCap &Cap, const std::function<void()> &Aside);
 
 } // namespace onnx2soap::soap_search
 

@@ -242,7 +242,7 @@ SearchResult search(const ir::TrainingGraph &T, const simulator::Machine &M,
             Alternatives.push_back(Space.admit(*A));
       Results[C] = runChain(T, M, Cost, SimOpts, Options, Space, Start,
                             C < 3 ? StartNames[C] : "random", Alternatives,
-                            Chain, C, Progress, Begin, ChainBudget, Aside);
+                            Chain, C, Progress, Begin, ChainBudget, Cap, Aside);
     }
   };
   // Ahead's work: OptCNN's strategy, then chains once the built-ins are

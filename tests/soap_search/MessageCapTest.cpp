@@ -21,6 +21,16 @@ using namespace onnx2soap::soap_search;
 
 namespace {
 
+/// A random strategy drawn op by op from Space, with the numbers
+/// randomWithin takes for the same seed (chainRng(3, 7)).
+Strategy drawnPlainly(const ir::Graph &G, const ConfigSpace &Space) {
+  Rng Plain = chainRng(3, 7);
+  Strategy Drawn;
+  for (const ir::Op &O : G.ops())
+    Drawn.Configs.push_back(Space.random(O.Id, Plain));
+  return Drawn;
+}
+
 /// The ops whose config in S passes the bound with the ops around them.
 std::vector<ir::OpId> overTheBound(const ir::Graph &G, const MessageCap &Cap,
                                    const Strategy &S) {
@@ -106,10 +116,8 @@ TEST(MessageCap, RandomStrategiesDrawnWithinItOnOneThousandGpus) {
       }
     return Most;
   };
-  Rng Plain = chainRng(3, 7), Bounded = chainRng(3, 7);
-  Strategy Drawn;
-  for (const ir::Op &O : G.ops())
-    Drawn.Configs.push_back(Space.random(O.Id, Plain));
+  Rng Bounded = chainRng(3, 7);
+  Strategy Drawn = drawnPlainly(G, Space);
   EXPECT_GT(MostMessages(Drawn), Cap.bound());
   Strategy Within = Cap.randomWithin(Space, Data, Bounded);
   EXPECT_LE(MostMessages(Within), Cap.bound());
@@ -124,10 +132,8 @@ TEST(MessageCap, RandomStrategiesAsBeforeOnSixtyFourDevices) {
   ir::TrainingGraph T = test::sample("alexnet", 1024);
   Machine M = test::machine("paper-k80", 64);
   ConfigSpace Space(T.G, M.numDevices());
-  Rng Plain = chainRng(3, 7), Bounded = chainRng(3, 7);
-  Strategy Drawn;
-  for (const ir::Op &O : T.G.ops())
-    Drawn.Configs.push_back(Space.random(O.Id, Plain));
+  Rng Bounded = chainRng(3, 7);
+  Strategy Drawn = drawnPlainly(T.G, Space);
   EXPECT_TRUE(MessageCap(T.G, M.numDevices())
                   .randomWithin(Space, Space.admit(dataParallel(T.G, M)),
                                 Bounded) == Drawn);
