@@ -163,6 +163,10 @@ unsigned fuseLayerNorm(Graph &G) {
         }
       }
     }
+    // A constant that broadcasts to a higher rank (an epsilon of shape
+    // [1, 1, 1]) gives the chain another type than LayerNorm's.
+    if (!(G.tensor(Result).Type == G.tensor(X).Type))
+      continue;
     if (Scale == NoTensor) {
       TensorType Ones{G.tensor(X).Type.Type, Normalized};
       std::vector<char> Bytes(Ones.byteSize());
@@ -181,9 +185,10 @@ unsigned fuseLayerNorm(Graph &G) {
     llvm::SmallVector<TensorId, 3> Inputs{X, Scale};
     if (Bias != NoTensor)
       Inputs.push_back(Bias);
+    // The result keeps its name: a graph output is read back by it.
     std::string Name = G.op(Id).Name;
     auto Norm = G.addOp(OpKind::LayerNorm, Name + "/layernorm", Inputs,
-                        std::move(Attrs));
+                        std::move(Attrs), {G.tensor(Result).Name});
     if (!Norm) {
       llvm::consumeError(Norm.takeError());
       continue;
@@ -245,12 +250,15 @@ unsigned fuseGelu(Graph &G) {
       if (TimesX && Matcher::other(*TimesX, Mul1->Outputs[0]) == X)
         Result = TimesX->Outputs[0];
     }
-    if (Result == NoTensor)
+    // Not where a constant broadcasts to a higher rank (0.5 of shape
+    // [1, 1, 1]): Gelu's result has x's type.
+    if (Result == NoTensor || !(G.tensor(Result).Type == G.tensor(X).Type))
       continue;
     Attributes Attrs;
     Attrs.set("approximate", std::string("none"));
-    auto Gelu =
-        G.addOp(OpKind::Gelu, Erf.Name + "/gelu", {X}, std::move(Attrs));
+    // The result keeps its name: a graph output is read back by it.
+    auto Gelu = G.addOp(OpKind::Gelu, Erf.Name + "/gelu", {X}, std::move(Attrs),
+                        {G.tensor(Result).Name});
     if (!Gelu) {
       llvm::consumeError(Gelu.takeError());
       continue;

@@ -32,12 +32,14 @@ attrs(std::initializer_list<std::pair<const char *, AttrValue>> Pairs) {
 
 inline IntList ints(std::initializer_list<int64_t> V) { return IntList(V); }
 
-/// A float scalar constant.
-inline TensorId scalar(Graph &G, const std::string &Name, float Value) {
+/// A float scalar constant (of shape Dims: [1, 1] broadcasts as [] does
+/// but raises the rank of what it meets).
+inline TensorId scalar(Graph &G, const std::string &Name, float Value,
+                       Shape Dims = {}) {
   std::vector<char> Bytes(sizeof Value);
   std::memcpy(Bytes.data(), &Value, sizeof Value);
-  return G.addTensor(Name, f32({}), TensorRole::Constant,
-                     TensorData::owned(std::move(Bytes)));
+  return G.addTensor(Name, TensorType{DType::Float32, std::move(Dims)},
+                     TensorRole::Constant, TensorData::owned(std::move(Bytes)));
 }
 
 /// Adds an op that must be valid; returns its first output.

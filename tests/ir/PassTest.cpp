@@ -79,8 +79,9 @@ TEST(Roles, BatchNormStatisticsAreStateAndOverridesApply) {
               ::testing::HasSubstr("both to --trainable and to --frozen"));
 }
 
-/// y = (x - mean(x)) / sqrt(mean((x - mean(x))^2) + eps) * w + b
-Graph decomposedLayerNorm(bool ExtraUse) {
+/// y = (x - mean(x)) / sqrt(mean((x - mean(x))^2) + eps) * w + b, with eps
+/// of shape EpsDims.
+Graph decomposedLayerNorm(bool ExtraUse, Shape EpsDims = {}) {
   Graph G;
   TensorId X = G.addTensor("x", f32({2, 5, 8}), TensorRole::Input);
   G.addInput(X);
@@ -89,12 +90,13 @@ Graph decomposedLayerNorm(bool ExtraUse) {
   TensorId D = add(G, OpKind::Sub, {X, Mean});
   TensorId Sq = add(G, OpKind::Pow, {D, scalar(G, "two", 2.0f)});
   TensorId Var = add(G, OpKind::ReduceMean, {Sq}, Axes);
-  TensorId Eps = add(G, OpKind::Add, {Var, scalar(G, "eps", 1e-5f)});
+  TensorId Eps =
+      add(G, OpKind::Add, {Var, scalar(G, "eps", 1e-5f, std::move(EpsDims))});
   TensorId Std = add(G, OpKind::Sqrt, {Eps});
   TensorId N = add(G, OpKind::Div, {D, Std});
   TensorId W = G.addTensor("w", f32({8}), TensorRole::Parameter);
   TensorId B = G.addTensor("b", f32({8}), TensorRole::Parameter);
-  TensorId Y = add(G, OpKind::Add, {add(G, OpKind::Mul, {N, W}), B});
+  TensorId Y = add(G, OpKind::Add, {add(G, OpKind::Mul, {N, W}), B}, {}, "y");
   G.addOutput(Y);
   if (ExtraUse)
     G.addOutput(D);
@@ -112,6 +114,17 @@ TEST(Fusion, RecognizesDecomposedLayerNorm) {
   EXPECT_EQ(G.tensor(Norm.Inputs[1]).Name, "w");
   EXPECT_EQ(G.tensor(Norm.Inputs[2]).Name, "b");
   EXPECT_EQ(G.outputs()[0], Norm.Outputs[0]);
+  // What run --out and inspect name it by.
+  EXPECT_EQ(G.tensor(Norm.Outputs[0]).Name, "y:0");
+}
+
+// An epsilon of shape [1, 1, 1, 1] makes the result 4-D where LayerNorm's
+// would be x's 3-D: the chain is left as it is.
+TEST(Fusion, LeavesLayerNormThatRaisesTheRank) {
+  Graph G = decomposedLayerNorm(false, Shape{1, 1, 1, 1});
+  ASSERT_EQ(G.tensor(G.outputs()[0]).Type.rank(), 4u);
+  EXPECT_EQ(fusePatterns(G), 0u);
+  EXPECT_EQ(G.tensor(G.outputs()[0]).Type.rank(), 4u);
 }
 
 TEST(Fusion, LeavesLayerNormWhoseIntermediateIsUsed) {
@@ -136,11 +149,31 @@ TEST(Fusion, RecognizesErfGeluInBothOrders) {
       Y = add(G, OpKind::Mul,
               {add(G, OpKind::Mul, {X, One}), scalar(G, "half", 0.5f)});
     G.addOutput(Y);
+    std::string Name = G.tensor(Y).Name;
     EXPECT_EQ(fusePatterns(G), 1u) << "half first: " << HalfFirst;
     ASSERT_EQ(G.numOps(), 1u);
     EXPECT_EQ(G.op(0).Kind, OpKind::Gelu);
     EXPECT_EQ(G.op(0).Inputs[0], G.inputs()[0]);
+    EXPECT_EQ(G.outputs()[0], G.op(0).Outputs[0]);
+    EXPECT_EQ(G.tensor(G.outputs()[0]).Name, Name);
   }
+}
+
+// 0.5 of shape [1, 1, 1] makes the result [1, 4, 16] where Gelu's would be
+// x's [4, 16]: the chain is left as it is.
+TEST(Fusion, LeavesGeluThatRaisesTheRank) {
+  Graph G;
+  TensorId X = G.addTensor("x", f32({4, 16}), TensorRole::Input);
+  G.addInput(X);
+  TensorId E = add(G, OpKind::Erf,
+                   {add(G, OpKind::Div, {X, scalar(G, "r2", 1.4142135f)})});
+  TensorId One = add(G, OpKind::Add, {E, scalar(G, "one", 1.0f)});
+  TensorId Y = add(
+      G, OpKind::Mul,
+      {add(G, OpKind::Mul, {X, One}), scalar(G, "half", 0.5f, Shape{1, 1, 1})});
+  G.addOutput(Y);
+  EXPECT_EQ(fusePatterns(G), 0u);
+  EXPECT_EQ(G.tensor(G.outputs()[0]).Type.Dims, (Shape{1, 4, 16}));
 }
 
 TEST(Fusion, IgnoresErfWithOtherConstants) {
