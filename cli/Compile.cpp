@@ -103,6 +103,9 @@ optimizerConfig(const std::string &Name) {
     return E;
   if (llvm::Error E = checkSetting(WeightDecay, 0, Infinity))
     return E;
+  if (llvm::Error E = checkOptimizerFamily(
+          Name, C.Kind == rt::OptimizerKind::Sgd, {&Momentum}, {}))
+    return E;
   C.LearningRate = Lr;
   C.Momentum = Momentum >= 0        ? Momentum.getValue()
                : Name == "momentum" ? 0.9
@@ -192,6 +195,12 @@ llvm::Error runCompile() {
           checkSearchWork(Budget.getNumOccurrences(), Budget,
                           Iterations.getNumOccurrences(), Iterations))
     return E;
+  if (!StrategyFlag.empty() &&
+      (Budget.getNumOccurrences() || Iterations.getNumOccurrences()))
+    return usageError(llvm::Twine("--") +
+                      (Budget.getNumOccurrences() ? "budget" : "iterations") +
+                      " sizes the search, which --strategy " + StrategyFlag +
+                      " skips: give one or the other");
   // Before the work: a folder it would refuse waited for the search.
   if (llvm::Error E = codegen::checkProjectFolder(Output))
     return E;
@@ -233,6 +242,10 @@ llvm::Error runCompile() {
     Options.Space.Accept = runnableConfigs(T);
     soap_search::SearchResult R =
         soap_search::search(T, P.M, Cost, P.Sim, Options);
+    // A program that cannot start is not written (as search answers with
+    // no strategy file then).
+    if (!R.Best.Fits)
+      return nothingFits(R, Options, P.M, "", /*Compile=*/true);
     S = R.Best.S;
     Bucket = R.Best.GradientBucketBytes;
     StrategyName = "searched";

@@ -208,10 +208,9 @@ static std::string listOf(const std::vector<std::string> &Items,
   return Text;
 }
 
-/// Devices: how many devices were tried, as words (default: M's count).
-static llvm::Error nothingFits(const SearchResult &R, const SearchOptions &O,
-                               const simulator::Machine &M,
-                               std::string Devices = "") {
+llvm::Error nothingFits(const SearchResult &R, const SearchOptions &O,
+                        const simulator::Machine &M, std::string Devices,
+                        bool Compile) {
   bool Sweep = !Devices.empty();
   if (!Sweep)
     Devices = M.numDevices() == 1 ? "1 device"
@@ -228,7 +227,10 @@ static llvm::Error nothingFits(const SearchResult &R, const SearchOptions &O,
                                        : "give more devices (--gpus)"};
   if (O.MemoryLimit > 0 && O.MemoryLimit < capacities(M).first)
     Tries.push_back("a larger --memory-limit");
-  if (O.Goal != Objective::Memory)
+  if (Compile)
+    Tries.push_back("compile the strategy file of a search with --objective "
+                    "memory");
+  else if (O.Goal != Objective::Memory)
     Tries.push_back("try --objective memory");
   std::string Advice = listOf(Tries, ", or ");
   return usageError(llvm::formatv(

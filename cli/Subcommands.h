@@ -13,6 +13,7 @@
 #include "ir/Units.h"
 #include "onnx_import/Importer.h"
 #include "simulator/Simulator.h"
+#include "soap_search/Mcmc.h"
 #include "soap_search/StrategyFile.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/CommandLine.h"
@@ -205,6 +206,31 @@ inline llvm::Error checkSetting(const llvm::cl::opt<double> &Flag, double Low,
                 ir::shortestNumber(High) + (HighOpen ? " (not included)" : "");
   return usageError("--" + Flag.ArgStr + " " + ir::shortestNumber(V) +
                     ": expected " + Range);
+}
+
+/// The error when no strategy search R found fits O's memory limit (or the
+/// devices' memory) on M, with the smallest peak found and what might help.
+/// Devices: the device counts a sweep tried, as words ("1 or 2"; default:
+/// M's count); Compile: the search was compile's, which takes no
+/// --objective.
+llvm::Error nothingFits(const soap_search::SearchResult &R,
+                        const soap_search::SearchOptions &O,
+                        const simulator::Machine &M, std::string Devices = "",
+                        bool Compile = false);
+
+/// The flags of the optimizer families the chosen one is not of, refused
+/// when given ("--optimizer adam --momentum 0.5" trained without momentum):
+/// Sgd says whether --optimizer Name is SGD.
+inline llvm::Error
+checkOptimizerFamily(llvm::StringRef Name, bool Sgd,
+                     llvm::ArrayRef<const llvm::cl::Option *> SgdOnly,
+                     llvm::ArrayRef<const llvm::cl::Option *> AdamOnly) {
+  for (const llvm::cl::Option *Flag : Sgd ? AdamOnly : SgdOnly)
+    if (Flag->getNumOccurrences())
+      return usageError("--" + Flag->ArgStr + " is for " +
+                        (Sgd ? "Adam and AdamW" : "SGD") +
+                        " only, not --optimizer " + Name);
+  return llvm::Error::success();
 }
 
 /// The most --threads any command takes: past it the kernels' thread pool

@@ -116,6 +116,10 @@ static llvm::Expected<rt::OptimizerConfig> optimizerConfig() {
     return E;
   if (llvm::Error E = checkSetting(Epsilon, 0, Infinity))
     return E;
+  if (llvm::Error E = checkOptimizerFamily(
+          Optimizer, C.Kind == rt::OptimizerKind::Sgd,
+          {&Momentum, &Dampening, &Nesterov}, {&Beta1, &Beta2, &Epsilon}))
+    return E;
   C.LearningRate = Lr;
   C.Momentum = Momentum;
   C.Dampening = Dampening;

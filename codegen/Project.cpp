@@ -16,6 +16,7 @@
 #include "ir/Units.h"
 #include "runtime_lib/RemovedOnSignal.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
@@ -235,12 +236,29 @@ llvm::Error checkProjectFolder(const std::string &Given) {
   std::string Dir = llvm::StringRef(Given).rtrim('/').str();
   if (Dir.empty())
     Dir = Given;
-  if (!fs::exists(Dir))
+  // A link would be replaced by the new tree, the project it points to
+  // left as it was.
+  if (fs::is_symlink_file(Dir))
+    return fail(llvm::formatv("-o {0}: is a symbolic link; give the folder "
+                              "it points to",
+                              Dir));
+  if (!fs::exists(Dir)) {
+    // -o notes.txt/project: the folders above must be folders.
+    for (llvm::StringRef Above = llvm::sys::path::parent_path(Dir);
+         !Above.empty(); Above = llvm::sys::path::parent_path(Above))
+      if (fs::exists(Above) && !fs::is_directory(Above))
+        return fail(llvm::formatv("-o {0}: {1} is not a folder", Given, Above));
     return llvm::Error::success();
+  }
   if (!fs::is_directory(Dir))
     return fail(llvm::formatv("-o {0}: exists and is not a folder", Dir));
   std::error_code EC;
-  if (fs::directory_iterator(Dir, EC) == fs::directory_iterator())
+  bool Empty = fs::directory_iterator(Dir, EC) == fs::directory_iterator();
+  // A folder that cannot be listed is not taken for an empty one.
+  if (EC)
+    return fail(
+        llvm::formatv("-o {0}: cannot list it: {1}", Dir, EC.message()));
+  if (Empty)
     return llvm::Error::success();
   auto NotAProject = [&] {
     return fail(llvm::formatv("-o {0}: the folder is not empty and holds no "
@@ -266,23 +284,35 @@ llvm::Error checkProjectFolder(const std::string &Given) {
       Top->getString("format") != llvm::StringRef("onnx2soap-project") ||
       !Listed)
     return NotAProject();
-  // Every file below Dir, links included (not followed), but in build/.
+  // The folders the listed files lie in: any other folder, even an empty
+  // one, is someone else's.
+  auto Up = [](llvm::StringRef Path) {
+    return llvm::sys::path::parent_path(Path, llvm::sys::path::Style::posix);
+  };
+  llvm::StringSet<> ListedFolders;
+  for (const auto &Entry : *Listed)
+    for (llvm::StringRef Folder = Up(Entry.first); !Folder.empty();
+         Folder = Up(Folder))
+      ListedFolders.insert(Folder);
+  // Every file and folder below Dir, links included (not followed), but
+  // what lies in the build/ folder.
   std::vector<std::string> Others;
   fs::recursive_directory_iterator It(Dir, EC, /*follow_symlinks=*/false), End;
   for (; It != End && !EC; It.increment(EC)) {
     llvm::StringRef Full = It->path();
     std::string Relative = Full.drop_front(Dir.size()).ltrim("/").str();
-    if (Relative == "build") {
-      It.no_push();
-      continue;
-    }
     fs::file_type Type = It->type();
     // Some file systems do not say in the listing (d_type unknown).
     if (Type == fs::file_type::type_unknown)
       if (llvm::ErrorOr<fs::basic_file_status> Status = It->status())
         Type = Status->type();
-    if (Type == fs::file_type::directory_file)
+    if (Type == fs::file_type::directory_file) {
+      if (Relative == "build")
+        It.no_push();
+      else if (!ListedFolders.contains(Relative))
+        Others.push_back(Relative + "/");
       continue;
+    }
     if (Relative != "manifest.json" && !Listed->get(Relative))
       Others.push_back(Relative);
   }
@@ -291,17 +321,22 @@ llvm::Error checkProjectFolder(const std::string &Given) {
         llvm::formatv("-o {0}: cannot list it: {1}", Dir, EC.message()));
   if (Others.empty())
     return llvm::Error::success();
+  // A folder is named only where nothing in it is ("runs/" when empty,
+  // else "runs/log.txt").
   llvm::sort(Others);
+  std::vector<std::string> Named;
+  for (size_t I = 0; I < Others.size(); ++I)
+    if (!(llvm::StringRef(Others[I]).endswith("/") && I + 1 < Others.size() &&
+          llvm::StringRef(Others[I + 1]).startswith(Others[I])))
+      Named.push_back(Others[I]);
   std::string More =
-      Others.size() > 1
-          ? llvm::formatv(" (and {0} other file{1})", Others.size() - 1,
-                          Others.size() > 2 ? "s" : "")
-                .str()
+      Named.size() > 1
+          ? llvm::formatv(" (and {0} more)", Named.size() - 1).str()
           : "";
   return fail(llvm::formatv("-o {0}: holds {1}{2}, which the project written "
                             "there did not write; move it or choose another "
                             "folder",
-                            Dir, Others[0], More));
+                            Dir, Named[0], More));
 }
 
 llvm::Error writeProject(const std::string &Dir, const ProjectFiles &Files) {
@@ -318,6 +353,8 @@ llvm::Error writeProject(const std::string &Dir, const ProjectFiles &Files) {
   // temporary folder, not beside DIR.
   if (std::error_code EC = fs::make_absolute(Base))
     return fail(llvm::formatv("-o {0}: {1}", Dir, EC.message()));
+  // "-o ." or "-o out/..": the folder by its name, to be renamed.
+  llvm::sys::path::remove_dots(Base, /*remove_dot_dot=*/true);
   // DIR's folder made first, as -o a/b/project asks.
   llvm::StringRef Parent = llvm::sys::path::parent_path(Base);
   if (!Parent.empty())
@@ -363,19 +400,19 @@ llvm::Error writeProject(const std::string &Dir, const ProjectFiles &Files) {
   // Swap in the new tree; the old one goes only once the new one is whole.
   // (Renamed onto an empty folder made for it.)
   llvm::SmallString<256> Old;
-  if (fs::exists(Dir)) {
+  if (fs::exists(Base)) {
     std::error_code EC =
         fs::createUniqueDirectory(Base + ".old-onnx2soap", Old);
-    if (!EC && (EC = fs::rename(Dir, Old)))
+    if (!EC && (EC = fs::rename(Base, Old)))
       (void)fs::remove(Old);
     if (EC) {
       (void)fs::remove_directories(Temp);
       return fail(llvm::formatv("cannot replace {0}: {1}", Dir, EC.message()));
     }
   }
-  if (std::error_code EC = fs::rename(Temp, Dir)) {
+  if (std::error_code EC = fs::rename(Temp, Base)) {
     if (!Old.empty())
-      (void)fs::rename(Old, Dir);
+      (void)fs::rename(Old, Base);
     (void)fs::remove_directories(Temp);
     return fail(
         llvm::formatv("cannot move {0} to {1}: {2}", Temp, Dir, EC.message()));

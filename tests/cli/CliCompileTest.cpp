@@ -96,6 +96,15 @@ TEST_F(CliTest, CompileRefusesBadFlags) {
   expectUserError(run(With({"--optimizer", "lbfgs"})),
                   "--optimizer lbfgs: expected sgd, momentum, adam or adamw");
   expectUserError(run(With({"--lr", "0"})), "--lr must be positive");
+  // Flags that did nothing were taken without a word.
+  expectUserError(run(With({"--optimizer", "adam", "--momentum", "0.5"})),
+                  "--momentum is for SGD only, not --optimizer adam");
+  expectUserError(run(With({"--budget", "5"})),
+                  "--budget sizes the search, which --strategy data-parallel "
+                  "skips: give one or the other");
+  expectUserError(run(With({"--iterations", "5"})),
+                  "--iterations sizes the search, which --strategy "
+                  "data-parallel skips");
   expectUserError(
       run(compileArgs({"--budget", "1", "--iterations", "3", "-o", Out})),
       "--budget and --iterations exclude each other");
@@ -290,6 +299,81 @@ TEST_F(CliTest, CompileReplacesOnlyWhatAProjectWrote) {
         << Manifest;
     EXPECT_EQ(readFile(Other + "/todo.txt"), "buy milk\n") << Manifest;
   }
+}
+
+// When nothing the search found fits, compile writes nothing, as search
+// does: the program would not start (it was written with a warning).
+TEST_F(CliTest, CompileRefusesASearchWhereNothingFits) {
+  std::string Out = Dir.file("project");
+  RunResult R = run(sampleArgs("compile", "tiny_cnn.onnx", 1 << 20, "cpu:2",
+                               {"--iterations", "10", "-o", Out}));
+  expectUserError(R, "no strategy found fits in 4 GiB per device on 2 "
+                     "devices: the smallest peak found is ");
+  EXPECT_THAT(
+      R.Err, ::testing::EndsWith("; give more devices (--gpus), or compile the "
+                                 "strategy file of a search with --objective "
+                                 "memory\n"));
+  EXPECT_FALSE(llvm::sys::fs::exists(Out));
+  EXPECT_THAT(besides(Out), ::testing::IsEmpty());
+}
+
+// Nothing but build/ is taken for the project's own unless its manifest
+// lists it: not an empty folder of the user's (it would have gone with the
+// old tree), nor a file named build.
+TEST_F(CliTest, CompileKeepsEmptyFoldersAndAFileNamedBuild) {
+  std::string Out = Dir.file("project");
+  RunResult First =
+      run(compileArgs({"--strategy", "data-parallel", "-o", Out}));
+  ASSERT_EQ(First.ExitCode, 0) << First.Err;
+
+  ASSERT_FALSE(llvm::sys::fs::create_directories(Out + "/runs/2026"));
+  ASSERT_FALSE(llvm::sys::fs::create_directory(Out + "/src/old"));
+  expectUserError(run(compileArgs({"--strategy", "expert", "-o", Out})),
+                  "-o " + Out +
+                      ": holds runs/2026/ (and 1 more), which the project "
+                      "written there did not write");
+  EXPECT_TRUE(llvm::sys::fs::is_directory(Out + "/runs/2026"));
+  EXPECT_TRUE(llvm::sys::fs::is_directory(Out + "/src/old"));
+  ASSERT_FALSE(llvm::sys::fs::remove(Out + "/runs/2026"));
+  ASSERT_FALSE(llvm::sys::fs::remove(Out + "/runs"));
+  expectUserError(run(compileArgs({"--strategy", "expert", "-o", Out})),
+                  "-o " + Out + ": holds src/old/, which");
+  ASSERT_FALSE(llvm::sys::fs::remove(Out + "/src/old"));
+
+  ASSERT_TRUE(writeBytes(Out + "/build", "notes\n"));
+  expectUserError(run(compileArgs({"--strategy", "expert", "-o", Out})),
+                  "-o " + Out + ": holds build, which");
+  EXPECT_EQ(readFile(Out + "/build"), "notes\n");
+  ASSERT_FALSE(llvm::sys::fs::remove(Out + "/build"));
+  RunResult Again = run(compileArgs({"--strategy", "expert", "-o", Out}));
+  EXPECT_EQ(Again.ExitCode, 0) << Again.Err;
+}
+
+// -o's folder named the ways a shell gives it: through "." (it could not
+// be renamed), below a file (the error named a folder "cannot be created"),
+// or as a link (the link was replaced, the project it named left as it
+// was).
+TEST_F(CliTest, CompileNamesTheFolderItCannotUse) {
+  std::string Empty = Dir.file("empty");
+  ASSERT_FALSE(llvm::sys::fs::create_directory(Empty));
+  RunResult Dot =
+      run(compileArgs({"--strategy", "data-parallel", "-o", Empty + "/."}));
+  ASSERT_EQ(Dot.ExitCode, 0) << Dot.Err;
+  EXPECT_TRUE(llvm::sys::fs::is_regular_file(Empty + "/manifest.json"));
+  EXPECT_THAT(besides(Empty), ::testing::IsEmpty());
+
+  std::string Notes = Dir.file("notes.txt");
+  ASSERT_TRUE(writeBytes(Notes, "x\n"));
+  expectUserError(run(compileArgs({"--strategy", "data-parallel", "-o",
+                                   Notes + "/project"})),
+                  "-o " + Notes + "/project: " + Notes + " is not a folder");
+
+  std::string Link = Dir.file("link");
+  ASSERT_FALSE(llvm::sys::fs::create_link(Empty, Link));
+  expectUserError(
+      run(compileArgs({"--strategy", "data-parallel", "-o", Link + "/"})),
+      "-o " + Link + ": is a symbolic link; give the folder it points to");
+  EXPECT_TRUE(llvm::sys::fs::is_symlink_file(Link));
 }
 
 TEST_F(CliTest, CompileWritesTheProject) {

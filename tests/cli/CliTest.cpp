@@ -491,6 +491,22 @@ TEST_F(CliTest, TrainRefusesBadFlags) {
                          Fixture + "/input_0.pb", "--labels",
                          Fixture + "/labels.pb", Flag, Value}),
                     Expected);
+  // Another optimizer's settings did nothing, without a word.
+  for (auto [Optimizer, Flag, Expected] :
+       std::vector<std::tuple<const char *, const char *, const char *>>{
+           {"adam", "--momentum=0.5",
+            "--momentum is for SGD only, not --optimizer adam"},
+           {"adamw", "--nesterov",
+            "--nesterov is for SGD only, not --optimizer adamw"},
+           {"sgd", "--beta1=0.8",
+            "--beta1 is for Adam and AdamW only, not --optimizer sgd"},
+           {"sgd", "--eps=1e-6",
+            "--eps is for Adam and AdamW only, not --optimizer sgd"}})
+    expectUserError(
+        run({"train", Fixture + "/model.onnx", "--inputs",
+             Fixture + "/input_0.pb", "--labels", Fixture + "/labels.pb",
+             "--optimizer", Optimizer, Flag}),
+        Expected);
 }
 
 // A tensor file is the input's type and shape, not only its size: raw
