@@ -161,11 +161,15 @@ std::optional<int64_t> binaryInt(OpKind Kind, int64_t A, int64_t B) {
   case OpKind::Pow: {
     if (B < 0)
       return std::nullopt;
-    int64_t R = 1;
-    for (int64_t I = 0; I < B && I < 64; ++I)
-      R = static_cast<int64_t>(static_cast<uint64_t>(R) *
-                               static_cast<uint64_t>(A));
-    return R;
+    // By squaring, modulo 2^64 as ONNX's reference computes it (a cap of
+    // 64 products made (-1)^65 come out 1).
+    uint64_t R = 1, Base = static_cast<uint64_t>(A);
+    for (uint64_t E = static_cast<uint64_t>(B); E; E >>= 1) {
+      if (E & 1)
+        R *= Base;
+      Base *= Base;
+    }
+    return static_cast<int64_t>(R);
   }
   case OpKind::Max:
     return A > B ? A : B;

@@ -66,14 +66,19 @@ static llvm::Expected<int64_t> checkVersions(const onnx::ModelProto &Model) {
   return *Opset;
 }
 
+/// Node I's name for errors: its own, or "<op_type>_<I>" as NodeContext
+/// names it (an unnamed node was "node ''").
+static std::string nodeName(const onnx::NodeProto &N, int I) {
+  return N.name().empty() ? N.op_type() + "_" + std::to_string(I) : N.name();
+}
+
 /// Every operator the table lacks, in one sorted message.
 static llvm::Error checkOperators(const onnx::GraphProto &Graph,
                                   int64_t Opset) {
   std::map<std::string, std::vector<std::string>> Missing;
   for (int I = 0; I < Graph.node_size(); ++I) {
     const onnx::NodeProto &N = Graph.node(I);
-    std::string Where =
-        N.name().empty() ? N.op_type() + "_" + std::to_string(I) : N.name();
+    std::string Where = nodeName(N, I);
     if (!isDefaultDomain(N.domain()))
       Missing[N.domain() + "." + N.op_type()].push_back(Where);
     else if (!findOnnxOp(N.op_type(), Opset))
@@ -138,7 +143,7 @@ checkStructure(const onnx::GraphProto &Graph, const ModelFile &File) {
         return fail(llvm::formatv("node '{0}' (#{1}, op {2}) reads '{3}', "
                                   "which no node, input or initializer "
                                   "defines",
-                                  N.name(), I, N.op_type(), In));
+                                  nodeName(N, I), I, N.op_type(), In));
       if (It->second >= 0) {
         ++Pending[I];
         Readers[It->second].push_back(I);
@@ -163,7 +168,7 @@ checkStructure(const onnx::GraphProto &Graph, const ModelFile &File) {
       if (Pending[I])
         return fail(llvm::formatv("the graph has a cycle through node '{0}' "
                                   "(#{1}, op {2})",
-                                  Graph.node(I).name(), I,
+                                  nodeName(Graph.node(I), I), I,
                                   Graph.node(I).op_type()));
   }
   llvm::StringSet<> Outputs;
@@ -412,6 +417,15 @@ llvm::Expected<ImportedModel> importModel(ModelFile File,
                              "input{2})",
                              In, Node.input_size(),
                              Node.input_size() == 1 ? "" : "s");
+    // Trailing "" (absent optional inputs) aside; Softmax(x, x) read x
+    // once and dropped the rest.
+    unsigned Given = Node.input_size();
+    while (Given > 0 && Node.input(Given - 1).empty())
+      --Given;
+    if (Given > Entry->MaxInputs)
+      return Context.error("{0} takes at most {1} input{2}, the node has {3}",
+                           Node.op_type(), Entry->MaxInputs,
+                           Entry->MaxInputs == 1 ? "" : "s", Given);
     if (auto E = Entry->Convert(Context))
       return E;
     for (int O = 0; O < Node.output_size(); ++O)

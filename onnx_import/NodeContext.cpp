@@ -7,6 +7,7 @@
 #include "onnx_import/NodeContext.h"
 #include "ir/Error.h"
 #include "onnx_import/Evaluate.h"
+#include "llvm/ADT/STLExtras.h"
 #include <cassert>
 
 namespace onnx2soap::onnx_import {
@@ -197,6 +198,11 @@ llvm::Error NodeContext::emitOrFold(ir::OpKind Kind,
   for (int I : NodeInputs) {
     const ConstTensor *C = I >= 0 ? constant(I) : nullptr;
     AllKnown &= I < 0 || C != nullptr;
+    // Folding computes on int64: a uint64 of 2^63 or more would read as
+    // negative (Cast gave -9.2e18, Less false). The kernels compute it.
+    if (C && C->Type == ir::DType::UInt64 &&
+        llvm::any_of(C->Ints, [](int64_t V) { return V < 0; }))
+      AllKnown = false;
     Values.push_back(C);
     Types.push_back(I >= 0 ? &inputType(I) : nullptr);
   }

@@ -18,6 +18,8 @@ namespace onnx2soap::onnx_import {
 /// Default-domain opsets the importer reads.
 constexpr int64_t MinOpset = 13;
 constexpr int64_t MaxOpset = 21;
+/// OnnxOp::MaxInputs of ops that take any number (Concat, Max, ...).
+constexpr unsigned Variadic = 2147483647;
 
 /// Converts a node into IR ops, or into constants when its inputs are known
 /// at import time.
@@ -30,6 +32,9 @@ struct OnnxOp {
   /// Inputs the op requires; the importer checks them before the handler
   /// runs, so handlers read inputs below this index without checking.
   unsigned MinInputs;
+  /// The most inputs ONNX gives the op in the opsets of the row (Variadic
+  /// for no limit): more are refused, not ignored.
+  unsigned MaxInputs;
   Handler Convert;
   /// What it becomes in the IR, for the docs ("" when it always folds).
   const char *Becomes;

@@ -468,6 +468,14 @@ llvm::Error constant(NodeContext &C) {
   if (auto E = C.checkAttributes(
           {"value", "value_float", "value_floats", "value_int", "value_ints"}))
     return E;
+  // Exactly one, of the type its name says (a value_float stored as an INT
+  // read as 0).
+  unsigned Given = 0;
+  for (const char *Name :
+       {"value", "value_float", "value_floats", "value_int", "value_ints"})
+    Given += C.attr(Name) != nullptr;
+  if (Given > 1)
+    return C.error("Constant has {0} value attributes; it takes one", Given);
   ConstTensor T;
   if (const onnx::AttributeProto *A = C.attr("value")) {
     if (!A->has_t())
@@ -482,17 +490,29 @@ llvm::Error constant(NodeContext &C) {
     if (!Decoded)
       return C.wrap(Decoded.takeError());
     T = std::move(*Decoded);
-  } else if (const onnx::AttributeProto *A = C.attr("value_float")) {
+  } else if (C.attr("value_float")) {
+    auto V = C.getFloat("value_float", 0);
+    if (!V)
+      return V.takeError();
     T.Type = ir::DType::Float32;
-    T.Floats = {A->f()};
-  } else if (const onnx::AttributeProto *A = C.attr("value_floats")) {
+    T.Floats = {*V};
+  } else if (C.attr("value_floats")) {
+    auto V = C.getFloats("value_floats");
+    if (!V)
+      return V.takeError();
     T.Type = ir::DType::Float32;
-    T.Dims = {A->floats_size()};
-    T.Floats.assign(A->floats().begin(), A->floats().end());
-  } else if (const onnx::AttributeProto *A = C.attr("value_int")) {
-    T.Ints = {A->i()};
-  } else if (const onnx::AttributeProto *A = C.attr("value_ints")) {
-    T = int64Vector(llvm::ArrayRef<int64_t>(A->ints().data(), A->ints_size()));
+    T.Dims = {static_cast<int64_t>((*V)->size())};
+    T.Floats.assign((*V)->begin(), (*V)->end());
+  } else if (C.attr("value_int")) {
+    auto V = C.getInt("value_int", 0);
+    if (!V)
+      return V.takeError();
+    T.Ints = {*V};
+  } else if (C.attr("value_ints")) {
+    auto V = C.getInts("value_ints");
+    if (!V)
+      return V.takeError();
+    T = int64Vector(**V);
   } else {
     return C.error("Constant has no value attribute");
   }

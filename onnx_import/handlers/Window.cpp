@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "onnx_import/handlers/Handlers.h"
+#include <algorithm>
 
 namespace onnx2soap::onnx_import::handlers {
 
@@ -161,6 +162,20 @@ llvm::Error convTranspose(NodeContext &C) {
   IntList Padding = *OutputPadding ? **OutputPadding : IntList(N, 0);
   if (Padding.size() != N)
     return C.error("output_padding must have {0} values", N);
+  // PyTorch's rule, and the kernels' (past it they fail when the program
+  // runs; a negative value cropped the output).
+  auto CheckPadding = [&](size_t I, const char *From) -> llvm::Error {
+    int64_t Most = std::max(Window->Strides[I], Window->Dilations[I]) - 1;
+    if (Padding[I] >= 0 && Padding[I] <= Most)
+      return llvm::Error::success();
+    return C.error("{0} gives output_padding {1} along spatial dim {2}; it "
+                   "must be from 0 to {3} (less than the stride or the "
+                   "dilation)",
+                   From, Padding[I], I, Most);
+  };
+  for (size_t I = 0; I < N; ++I)
+    if (auto E = CheckPadding(I, "the node"))
+      return E;
   // ONNX: with output_shape (or SAME auto_pad) the pads follow from the
   // requested output size; SAME_UPPER puts the odd pad at the end.
   std::optional<IntList> Target;
@@ -182,10 +197,22 @@ llvm::Error convTranspose(NodeContext &C) {
       int64_t Total = Window->Strides[I] * ((*Spatial)[I] - 1) + Padding[I] +
                       Extent - (*Target)[I];
       if (Total < 0) {
-        // A larger output than the window covers: the extra goes into
+        // With auto_pad SAME (a stride past the window's extent) ONNX
+        // splits the extra between both ends, which output_padding, only
+        // at the end, cannot say: it shifted every value.
+        if (!*OutputShape)
+          return C.error("auto_pad {0} with stride {1} along spatial dim {2} "
+                         "asks for {3} outputs where the window reaches {4}; "
+                         "the zeros it would put before the first are not "
+                         "supported (give explicit pads and output_padding)",
+                         *AutoPad, Window->Strides[I], I, (*Target)[I],
+                         (*Target)[I] + Total);
+        // output_shape larger than the window covers: the extra goes into
         // output_padding, as onnxruntime does.
         Padding[I] -= Total;
         Total = 0;
+        if (auto E = CheckPadding(I, "output_shape"))
+          return E;
       }
       int64_t Half = Total / 2;
       bool Upper = *AutoPad == "SAME_UPPER";

@@ -125,6 +125,33 @@ TEST(BadInputTest, ValidModelImports) {
   EXPECT_EQ(Imported->BoundDims[0].second, 8);
 }
 
+// Folding computes on int64, where a uint64 of 2^63 or more reads as
+// negative (Cast to float gave -9.2e18): such a value is left to the
+// kernels, a smaller one still folds.
+TEST(BadInputTest, Uint64PastInt64IsNotFolded) {
+  for (uint64_t Value : {uint64_t(5), (uint64_t(1) << 63) + 2048}) {
+    TempDir Dir("onnx2soap-badinput");
+    ASSERT_TRUE(Dir.valid());
+    onnx::ModelProto Model = makeModel();
+    onnx::GraphProto &G = *Model.mutable_graph();
+    onnx::TensorProto *U = G.add_initializer();
+    U->set_name("u");
+    U->set_data_type(onnx::TensorProto::UINT64);
+    U->add_dims(1);
+    U->add_uint64_data(Value);
+    onnx::NodeProto *Cast = addNode(G, "Cast", {"u"}, {"f"}, "cast");
+    addIntAttr(*Cast, "to", onnx::TensorProto::FLOAT);
+    addOutput(G, "f");
+    std::string Path = Dir.file("model.onnx");
+    ASSERT_TRUE(writeModel(Model, Path));
+    auto Imported = onnx_import::importModel(Path, batch(8));
+    ASSERT_TRUE(static_cast<bool>(Imported))
+        << llvm::toString(Imported.takeError());
+    // The MLP's 3 ops, and the Cast when it is not folded.
+    EXPECT_EQ(Imported->Graph.numOps(), Value == 5 ? 3u : 4u) << Value;
+  }
+}
+
 TEST(BadInputTest, DimFlagBindsBatch) {
   TempDir Dir("onnx2soap-badinput");
   ASSERT_TRUE(Dir.valid());

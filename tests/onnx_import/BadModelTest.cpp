@@ -44,6 +44,22 @@ void addReshape(onnx::ModelProto &M, std::vector<int64_t> Target) {
   G.mutable_output(0)->set_name("r");
 }
 
+/// Makes the graph one ConvTranspose of x [batch, 1, 7] by a [1, 1, 1]
+/// kernel with stride 3, plus the attributes Set adds.
+Mutation convTranspose(std::function<void(onnx::NodeProto &)> Set) {
+  return [Set](onnx::ModelProto &M, const TempDir &) {
+    onnx::GraphProto &G = graph(M);
+    G.clear_node();
+    G.clear_initializer();
+    G.clear_input();
+    addInput(G, "x", {"batch", 1, 7});
+    addFloatInitializer(G, "W", {1, 1, 1});
+    onnx::NodeProto *N = addNode(G, "ConvTranspose", {"x", "W"}, {"y"}, "up");
+    addIntsAttr(*N, "strides", {3});
+    Set(*N);
+  };
+}
+
 const BadModelCase BadModelCases[] =
     {
         // Versions.
@@ -87,6 +103,72 @@ const BadModelCase BadModelCases[] =
          },
          "unsupported ONNX operators: com.example.Relu at 'relu'"},
 
+        // ConvTranspose: with auto_pad SAME and a stride past the kernel
+        // ONNX puts zeros before the first output, which were put after
+        // the last (every value shifted); output_padding -1 cropped the
+        // output, and one of the stride or more failed only in the kernel.
+        {"ConvTransposeSameShifts",
+         convTranspose([](onnx::NodeProto &N) {
+           addStringAttr(N, "auto_pad", "SAME_UPPER");
+         }),
+         "op ConvTranspose): auto_pad SAME_UPPER with stride 3 along "
+         "spatial dim 0 asks for 21 outputs where the window reaches 19; the "
+         "zeros it would put before the first are not supported"},
+        {"ConvTransposeNegativeOutputPadding",
+         convTranspose(
+             [](onnx::NodeProto &N) { addIntsAttr(N, "output_padding", {-1}); }),
+         "the node gives output_padding -1 along spatial dim 0; it must be "
+         "from 0 to 2 (less than the stride or the dilation)"},
+        {"ConvTransposeOutputPaddingOfTheStride",
+         convTranspose(
+             [](onnx::NodeProto &N) { addIntsAttr(N, "output_padding", {3}); }),
+         "the node gives output_padding 3 along spatial dim 0"},
+        {"ConvTransposeOutputShapePastThePadding",
+         convTranspose(
+             [](onnx::NodeProto &N) { addIntsAttr(N, "output_shape", {22}); }),
+         "output_shape gives output_padding 3 along spatial dim 0; it must be "
+         "from 0 to 2"},
+
+        // More inputs than the op takes were dropped (Relu(a, W)).
+        {"ExtraInput",
+         [](onnx::ModelProto &M, const TempDir &) {
+           graph(M).mutable_node(2)->add_input("W");
+         },
+         "node 'relu' (#2, op Relu): Relu takes at most 1 input, the node "
+         "has 2"},
+
+        // Constant: a value attribute of another type than its name says
+        // was read as 0 or as nothing; two of them, the first taken.
+        {"ConstantValueFloatOfTypeInt",
+         [](onnx::ModelProto &M, const TempDir &) {
+           onnx::NodeProto *N =
+               addNode(graph(M), "Constant", {}, {"c"}, "const");
+           addIntAttr(*N, "value_float", 3);
+           graph(M).mutable_node(1)->set_input(1, "c");
+         },
+         "node 'const' (#3, op Constant): attribute 'value_float' must be a "
+         "FLOAT"},
+        {"ConstantValueIntsOfTypeFloats",
+         [](onnx::ModelProto &M, const TempDir &) {
+           onnx::NodeProto *N =
+               addNode(graph(M), "Constant", {}, {"c"}, "const");
+           onnx::AttributeProto *A = N->add_attribute();
+           A->set_name("value_ints");
+           A->set_type(onnx::AttributeProto::FLOATS);
+           A->add_floats(1);
+           graph(M).mutable_node(1)->set_input(1, "c");
+         },
+         "attribute 'value_ints' must be INTS"},
+        {"ConstantTwoValues",
+         [](onnx::ModelProto &M, const TempDir &) {
+           onnx::NodeProto *N =
+               addNode(graph(M), "Constant", {}, {"c"}, "const");
+           addFloatAttr(*N, "value_float", 1);
+           addIntAttr(*N, "value_int", 1);
+           graph(M).mutable_node(1)->set_input(1, "c");
+         },
+         "Constant has 2 value attributes; it takes one"},
+
         // Structure.
         {"Cycle",
          [](onnx::ModelProto &M, const TempDir &) {
@@ -99,6 +181,12 @@ const BadModelCase BadModelCases[] =
            graph(M).mutable_node(2)->set_input(0, "y");
          },
          "cycle through node 'relu' (#2, op Relu)"},
+        {"CycleThroughUnnamedNode",
+         [](onnx::ModelProto &M, const TempDir &) {
+           graph(M).mutable_node(2)->set_input(0, "y");
+           graph(M).mutable_node(2)->clear_name();
+         },
+         "cycle through node 'Relu_2' (#2, op Relu)"},
         {"UndefinedInput",
          [](onnx::ModelProto &M, const TempDir &) {
            graph(M).mutable_node(1)->set_input(1, "nowhere");

@@ -123,6 +123,27 @@ addFloatAttr(onnx::NodeProto &Node, const std::string &Name, float Value) {
   return A;
 }
 
+inline onnx::AttributeProto *
+addIntsAttr(onnx::NodeProto &Node, const std::string &Name,
+            std::initializer_list<int64_t> Values) {
+  onnx::AttributeProto *A = Node.add_attribute();
+  A->set_name(Name);
+  A->set_type(onnx::AttributeProto::INTS);
+  for (int64_t V : Values)
+    A->add_ints(V);
+  return A;
+}
+
+inline onnx::AttributeProto *addStringAttr(onnx::NodeProto &Node,
+                                           const std::string &Name,
+                                           const std::string &Value) {
+  onnx::AttributeProto *A = Node.add_attribute();
+  A->set_name(Name);
+  A->set_type(onnx::AttributeProto::STRING);
+  A->set_s(Value);
+  return A;
+}
+
 /// Marks T as stored in an external file (onnx/external_data_helper.py).
 inline void setExternalData(onnx::TensorProto &T, const std::string &Location,
                             int64_t Offset, int64_t Length) {

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 #include "onnx_import/OpTable.h"
 #include "onnx_import/ConstTensor.h"
+#include "onnx_import/Evaluate.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -47,7 +48,30 @@ TEST(OpTable, RequiredInputsMatchOnnxSchemas) {
       ASSERT_NE(Schema, nullptr) << Op.OpType << " opset " << Opset;
       EXPECT_EQ(static_cast<int>(Op.MinInputs), Schema->min_input())
           << Op.OpType << " opset " << Opset;
+      // The row's maximum is the largest of its opsets' (Pad's axes input
+      // came in 18).
+      EXPECT_GE(static_cast<int>(Op.MaxInputs), Schema->max_input())
+          << Op.OpType << " opset " << Opset;
     }
+  }
+}
+
+// Every row's most inputs is one of its opsets' (and so, with the test
+// above, the largest).
+TEST(OpTable, MaxInputsMatchAnOnnxSchema) {
+  for (const OnnxOp &Op : onnxOpTable()) {
+    if (Op.FirstOpset > 17)
+      continue;
+    bool Matched = false;
+    for (int64_t Opset = Op.FirstOpset;
+         Opset <= std::min<int64_t>(Op.LastOpset, 17); ++Opset)
+      if (const onnx::OpSchema *Schema = onnx::OpSchemaRegistry::Schema(
+              Op.OpType, static_cast<int>(Opset)))
+        Matched |= static_cast<int>(Op.MaxInputs) == Schema->max_input();
+    // Pad's axes and ReduceMean's came in 18, past what libonnx 1.12
+    // knows.
+    llvm::StringRef Type = Op.OpType;
+    EXPECT_TRUE(Matched || Type == "Pad" || Type == "ReduceMean") << Op.OpType;
   }
 }
 
@@ -94,6 +118,22 @@ TEST(ConstTensor, CastWrapsAndTruncatesLikeC) {
   std::vector<char> Bytes = I.toBytes();
   ASSERT_EQ(Bytes.size(), 4u);
   EXPECT_EQ(static_cast<int8_t>(Bytes[2]), 44);
+}
+
+// Folded integer Pow is the product modulo 2^64 whatever the exponent: it
+// stopped after 64 products, so (-1)^65 came out 1 and 3^100 wrong.
+TEST(ConstTensor, IntegerPowFoldsModulo2To64) {
+  ConstTensor Base, Exponent;
+  Base.Type = Exponent.Type = ir::DType::Int64;
+  Base.Dims = Exponent.Dims = {4};
+  Base.Ints = {3, -1, 2, -7};
+  Exponent.Ints = {100, 65, 70, 2};
+  auto Out = evaluate(ir::OpKind::Pow, {}, {&Base, &Exponent},
+                      {ir::TensorType{ir::DType::Int64, {4}}});
+  ASSERT_TRUE(Out.has_value());
+  ASSERT_EQ(Out->size(), 1u);
+  EXPECT_THAT((*Out)[0].Ints,
+              ::testing::ElementsAre(-2984622845537545263LL, -1, 0, 49));
 }
 
 } // namespace
