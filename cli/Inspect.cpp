@@ -11,6 +11,7 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
+#include <functional>
 #include <map>
 
 namespace onnx2soap::cli {
@@ -93,15 +94,18 @@ Summary summarize(const ir::Graph &G) {
   return S;
 }
 
+/// Names: the names the tensors are known by, when not their own (the
+/// graph outputs').
 llvm::json::Array tensorList(const ir::Graph &G,
-                             llvm::ArrayRef<ir::TensorId> Ids) {
+                             llvm::ArrayRef<ir::TensorId> Ids,
+                             std::function<std::string(size_t)> Names = {}) {
   llvm::json::Array List;
-  for (ir::TensorId Id : Ids) {
-    const ir::Tensor &T = G.tensor(Id);
+  for (size_t I = 0; I < Ids.size(); ++I) {
+    const ir::Tensor &T = G.tensor(Ids[I]);
     llvm::json::Array Shape;
     for (int64_t D : T.Type.Dims)
       Shape.push_back(D);
-    List.push_back(llvm::json::Object{{"name", T.Name},
+    List.push_back(llvm::json::Object{{"name", Names ? Names(I) : T.Name},
                                       {"shape", std::move(Shape)},
                                       {"dtype", ir::dtypeName(T.Type.Type)}});
   }
@@ -127,7 +131,8 @@ void printJson(const onnx_import::ImportedModel &M, const Summary &S) {
       {"flops_backward", S.FlopsBackward},
       {"activation_bytes", S.ActivationBytes},
       {"inputs", tensorList(G, G.inputs())},
-      {"outputs", tensorList(G, G.outputs())},
+      {"outputs", tensorList(G, G.outputs(),
+                             [&](size_t I) { return G.outputName(I).str(); })},
       {"op_kinds", std::move(Kinds)},
       {"bound_dims", std::move(Dims)},
       {"fused_patterns", static_cast<int64_t>(M.FusedPatterns)},

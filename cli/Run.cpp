@@ -198,7 +198,7 @@ llvm::Expected<int> runRun() {
     std::vector<char> Got = (*Exec)->read(T.Id);
     if (!Out.empty()) {
       onnx::TensorProto Proto;
-      Proto.set_name(T.Name);
+      Proto.set_name(G.outputName(I).str());
       Proto.set_data_type(onnxType(T.Type.Type));
       for (int64_t D : T.Type.Dims)
         Proto.add_dims(D);
@@ -218,8 +218,8 @@ llvm::Expected<int> runRun() {
     std::string Expected =
         llvm::formatv("{0}/output_{1}.pb", Data.getValue(), I);
     if (!llvm::sys::fs::exists(Expected)) {
-      llvm::outs() << llvm::formatv("output {0} '{1}': {2} {3}\n", I, T.Name,
-                                    ir::dtypeName(T.Type.Type),
+      llvm::outs() << llvm::formatv("output {0} '{1}': {2} {3}\n", I,
+                                    G.outputName(I), ir::dtypeName(T.Type.Type),
                                     ir::formatShape(T.Type.Dims));
       continue;
     }
@@ -230,7 +230,7 @@ llvm::Expected<int> runRun() {
     // from it (exit 3); the reference is compared in its own type only.
     if (!tensorIs(*Reference, T.Type)) {
       llvm::outs() << llvm::formatv(
-          "output {0} '{1}': {2} {3}, expected {4}: FAIL\n", I, T.Name,
+          "output {0} '{1}': {2} {3}, expected {4}: FAIL\n", I, G.outputName(I),
           ir::dtypeName(T.Type.Type), ir::formatShape(T.Type.Dims),
           describeTensor(*Reference));
       AllWithin = false;
@@ -265,7 +265,7 @@ llvm::Expected<int> runRun() {
                                  .str();
     llvm::outs() << llvm::formatv(
         "output {0} '{1}': max abs error {2:e}, max rel error {3:e}{4}: {5}\n",
-        I, T.Name, MaxAbs, MaxRel, Nans, Within ? "ok" : "FAIL");
+        I, G.outputName(I), MaxAbs, MaxRel, Nans, Within ? "ok" : "FAIL");
   }
   return AllWithin ? 0 : OutputsDiffer;
 }

@@ -93,10 +93,21 @@ public:
   llvm::ArrayRef<TensorId> inputs() const { return Inputs; }
   llvm::ArrayRef<TensorId> outputs() const { return Outputs; }
   void addInput(TensorId Id) { Inputs.push_back(Id); }
-  void addOutput(TensorId Id) { Outputs.push_back(Id); }
-  void setOutputs(llvm::ArrayRef<TensorId> Ids) {
-    Outputs.assign(Ids.begin(), Ids.end());
+  /// Adds graph output Id, known as Name (default: the tensor's name).
+  void addOutput(TensorId Id, std::string Name = "") {
+    Outputs.push_back(Id);
+    OutputNames.push_back(Name.empty() ? Tensors[Id].Name : std::move(Name));
   }
+  void setOutputs(llvm::ArrayRef<TensorId> Ids) {
+    Outputs.clear();
+    OutputNames.clear();
+    for (TensorId Id : Ids)
+      addOutput(Id);
+  }
+  /// The name graph output I is known by: the model's, which its tensor
+  /// may not have (y = Identity(x) is x's tensor; a rewrite such as RNN
+  /// unrolling makes it another op's).
+  llvm::StringRef outputName(size_t I) const { return OutputNames[I]; }
 
   /// Ops reading tensor Id, in op order (computed on demand; O(ops)).
   llvm::SmallVector<OpId, 4> consumers(TensorId Id) const;
@@ -116,6 +127,7 @@ private:
   std::vector<Op> Ops;
   llvm::SmallVector<TensorId, 4> Inputs;
   llvm::SmallVector<TensorId, 4> Outputs;
+  llvm::SmallVector<std::string, 4> OutputNames;
 };
 
 /// Number of learnable scalars (tensors with role Parameter).

@@ -384,7 +384,9 @@ llvm::Expected<ImportedModel> importModel(ModelFile File,
     return Opset.takeError();
   const onnx::GraphProto &Graph = Model.graph();
   if (Graph.sparse_initializer_size())
-    return fail("sparse initializers are not supported");
+    return fail(llvm::formatv(
+        "sparse initializer '{0}' is not supported (store it dense)",
+        Graph.sparse_initializer(0).values().name()));
   if (auto E = checkOperators(Graph, *Opset))
     return E;
   auto Order = checkStructure(Graph, File);
@@ -440,7 +442,7 @@ llvm::Expected<ImportedModel> importModel(ModelFile File,
       V.Tensor =
           State.Graph.addTensor(Out.name(), V.Type, ir::TensorRole::Constant,
                                 ir::TensorData::owned(V.Const->toBytes()));
-    State.Graph.addOutput(V.Tensor);
+    State.Graph.addOutput(V.Tensor, Out.name());
   }
 
   ImportedModel Result;

@@ -43,6 +43,24 @@ TEST(Graph, CompactDropsDeadOpsAndRestoresOrder) {
   (void)Dead;
 }
 
+// A graph output is known by the model's name whatever computes it after
+// rewrites.
+TEST(Graph, OutputsKeepTheirNamesThroughRewrites) {
+  Graph G;
+  TensorId X = G.addTensor("x", f32({2, 3}), TensorRole::Input);
+  G.addInput(X);
+  TensorId A = add(G, OpKind::Relu, {X}, {}, "a");
+  G.addOutput(A, "y");
+  G.addOutput(X);
+  TensorId B = add(G, OpKind::Tanh, {X}, {}, "b");
+  G.replaceAllUses(A, B);
+  G.compact();
+  ASSERT_EQ(G.outputs().size(), 2u);
+  EXPECT_EQ(G.tensor(G.outputs()[0]).Name, "b:0");
+  EXPECT_EQ(G.outputName(0), "y");
+  EXPECT_EQ(G.outputName(1), "x");
+}
+
 TEST(Graph, AddOpReportsShapeErrors) {
   Graph G;
   TensorId A = G.addTensor("a", f32({2, 3}), TensorRole::Input);

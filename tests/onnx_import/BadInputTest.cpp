@@ -152,6 +152,32 @@ TEST(BadInputTest, Uint64PastInt64IsNotFolded) {
   }
 }
 
+// A graph output keeps the model's name where its tensor has another: an
+// Identity of another output or of an input (they were listed as [y, y]
+// and x, and run --out wrote those names).
+TEST(BadInputTest, AliasedOutputsKeepTheirNames) {
+  TempDir Dir("onnx2soap-badinput");
+  ASSERT_TRUE(Dir.valid());
+  onnx::ModelProto Model = makeModel();
+  onnx::GraphProto &G = *Model.mutable_graph();
+  addNode(G, "Identity", {"y"}, {"z"}, "same");
+  addOutput(G, "z");
+  addNode(G, "Identity", {"x"}, {"echo"}, "echo");
+  addOutput(G, "echo");
+  std::string Path = Dir.file("model.onnx");
+  ASSERT_TRUE(writeModel(Model, Path));
+  auto Imported = onnx_import::importModel(Path, batch(8));
+  ASSERT_TRUE(static_cast<bool>(Imported))
+      << llvm::toString(Imported.takeError());
+  const ir::Graph &IR = Imported->Graph;
+  ASSERT_EQ(IR.outputs().size(), 3u);
+  EXPECT_EQ(IR.outputs()[0], IR.outputs()[1]);
+  EXPECT_EQ(IR.outputName(0), "y");
+  EXPECT_EQ(IR.outputName(1), "z");
+  EXPECT_EQ(IR.outputName(2), "echo");
+  EXPECT_EQ(IR.tensor(IR.outputs()[2]).Name, "x");
+}
+
 TEST(BadInputTest, DimFlagBindsBatch) {
   TempDir Dir("onnx2soap-badinput");
   ASSERT_TRUE(Dir.valid());

@@ -129,6 +129,15 @@ const BadModelCase BadModelCases[] =
          "output_shape gives output_padding 3 along spatial dim 0; it must be "
          "from 0 to 2"},
 
+        {"SparseInitializer",
+         [](onnx::ModelProto &M, const TempDir &) {
+           onnx::SparseTensorProto *S = graph(M).add_sparse_initializer();
+           S->mutable_values()->set_name("S");
+           S->mutable_values()->set_data_type(onnx::TensorProto::FLOAT);
+           S->add_dims(4);
+         },
+         "sparse initializer 'S' is not supported (store it dense)"},
+
         // More inputs than the op takes were dropped (Relu(a, W)).
         {"ExtraInput",
          [](onnx::ModelProto &M, const TempDir &) {
