@@ -195,6 +195,10 @@ llvm::Error runCompile() {
           checkSearchWork(Budget.getNumOccurrences(), Budget,
                           Iterations.getNumOccurrences(), Iterations))
     return E;
+  if (!StrategyFlag.empty() && Init == "onnx" && Seed.getNumOccurrences())
+    return usageError("--seed seeds the search and --init random, neither of "
+                      "which runs with --strategy " +
+                      StrategyFlag + " and --init onnx");
   if (!StrategyFlag.empty() &&
       (Budget.getNumOccurrences() || Iterations.getNumOccurrences()))
     return usageError(llvm::Twine("--") +

@@ -227,44 +227,70 @@ llvm::Expected<ProjectFiles> projectFiles(const ProjectInputs &In) {
   return Files;
 }
 
-// Dir may be replaced when it is empty, or holds a project written before
-// and nothing else (the files its manifest lists, the manifest, and a
-// build/ folder): anything else there would be lost.
-llvm::Error checkProjectFolder(const std::string &Given) {
+/// The folder -o names as the one absolute path compile both checks and
+/// renames: the part that exists resolved by the file system (its links
+/// and "..", as in "-o ../out" or "-o DIR/."), the rest plain names.
+/// Shown is -o as given, for messages. A ".." below a folder that does not
+/// exist is refused: "-o typo/../results", collapsed as text, replaced a
+/// results/ folder that was never checked.
+static llvm::Expected<std::string> resolveFolder(llvm::StringRef Shown) {
   namespace fs = llvm::sys::fs;
-  // "p//": the listing's paths have one slash after the folder.
-  std::string Dir = llvm::StringRef(Given).rtrim('/').str();
-  if (Dir.empty())
-    Dir = Given;
-  // A link would be replaced by the new tree, the project it points to
-  // left as it was.
-  if (fs::is_symlink_file(Dir))
-    return fail(llvm::formatv("-o {0}: is a symbolic link; give the folder "
-                              "it points to",
-                              Dir));
-  if (!fs::exists(Dir)) {
-    // -o notes.txt/project: the folders above must be folders.
-    for (llvm::StringRef Above = llvm::sys::path::parent_path(Dir);
-         !Above.empty(); Above = llvm::sys::path::parent_path(Above))
-      if (fs::exists(Above) && !fs::is_directory(Above))
-        return fail(llvm::formatv("-o {0}: {1} is not a folder", Given, Above));
-    return llvm::Error::success();
+  namespace path = llvm::sys::path;
+  llvm::SmallString<256> Existing(Shown);
+  if (std::error_code EC = fs::make_absolute(Existing))
+    return fail(llvm::formatv("-o {0}: {1}", Shown, EC.message()));
+  // The names below the part that exists, last first.
+  std::vector<std::string> Missing;
+  while (!fs::exists(Existing)) {
+    Missing.push_back(path::filename(Existing).str());
+    Existing = path::parent_path(Existing).str(); // a copy: it reads itself
   }
+  if (!Missing.empty() && !fs::is_directory(Existing))
+    return fail(llvm::formatv("-o {0}: {1} is not a folder", Shown, Existing));
+  llvm::SmallString<256> Resolved;
+  if (std::error_code EC = fs::real_path(Existing, Resolved))
+    return fail(llvm::formatv("-o {0}: {1}", Shown, EC.message()));
+  for (auto It = Missing.rbegin(); It != Missing.rend(); ++It) {
+    if (*It == ".")
+      continue;
+    if (*It == "..")
+      return fail(llvm::formatv("-o {0}: '..' follows a folder that does "
+                                "not exist; name the folder without it",
+                                Shown));
+    path::append(Resolved, *It);
+  }
+  return Resolved.str().str();
+}
+
+/// -o as given, without trailing slashes ("p//" is p).
+static std::string shownFolder(const std::string &Given) {
+  std::string Shown = llvm::StringRef(Given).rtrim('/').str();
+  return Shown.empty() ? Given : Shown;
+}
+
+// The folder may be replaced when it is empty, or holds a project written
+// before and nothing else (the files its manifest lists, the manifest, and
+// a build/ folder): anything else there would be lost.
+static llvm::Error checkResolvedFolder(const std::string &Shown,
+                                       const std::string &Dir) {
+  namespace fs = llvm::sys::fs;
+  if (!fs::exists(Dir))
+    return llvm::Error::success();
   if (!fs::is_directory(Dir))
-    return fail(llvm::formatv("-o {0}: exists and is not a folder", Dir));
+    return fail(llvm::formatv("-o {0}: exists and is not a folder", Shown));
   std::error_code EC;
   bool Empty = fs::directory_iterator(Dir, EC) == fs::directory_iterator();
   // A folder that cannot be listed is not taken for an empty one.
   if (EC)
     return fail(
-        llvm::formatv("-o {0}: cannot list it: {1}", Dir, EC.message()));
+        llvm::formatv("-o {0}: cannot list it: {1}", Shown, EC.message()));
   if (Empty)
     return llvm::Error::success();
   auto NotAProject = [&] {
     return fail(llvm::formatv("-o {0}: the folder is not empty and holds no "
                               "generated project (manifest.json); choose "
                               "another folder",
-                              Dir));
+                              Shown));
   };
   llvm::SmallString<256> Manifest(Dir);
   llvm::sys::path::append(Manifest, "manifest.json");
@@ -318,7 +344,7 @@ llvm::Error checkProjectFolder(const std::string &Given) {
   }
   if (EC)
     return fail(
-        llvm::formatv("-o {0}: cannot list it: {1}", Dir, EC.message()));
+        llvm::formatv("-o {0}: cannot list it: {1}", Shown, EC.message()));
   if (Others.empty())
     return llvm::Error::success();
   // A folder is named only where nothing in it is ("runs/" when empty,
@@ -336,25 +362,42 @@ llvm::Error checkProjectFolder(const std::string &Given) {
   return fail(llvm::formatv("-o {0}: holds {1}{2}, which the project written "
                             "there did not write; move it or choose another "
                             "folder",
-                            Dir, Named[0], More));
+                            Shown, Named[0], More));
 }
 
-llvm::Error writeProject(const std::string &Dir, const ProjectFiles &Files) {
+/// The folder -o Shown names, resolved, once it is known it may be
+/// replaced.
+static llvm::Expected<std::string> checkedFolder(const std::string &Shown) {
+  // A link would be replaced by the new tree, the project it points to
+  // left as it was.
+  if (llvm::sys::fs::is_symlink_file(Shown))
+    return fail(llvm::formatv("-o {0}: is a symbolic link; give the folder "
+                              "it points to",
+                              Shown));
+  auto Dir = resolveFolder(Shown);
+  if (!Dir)
+    return Dir.takeError();
+  if (llvm::Error E = checkResolvedFolder(Shown, *Dir))
+    return std::move(E);
+  return *Dir;
+}
+
+llvm::Error checkProjectFolder(const std::string &Given) {
+  return checkedFolder(shownFolder(Given)).takeError();
+}
+
+llvm::Error writeProject(const std::string &Given, const ProjectFiles &Files) {
   namespace fs = llvm::sys::fs;
-  if (llvm::Error E = checkProjectFolder(Dir))
-    return E;
-  // The trees beside Dir get names no folder there has (made, not only
-  // chosen, so a compile beside this one cannot take them too): nothing
-  // compile did not make is ever removed.
-  llvm::SmallString<256> Base(Dir);
-  while (!Base.empty() && llvm::sys::path::is_separator(Base.back()))
-    Base.pop_back();
-  // Absolute: createUniqueDirectory puts a relative name in the system's
-  // temporary folder, not beside DIR.
-  if (std::error_code EC = fs::make_absolute(Base))
-    return fail(llvm::formatv("-o {0}: {1}", Dir, EC.message()));
-  // "-o ." or "-o out/..": the folder by its name, to be renamed.
-  llvm::sys::path::remove_dots(Base, /*remove_dot_dot=*/true);
+  std::string Dir = shownFolder(Given);
+  // The path checked is the path renamed. It is absolute:
+  // createUniqueDirectory puts a relative name in the system's temporary
+  // folder, not beside DIR. The trees beside it get names no folder there
+  // has (made, not only chosen, so a compile beside this one cannot take
+  // them too): nothing compile did not make is ever removed.
+  auto Resolved = checkedFolder(Dir);
+  if (!Resolved)
+    return Resolved.takeError();
+  llvm::SmallString<256> Base(*Resolved);
   // DIR's folder made first, as -o a/b/project asks.
   llvm::StringRef Parent = llvm::sys::path::parent_path(Base);
   if (!Parent.empty())

@@ -98,12 +98,6 @@ public:
     Outputs.push_back(Id);
     OutputNames.push_back(Name.empty() ? Tensors[Id].Name : std::move(Name));
   }
-  void setOutputs(llvm::ArrayRef<TensorId> Ids) {
-    Outputs.clear();
-    OutputNames.clear();
-    for (TensorId Id : Ids)
-      addOutput(Id);
-  }
   /// The name graph output I is known by: the model's, which its tensor
   /// may not have (y = Identity(x) is x's tensor; a rewrite such as RNN
   /// unrolling makes it another op's).

@@ -43,13 +43,13 @@ static llvm::Error appendLoss(TrainingGraph &T) {
   if (!isFloatingPoint(OutType.Type))
     return fail(llvm::formatv("the model's output '{0}' is {1}, not floating "
                               "point; it cannot feed a loss",
-                              G.tensor(Out).Name, dtypeName(OutType.Type)));
+                              G.outputName(0), dtypeName(OutType.Type)));
   switch (T.Loss) {
   case LossKind::ModelOutput:
     if (OutType.numElements() != 1)
       return fail(llvm::formatv("--loss model: the first output '{0}' is {1}, "
                                 "not a scalar loss",
-                                G.tensor(Out).Name, formatShape(OutType.Dims)));
+                                G.outputName(0), formatShape(OutType.Dims)));
     T.LossTensor = Out;
     return llvm::Error::success();
   case LossKind::CrossEntropy: {

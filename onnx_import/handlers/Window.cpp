@@ -197,21 +197,28 @@ llvm::Error convTranspose(NodeContext &C) {
       int64_t Total = Window->Strides[I] * ((*Spatial)[I] - 1) + Padding[I] +
                       Extent - (*Target)[I];
       if (Total < 0) {
-        // With auto_pad SAME (a stride past the window's extent) ONNX
-        // splits the extra between both ends, which output_padding, only
-        // at the end, cannot say: it shifted every value.
-        if (!*OutputShape)
+        // An output larger than the window reaches. With auto_pad SAME, ONNX
+        // splits the (negative) total as it splits a positive one, floor
+        // division included: SAME_UPPER puts floor(t / 2) before the first
+        // output, SAME_LOWER the rest. Zeros before the first output are
+        // more than output_padding (at the end only) can say: it shifted
+        // every value. With output_shape alone all of it goes at the end,
+        // as onnxruntime does.
+        int64_t FloorHalf = (Total - 1) / 2;
+        int64_t Before = *AutoPad == "SAME_UPPER"   ? FloorHalf
+                         : *AutoPad == "SAME_LOWER" ? Total - FloorHalf
+                                                    : 0;
+        if (Before < 0)
           return C.error("auto_pad {0} with stride {1} along spatial dim {2} "
                          "asks for {3} outputs where the window reaches {4}; "
                          "the zeros it would put before the first are not "
                          "supported (give explicit pads and output_padding)",
                          *AutoPad, Window->Strides[I], I, (*Target)[I],
                          (*Target)[I] + Total);
-        // output_shape larger than the window covers: the extra goes into
-        // output_padding, as onnxruntime does.
         Padding[I] -= Total;
         Total = 0;
-        if (auto E = CheckPadding(I, "output_shape"))
+        if (auto E =
+                CheckPadding(I, *OutputShape ? "output_shape" : "auto_pad"))
           return E;
       }
       int64_t Half = Total / 2;

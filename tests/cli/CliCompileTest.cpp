@@ -102,6 +102,9 @@ TEST_F(CliTest, CompileRefusesBadFlags) {
   expectUserError(run(With({"--budget", "5"})),
                   "--budget sizes the search, which --strategy data-parallel "
                   "skips: give one or the other");
+  expectUserError(run(With({"--seed", "5"})),
+                  "--seed seeds the search and --init random, neither of "
+                  "which runs with --strategy data-parallel and --init onnx");
   expectUserError(run(With({"--iterations", "5"})),
                   "--iterations sizes the search, which --strategy "
                   "data-parallel skips");
@@ -367,6 +370,18 @@ TEST_F(CliTest, CompileNamesTheFolderItCannotUse) {
   expectUserError(run(compileArgs({"--strategy", "data-parallel", "-o",
                                    Notes + "/project"})),
                   "-o " + Notes + "/project: " + Notes + " is not a folder");
+
+  // ".." below a folder that does not exist: collapsed as text it named a
+  // folder never checked (here results/, which was replaced).
+  std::string Results = Dir.file("results");
+  ASSERT_FALSE(llvm::sys::fs::create_directory(Results));
+  ASSERT_TRUE(writeBytes(Results + "/run.log", "loss 0.1\n"));
+  expectUserError(run(compileArgs({"--strategy", "data-parallel", "-o",
+                                   Dir.file("typo") + "/../results"})),
+                  "/../results: '..' follows a folder that does not exist");
+  EXPECT_EQ(readTree(Results),
+            (std::map<std::string, std::string>{{"run.log", "loss 0.1\n"}}));
+  EXPECT_FALSE(llvm::sys::fs::exists(Dir.file("typo")));
 
   std::string Link = Dir.file("link");
   ASSERT_FALSE(llvm::sys::fs::create_link(Empty, Link));

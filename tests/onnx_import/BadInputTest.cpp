@@ -178,6 +178,40 @@ TEST(BadInputTest, AliasedOutputsKeepTheirNames) {
   EXPECT_EQ(IR.tensor(IR.outputs()[2]).Name, "x");
 }
 
+// ConvTranspose with auto_pad SAME_LOWER one output past the window: ONNX
+// puts the zero after the last output, which output_padding says (only a
+// zero before the first is refused, BadModelTest ConvTransposeSameShifts).
+TEST(BadInputTest, ConvTransposeSameLowerPadsAtTheEnd) {
+  TempDir Dir("onnx2soap-badinput");
+  ASSERT_TRUE(Dir.valid());
+  onnx::ModelProto Model = makeModel();
+  onnx::GraphProto &G = *Model.mutable_graph();
+  G.clear_node();
+  G.clear_initializer();
+  G.clear_input();
+  G.clear_output();
+  addInput(G, "x", {"batch", 1, 7});
+  addFloatInitializer(G, "W", {1, 1, 1});
+  onnx::NodeProto *N = addNode(G, "ConvTranspose", {"x", "W"}, {"y"}, "up");
+  addIntsAttr(*N, "strides", {2});
+  addStringAttr(*N, "auto_pad", "SAME_LOWER");
+  addOutput(G, "y");
+  std::string Path = Dir.file("model.onnx");
+  ASSERT_TRUE(writeModel(Model, Path));
+  auto Imported = onnx_import::importModel(Path, batch(2));
+  ASSERT_TRUE(static_cast<bool>(Imported))
+      << llvm::toString(Imported.takeError());
+  const ir::Graph &IR = Imported->Graph;
+  ASSERT_EQ(IR.numOps(), 1u);
+  auto Ints = [&](const char *Name) {
+    llvm::ArrayRef<int64_t> V = IR.op(0).Attrs.getInts(Name);
+    return std::vector<int64_t>(V.begin(), V.end());
+  };
+  EXPECT_EQ(Ints("pads"), (std::vector<int64_t>{0, 0}));
+  EXPECT_EQ(Ints("output_padding"), (std::vector<int64_t>{1}));
+  EXPECT_EQ(IR.tensor(IR.outputs()[0]).Type.Dims, (ir::Shape{2, 1, 14}));
+}
+
 TEST(BadInputTest, DimFlagBindsBatch) {
   TempDir Dir("onnx2soap-badinput");
   ASSERT_TRUE(Dir.valid());
