@@ -66,19 +66,13 @@ static llvm::Expected<int64_t> checkVersions(const onnx::ModelProto &Model) {
   return *Opset;
 }
 
-/// Node I's name for errors: its own, or "<op_type>_<I>" as NodeContext
-/// names it (an unnamed node was "node ''").
-static std::string nodeName(const onnx::NodeProto &N, int I) {
-  return N.name().empty() ? N.op_type() + "_" + std::to_string(I) : N.name();
-}
-
 /// Every operator the table lacks, in one sorted message.
 static llvm::Error checkOperators(const onnx::GraphProto &Graph,
                                   int64_t Opset) {
   std::map<std::string, std::vector<std::string>> Missing;
   for (int I = 0; I < Graph.node_size(); ++I) {
     const onnx::NodeProto &N = Graph.node(I);
-    std::string Where = nodeName(N, I);
+    std::string Where = nodeName(N, static_cast<unsigned>(I));
     if (!isDefaultDomain(N.domain()))
       Missing[N.domain() + "." + N.op_type()].push_back(Where);
     else if (!findOnnxOp(N.op_type(), Opset))
@@ -143,7 +137,8 @@ checkStructure(const onnx::GraphProto &Graph, const ModelFile &File) {
         return fail(llvm::formatv("node '{0}' (#{1}, op {2}) reads '{3}', "
                                   "which no node, input or initializer "
                                   "defines",
-                                  nodeName(N, I), I, N.op_type(), In));
+                                  nodeName(N, static_cast<unsigned>(I)), I,
+                                  N.op_type(), In));
       if (It->second >= 0) {
         ++Pending[I];
         Readers[It->second].push_back(I);
@@ -166,10 +161,11 @@ checkStructure(const onnx::GraphProto &Graph, const ModelFile &File) {
   if (Order.size() != static_cast<size_t>(Graph.node_size())) {
     for (int I = 0; I < Graph.node_size(); ++I)
       if (Pending[I])
-        return fail(llvm::formatv("the graph has a cycle through node '{0}' "
-                                  "(#{1}, op {2})",
-                                  nodeName(Graph.node(I), I), I,
-                                  Graph.node(I).op_type()));
+        return fail(
+            llvm::formatv("the graph has a cycle through node '{0}' "
+                          "(#{1}, op {2})",
+                          nodeName(Graph.node(I), static_cast<unsigned>(I)), I,
+                          Graph.node(I).op_type()));
   }
   llvm::StringSet<> Outputs;
   for (const onnx::ValueInfoProto &Out : Graph.output()) {

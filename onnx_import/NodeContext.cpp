@@ -12,12 +12,6 @@
 
 namespace onnx2soap::onnx_import {
 
-std::string NodeContext::name() const {
-  if (!Node.name().empty())
-    return Node.name();
-  return Node.op_type() + "_" + std::to_string(Index);
-}
-
 llvm::Error NodeContext::makeError(const std::string &Message) const {
   return fail(llvm::formatv("node '{0}' (#{1}, op {2}): {3}", name(), Index,
                             Node.op_type(), Message));

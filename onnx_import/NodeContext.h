@@ -41,6 +41,13 @@ struct ImportState {
   unsigned FreshCounter = 0;
 };
 
+/// Node Index's name in messages: its own, or "<op_type>_<Index>" when it
+/// has none (errors about the graph's structure and the node's own).
+inline std::string nodeName(const onnx::NodeProto &N, unsigned Index) {
+  return N.name().empty() ? N.op_type() + "_" + std::to_string(Index)
+                          : N.name();
+}
+
 class NodeContext {
 public:
   NodeContext(ImportState &State, const onnx::NodeProto &Node, unsigned Index,
@@ -50,7 +57,7 @@ public:
   llvm::StringRef opType() const { return Node.op_type(); }
   int64_t opset() const { return Opset; }
   /// The node's name, or "<op_type>_<index>" when it has none.
-  std::string name() const;
+  std::string name() const { return nodeName(Node, Index); }
 
   /// An error prefixed with where it is: "node 'n' (#3, op Conv): ...".
   template <typename... Ts>
