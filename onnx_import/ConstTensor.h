@@ -20,6 +20,9 @@ namespace onnx2soap::onnx_import {
 
 /// Tensors above this many elements are not folded (4 Mi elements).
 constexpr int64_t MaxFoldedElements = int64_t(1) << 22;
+/// Floating-point initializers of at most this many elements keep their
+/// values for handlers that need them at import time (Value::Stored).
+constexpr int64_t MaxStoredFloatElements = 64;
 
 struct ConstTensor {
   ir::DType Type = ir::DType::Int64;

@@ -365,6 +365,24 @@ static llvm::Error addGraphInput(ImportState &State,
   return llvm::Error::success();
 }
 
+/// A float initializer a handler read at import time keeps that value
+/// there; training it elsewhere would make the two disagree.
+static llvm::Error
+checkReadAtImport(const ir::Graph &G,
+                  const std::map<std::string, std::string> &ReadAtImport) {
+  for (const ir::Tensor &T : G.tensors()) {
+    if (T.Role != ir::TensorRole::Parameter)
+      continue;
+    auto It = ReadAtImport.find(T.Name);
+    if (It != ReadAtImport.end())
+      return fail(llvm::formatv("initializer '{0}' is read at import time by "
+                                "{1} and also trained as a weight; keep it "
+                                "fixed with --frozen {0}",
+                                T.Name, It->second));
+  }
+  return llvm::Error::success();
+}
+
 llvm::Expected<ImportedModel> importModel(ModelFile File,
                                           llvm::StringRef ModelDir,
                                           const ImportOptions &Options) {
@@ -447,6 +465,8 @@ llvm::Expected<ImportedModel> importModel(ModelFile File,
   if (Options.FusePatterns)
     Result.FusedPatterns = ir::fusePatterns(G);
   if (auto E = ir::assignRoles(G, Options.Roles))
+    return E;
+  if (auto E = checkReadAtImport(G, State.ReadAtImport))
     return E;
   if (Options.UnrollRnn) {
     auto Changed = ir::unrollRecurrent(G);

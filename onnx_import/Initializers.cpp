@@ -69,7 +69,7 @@ static llvm::Expected<ExternalRef> readExternal(const onnx::TensorProto &T) {
   return Ref;
 }
 
-/// The value of a small integer initializer whose bytes are at hand; none
+/// The value of a small initializer whose bytes are at hand; none
 /// when its external data is absent or unreadable, Why saying so (a
 /// handler that needs the value reports it).
 static std::optional<ConstTensor> knownValue(const onnx::TensorProto &Meta,
@@ -162,12 +162,19 @@ llvm::Error addInitializer(ImportState &State, const ModelFile &File,
     Data = ir::TensorData::owned(Decoded->toBytes());
     if (!ir::isFloatingPoint(*Type))
       V.Const = std::move(*Decoded);
+    else if (*Count <= MaxStoredFloatElements)
+      V.Stored = std::move(*Decoded);
   }
 
   // Integer tables (shapes, axes, indices) are values the importer folds
-  // with; floating-point initializers are weights and never read here.
+  // with. Floating-point initializers are weights, never folded; the few
+  // values of a small one are kept for a handler that needs one at import
+  // time (a Pad value, a Clip bound).
   if (!ir::isFloatingPoint(*Type) && !V.Const && *Count <= MaxFoldedElements)
     V.Const = knownValue(Meta, Data, V.Unknown);
+  else if (ir::isFloatingPoint(*Type) && !V.Stored &&
+           *Count <= MaxStoredFloatElements)
+    V.Stored = knownValue(Meta, Data, V.Unknown);
   ir::TensorRole Role = ir::isFloatingPoint(*Type) ? ir::TensorRole::Parameter
                                                    : ir::TensorRole::Constant;
   V.Tensor = State.Graph.addTensor(Name, TType, Role, std::move(Data));

@@ -121,6 +121,11 @@ NodeContext::requireConstant(unsigned I, llvm::StringRef What) const {
     return C;
   if (hasInput(I) && input(I).Hint)
     return &*input(I).Hint;
+  if (hasInput(I) && input(I).Stored) {
+    State.ReadAtImport.try_emplace(
+        Node.input(I), llvm::formatv("node '{0}' ({1})", name(), What).str());
+    return &*input(I).Stored;
+  }
   if (!hasInput(I))
     return error("input {0} ({1}) is required but missing", I, What);
   if (!input(I).Unknown.empty())

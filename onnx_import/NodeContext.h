@@ -13,6 +13,7 @@
 #include "onnx_import/ConstTensor.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FormatVariadic.h"
+#include <map>
 #include <onnx/onnx_pb.h>
 #include <optional>
 
@@ -28,8 +29,12 @@ struct Value {
   /// A graph input's value given for this run (ImportOptions::InputHints):
   /// used only where a value is required at import time.
   std::optional<ConstTensor> Hint;
-  /// Why a small integer initializer's value is not known (its external
-  /// data absent or unreadable), for the handler that needs it.
+  /// A small floating-point initializer's value as stored in the file: a
+  /// weight, never folded, but read where a handler needs a value at import
+  /// time (requireConstant), which ImportState::ReadAtImport records.
+  std::optional<ConstTensor> Stored;
+  /// Why a small initializer's value is not known (its external data absent
+  /// or unreadable), for the handler that needs it.
   std::string Unknown;
 };
 
@@ -39,6 +44,10 @@ struct ImportState {
   llvm::StringMap<Value> Values;
   /// Names already used for IR tensors and ops (to make fresh ones).
   unsigned FreshCounter = 0;
+  /// Floating-point initializers whose stored value a handler read, each
+  /// with who read it ("node 'pad' (constant_value)"): they must not also
+  /// be trained.
+  std::map<std::string, std::string> ReadAtImport;
 };
 
 /// Node Index's name in messages: its own, or "<op_type>_<Index>" when it

@@ -212,6 +212,72 @@ TEST(BadInputTest, ConvTransposeSameLowerPadsAtTheEnd) {
   EXPECT_EQ(IR.tensor(IR.outputs()[0]).Type.Dims, (ir::Shape{2, 1, 14}));
 }
 
+// A small float initializer feeding an input the importer needs as a value
+// (Pad's constant_value, Dropout's ratio; onnx-simplifier and exports with
+// constant folding store them so, not as Constant nodes) is read from the
+// file. It is no parameter when nothing else reads it.
+TEST(BadInputTest, FloatInitializersGiveImportTimeValues) {
+  TempDir Dir("onnx2soap-badinput");
+  ASSERT_TRUE(Dir.valid());
+  onnx::ModelProto Model = makeModel();
+  onnx::GraphProto &G = *Model.mutable_graph();
+  G.clear_output();
+  addInt64Initializer(G, "pads", {0, 1, 0, 2});
+  addFloatInitializer(G, "value", {})
+      ->set_raw_data(std::string("\0\0\xc0?", 4));
+  addFloatInitializer(G, "ratio", {})
+      ->set_raw_data(std::string("\0\0\x80>", 4));
+  addNode(G, "Pad", {"y", "pads", "value"}, {"p"}, "pad");
+  onnx::TensorProto *Training = G.add_initializer();
+  Training->set_name("training");
+  Training->set_data_type(onnx::TensorProto::BOOL);
+  Training->add_int32_data(1);
+  addNode(G, "Dropout", {"p", "ratio", "training"}, {"d"}, "drop");
+  addOutput(G, "d");
+  std::string Path = Dir.file("model.onnx");
+  ASSERT_TRUE(writeModel(Model, Path));
+  auto Imported = onnx_import::importModel(Path, batch(2));
+  ASSERT_TRUE(static_cast<bool>(Imported))
+      << llvm::toString(Imported.takeError());
+  const ir::Graph &IR = Imported->Graph;
+  ASSERT_EQ(IR.numOps(), 5u);
+  EXPECT_EQ(IR.op(3).Kind, ir::OpKind::Pad);
+  EXPECT_EQ(IR.op(3).Attrs.getFloat("value"), 1.5);
+  EXPECT_EQ(IR.op(4).Kind, ir::OpKind::Dropout);
+  EXPECT_EQ(IR.op(4).Attrs.getFloat("ratio"), 0.25);
+  std::vector<std::string> Parameters;
+  for (const ir::Tensor &T : IR.tensors())
+    if (T.Role == ir::TensorRole::Parameter)
+      Parameters.push_back(T.Name);
+  EXPECT_EQ(Parameters, (std::vector<std::string>{"W", "b"}));
+}
+
+// A float initializer both read at import time and trained would keep its
+// first value where it was read: refused, with the flag that fixes it.
+TEST(BadInputTest, FloatInitializerReadAndTrainedIsRefused) {
+  TempDir Dir("onnx2soap-badinput");
+  ASSERT_TRUE(Dir.valid());
+  onnx::ModelProto Model = makeModel();
+  onnx::GraphProto &G = *Model.mutable_graph();
+  G.clear_output();
+  addInt64Initializer(G, "pads", {0, 1, 0, 2});
+  addFloatInitializer(G, "value", {});
+  addNode(G, "Pad", {"y", "pads", "value"}, {"p"}, "pad");
+  addNode(G, "Add", {"p", "value"}, {"q"}, "shift");
+  addOutput(G, "q");
+  std::string Path = Dir.file("model.onnx");
+  ASSERT_TRUE(writeModel(Model, Path));
+  expectErr(Path, batch(2),
+            "initializer 'value' is read at import time by node 'pad' "
+            "(constant_value) and also trained as a weight; keep it fixed "
+            "with --frozen value");
+  ImportOptions Frozen = batch(2);
+  Frozen.Roles.Frozen.push_back("value");
+  auto Imported = onnx_import::importModel(Path, Frozen);
+  ASSERT_TRUE(static_cast<bool>(Imported))
+      << llvm::toString(Imported.takeError());
+}
+
 TEST(BadInputTest, DimFlagBindsBatch) {
   TempDir Dir("onnx2soap-badinput");
   ASSERT_TRUE(Dir.valid());
