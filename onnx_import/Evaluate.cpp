@@ -8,6 +8,7 @@
 #include "onnx_import/Evaluate.h"
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <functional>
 
 namespace onnx2soap::onnx_import {
@@ -95,13 +96,35 @@ std::optional<double> unaryFloat(OpKind Kind, double X,
     return std::fabs(X);
   case OpKind::Reciprocal:
     return 1 / X;
+  case OpKind::Clip: {
+    // min(max(x, min), max): max wins when min > max; NaN passes.
+    double Lo = Attrs.getFloat("min", -INFINITY);
+    double Hi = Attrs.getFloat("max", INFINITY);
+    double Y = X < Lo ? Lo : X;
+    return Y > Hi ? Hi : Y;
+  }
+  case OpKind::HardSigmoid: {
+    double Y = Attrs.getFloat("alpha", 0.2) * X + Attrs.getFloat("beta", 0.5);
+    return Y < 0 ? 0 : (Y > 1 ? 1 : Y);
+  }
+  case OpKind::HardSwish:
+    return X * (X + 3 < 0 ? 0 : (X + 3 > 6 ? 6 : X + 3)) / 6;
+  case OpKind::Elu:
+    return X > 0 ? X : Attrs.getFloat("alpha", 1.0) * std::expm1(X);
+  case OpKind::Softplus:
+    return X > 20 ? X : std::log1p(std::exp(X));
   default:
     return std::nullopt;
   }
 }
 
-std::optional<int64_t> unaryInt(OpKind Kind, int64_t X) {
+std::optional<int64_t> unaryInt(OpKind Kind, int64_t X,
+                                const ir::Attributes &Attrs) {
   switch (Kind) {
+  case OpKind::Clip: {
+    int64_t Y = std::max(X, Attrs.getInt("min", INT64_MIN));
+    return std::min(Y, Attrs.getInt("max", INT64_MAX));
+  }
   case OpKind::Relu:
     return X > 0 ? X : 0;
   case OpKind::Neg:
@@ -222,7 +245,7 @@ std::optional<ConstTensor> elementwise(OpKind Kind, const ir::Attributes &Attrs,
         if (V)
           R.Floats.push_back(*V);
       } else {
-        auto V = unaryInt(Kind, In[0]->Ints[L[0]]);
+        auto V = unaryInt(Kind, In[0]->Ints[L[0]], Attrs);
         Failed = !V;
         if (V)
           R.Ints.push_back(*V);
@@ -279,6 +302,11 @@ evaluate(OpKind Kind, const ir::Attributes &Attrs,
   case OpKind::Neg:
   case OpKind::Abs:
   case OpKind::Reciprocal:
+  case OpKind::Clip:
+  case OpKind::HardSigmoid:
+  case OpKind::HardSwish:
+  case OpKind::Elu:
+  case OpKind::Softplus:
   case OpKind::Not:
   case OpKind::Add:
   case OpKind::Sub:

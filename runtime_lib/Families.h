@@ -37,6 +37,11 @@ inline OpFamily opFamily(OpKind Kind) {
   case OpKind::Neg:
   case OpKind::Abs:
   case OpKind::Reciprocal:
+  case OpKind::Clip:
+  case OpKind::HardSigmoid:
+  case OpKind::HardSwish:
+  case OpKind::Elu:
+  case OpKind::Softplus:
   case OpKind::Not:
   case OpKind::Cast:
   case OpKind::Dropout:

@@ -4,8 +4,10 @@
 // (and ternary Where) ops. All are splittable along every output dim; a
 // broadcast input needs the matching sub-box, or [0,1) on broadcast dims.
 //
-// Attributes: LeakyRelu `alpha`; Gelu `approximate` ("none" | "tanh"); Cast
-// `to` (a DType name); Dropout `ratio`, `training` (0/1), `seed`.
+// Attributes: LeakyRelu and Elu `alpha`; HardSigmoid `alpha`, `beta`; Clip
+// `min`, `max` (each absent when unbounded); Gelu `approximate` ("none" |
+// "tanh"); Cast `to` (a DType name); Dropout `ratio`, `training` (0/1),
+// `seed`.
 //
 //===----------------------------------------------------------------------===//
 #include "ir/ops/OpHelpers.h"
@@ -65,7 +67,28 @@ UNARY_KIND(Log, 8, 1, true)
 UNARY_KIND(Neg, 1, 1, false)
 UNARY_KIND(Abs, 1, 1, false)
 UNARY_KIND(Reciprocal, 1, 2, true)
+UNARY_KIND(HardSigmoid, 4, 2, true)
+UNARY_KIND(HardSwish, 5, 4, true)
+UNARY_KIND(Elu, 8, 8, true)
+UNARY_KIND(Softplus, 16, 8, true)
 #undef UNARY_KIND
+
+static llvm::Expected<OutputTypes> inferClip(const Attributes &,
+                                             InputTypes In) {
+  if (In[0]->Type == DType::Bool)
+    return fail("Clip expects a number, got bool");
+  return OutputTypes{*In[0]};
+}
+
+/// Clip runs on integers too (index arithmetic); only floats carry gradients.
+const OpKindInfo &infoClip() {
+  static const OpKindInfo Info = [] {
+    OpKindInfo I = unaryInfo<2, 1>(OpKind::Clip, false);
+    I.InferTypes = inferClip;
+    return I;
+  }();
+  return Info;
+}
 
 static llvm::Expected<OutputTypes> inferNot(const Attributes &, InputTypes In) {
   if (In[0]->Type != DType::Bool)

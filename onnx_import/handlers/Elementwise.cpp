@@ -1,10 +1,12 @@
 //===- onnx_import/handlers/Elementwise.cpp - Elementwise ONNX ops --------===//
 //
 // Unary and broadcasting ops map one to one onto IR kinds; Identity and
-// no-op Casts disappear; Dropout keeps its training flag and ratio.
+// no-op Casts disappear; Dropout keeps its training flag and ratio; Clip's
+// bounds, known at import time, become attributes.
 //
 //===----------------------------------------------------------------------===//
 #include "onnx_import/handlers/Handlers.h"
+#include <cmath>
 
 namespace onnx2soap::onnx_import::handlers {
 
@@ -21,13 +23,27 @@ static llvm::SmallVector<int, 4> allInputs(const NodeContext &C) {
 llvm::Error unary(NodeContext &C, OpKind Kind) {
   ir::Attributes Attrs;
   switch (Kind) {
-  case OpKind::LeakyRelu: {
+  case OpKind::LeakyRelu:
+  case OpKind::Elu: {
     if (auto E = C.checkAttributes({"alpha"}))
       return E;
-    auto Alpha = C.getFloat("alpha", 0.01);
+    auto Alpha = C.getFloat("alpha", Kind == OpKind::Elu ? 1.0 : 0.01);
     if (!Alpha)
       return Alpha.takeError();
     Attrs.set("alpha", *Alpha);
+    break;
+  }
+  case OpKind::HardSigmoid: {
+    if (auto E = C.checkAttributes({"alpha", "beta"}))
+      return E;
+    auto Alpha = C.getFloat("alpha", 0.2);
+    if (!Alpha)
+      return Alpha.takeError();
+    auto Beta = C.getFloat("beta", 0.5);
+    if (!Beta)
+      return Beta.takeError();
+    Attrs.set("alpha", *Alpha);
+    Attrs.set("beta", *Beta);
     break;
   }
   case OpKind::Gelu: {
@@ -46,6 +62,43 @@ llvm::Error unary(NodeContext &C, OpKind Kind) {
       return E;
   }
   return C.emitOrFold(Kind, {0}, std::move(Attrs));
+}
+
+/// Clip's bounds become attributes `min` / `max`: int64 for integer
+/// inputs, double for floating-point ones, absent where unbounded.
+llvm::Error clip(NodeContext &C) {
+  if (auto E = C.checkAttributes({}))
+    return E;
+  ir::DType Type = C.inputType(0).Type;
+  ir::Attributes Attrs;
+  for (unsigned I : {1u, 2u}) {
+    if (!C.hasInput(I))
+      continue;
+    const char *What = I == 1 ? "min" : "max";
+    auto Bound = C.requireConstant(I, What);
+    if (!Bound)
+      return Bound.takeError();
+    if ((*Bound)->numElements() != 1)
+      return C.error("{0} must be a scalar, it has {1} elements", What,
+                     (*Bound)->numElements());
+    if ((*Bound)->Type != Type)
+      return C.error("{0} is {1}, the input {2}", What,
+                     ir::dtypeName((*Bound)->Type), ir::dtypeName(Type));
+    if (!ir::isFloatingPoint(Type)) {
+      Attrs.set(What, (*Bound)->intAt(0));
+      continue;
+    }
+    double Value = (*Bound)->floatAt(0);
+    if (std::isnan(Value))
+      return C.error("{0} is NaN", What);
+    bool Unbounded = I == 1 ? Value == -INFINITY : Value == INFINITY;
+    if (std::isinf(Value) && !Unbounded)
+      return C.error("{0} of {1}infinity is not supported", What,
+                     Value < 0 ? "-" : "+");
+    if (!Unbounded)
+      Attrs.set(What, Value);
+  }
+  return C.emitOrFold(OpKind::Clip, {0}, std::move(Attrs));
 }
 
 llvm::Error nary(NodeContext &C, OpKind Kind) {

@@ -16,6 +16,7 @@ namespace onnx2soap::onnx_import::handlers {
 // Elementwise.cpp
 llvm::Error unary(NodeContext &C, ir::OpKind Kind);
 llvm::Error nary(NodeContext &C, ir::OpKind Kind);
+llvm::Error clip(NodeContext &C);
 llvm::Error cast(NodeContext &C);
 llvm::Error identity(NodeContext &C);
 llvm::Error dropout(NodeContext &C);

@@ -1,8 +1,8 @@
 //===- runtime_lib/cpu/Elementwise.cpp - Elementwise kernels --------------===//
 //
 // The elementwise family's entry points and its unary kinds: activations and
-// math (plain loops over dense operands, f32 or f64; Relu, Neg and Abs also
-// i32/i64 forward), Not, and Dropout with its counter-based mask. Cast and
+// math (plain loops over dense operands, f32 or f64; Relu, Neg, Abs and Clip
+// also i32/i64 forward), Not, and Dropout with its counter-based mask. Cast and
 // the broadcasting kinds live in Cast.cpp and Broadcast.cpp.
 //
 // Backward kernels recompute what they need from the forward input X rather
@@ -19,7 +19,9 @@
 #include "Loops.h"
 #include "Parallel.h"
 #include <cmath>
+#include <limits>
 #include <string>
+#include <type_traits>
 
 namespace onnx2soap::rt::cpu {
 namespace {
@@ -81,10 +83,35 @@ void accumulateUnary(const TensorView &X, const TensorView &DY,
   });
 }
 
-/// Relu, Neg and Abs on i32/i64 (forward only: integers carry no gradient).
+/// Clip's bound Name as a T, Default where unbounded: an int64 attribute on
+/// integer inputs (saturated to T), a double on floating-point ones.
+template <typename T>
+T clipBound(const OpCall &Call, const char *Name, T Default) {
+  if constexpr (std::is_integral_v<T>) {
+    int64_t V = Call.Attrs.getInt(Name, Default);
+    if (V < int64_t(std::numeric_limits<T>::lowest()))
+      return std::numeric_limits<T>::lowest();
+    return V > int64_t(std::numeric_limits<T>::max())
+               ? std::numeric_limits<T>::max()
+               : T(V);
+  } else {
+    return static_cast<T>(Call.Attrs.getFloat(Name, Default));
+  }
+}
+
+/// Relu, Neg, Abs and Clip on i32/i64 (forward only: integers carry no
+/// gradient).
 template <typename T> void forwardIntegerUnary(const OpCall &Call) {
   const TensorView &X = Call.Inputs[0], &Y = Call.Outputs[0];
   switch (Call.Kind) {
+  case OpKind::Clip: {
+    T Lo = clipBound<T>(Call, "min", std::numeric_limits<T>::lowest());
+    T Hi = clipBound<T>(Call, "max", std::numeric_limits<T>::max());
+    return mapUnary<T>(X, Y, [=](T V) {
+      T Low = V < Lo ? Lo : V;
+      return Low > Hi ? Hi : Low;
+    });
+  }
   case OpKind::Relu:
     return mapUnary<T>(X, Y, [](T V) { return V < 0 ? T(0) : V; });
   case OpKind::Neg:
@@ -133,6 +160,38 @@ template <typename T> void forwardFloatUnary(const OpCall &Call) {
     return mapUnary<T>(X, Y, [](T V) { return std::fabs(V); });
   case OpKind::Reciprocal:
     return mapUnary<T>(X, Y, [](T V) { return T(1) / V; });
+  case OpKind::Clip: {
+    // min(max(x, min), max): max wins when min > max; NaN passes.
+    T Lo = clipBound<T>(Call, "min", -std::numeric_limits<T>::infinity());
+    T Hi = clipBound<T>(Call, "max", std::numeric_limits<T>::infinity());
+    return mapUnary<T>(X, Y, [=](T V) {
+      T Low = V < Lo ? Lo : V;
+      return Low > Hi ? Hi : Low;
+    });
+  }
+  case OpKind::HardSigmoid: {
+    T Alpha = static_cast<T>(Call.Attrs.getFloat("alpha", 0.2));
+    T Beta = static_cast<T>(Call.Attrs.getFloat("beta", 0.5));
+    return mapUnary<T>(X, Y, [=](T V) {
+      T Z = Alpha * V + Beta;
+      return Z < 0 ? T(0) : (Z > 1 ? T(1) : Z);
+    });
+  }
+  case OpKind::HardSwish:
+    // x * relu6(x + 3) / 6, as PyTorch computes it.
+    return mapUnary<T>(X, Y, [](T V) {
+      T Z = V + T(3);
+      return V * (Z < 0 ? T(0) : (Z > 6 ? T(6) : Z)) / T(6);
+    });
+  case OpKind::Elu: {
+    T Alpha = static_cast<T>(Call.Attrs.getFloat("alpha", 1.0));
+    return mapUnary<T>(X, Y,
+                       [=](T V) { return V > 0 ? V : Alpha * std::expm1(V); });
+  }
+  case OpKind::Softplus:
+    // PyTorch's threshold of 20, where log1p(exp(x)) rounds to x.
+    return mapUnary<T>(
+        X, Y, [](T V) { return V > T(20) ? V : std::log1p(std::exp(V)); });
   default:
     failOp(Call, "is not a unary elementwise op");
   }
@@ -194,6 +253,38 @@ void backwardFloatUnary(const OpCall &Call, const TensorView &DY,
         X, DY, DX, [](T V, T G) { return V > 0 ? G : (V < 0 ? -G : T(0)); });
   case OpKind::Reciprocal:
     return accumulateUnary<T>(X, DY, DX, [](T V, T G) { return -G / (V * V); });
+  case OpKind::Clip: {
+    // Zero at the bounds, as PyTorch's hardtanh (ReLU6).
+    T Lo = clipBound<T>(Call, "min", -std::numeric_limits<T>::infinity());
+    T Hi = clipBound<T>(Call, "max", std::numeric_limits<T>::infinity());
+    return accumulateUnary<T>(
+        X, DY, DX, [=](T V, T G) { return V > Lo && V < Hi ? G : T(0); });
+  }
+  case OpKind::HardSigmoid: {
+    T Alpha = static_cast<T>(Call.Attrs.getFloat("alpha", 0.2));
+    T Beta = static_cast<T>(Call.Attrs.getFloat("beta", 0.5));
+    return accumulateUnary<T>(X, DY, DX, [=](T V, T G) {
+      T Z = Alpha * V + Beta;
+      return Z > 0 && Z < 1 ? Alpha * G : T(0);
+    });
+  }
+  case OpKind::HardSwish:
+    return accumulateUnary<T>(X, DY, DX, [](T V, T G) {
+      return V < T(-3) ? T(0) : (V <= T(3) ? G * (V / T(3) + T(0.5)) : G);
+    });
+  case OpKind::Elu: {
+    T Alpha = static_cast<T>(Call.Attrs.getFloat("alpha", 1.0));
+    return accumulateUnary<T>(X, DY, DX, [=](T V, T G) {
+      return V > 0 ? G : G * Alpha * std::exp(V);
+    });
+  }
+  case OpKind::Softplus:
+    return accumulateUnary<T>(X, DY, DX, [](T V, T G) {
+      if (V > T(20))
+        return G;
+      T E = std::exp(V);
+      return G * E / (E + T(1));
+    });
   default:
     failOp(Call, "is not a unary elementwise op");
   }
@@ -210,7 +301,7 @@ void forwardUnary(const OpCall &Call) {
       }))
     return;
   bool IntegerKind = Call.Kind == OpKind::Relu || Call.Kind == OpKind::Neg ||
-                     Call.Kind == OpKind::Abs;
+                     Call.Kind == OpKind::Abs || Call.Kind == OpKind::Clip;
   if (IntegerKind && X.Type == DType::Int32)
     return forwardIntegerUnary<int32_t>(Call);
   if (IntegerKind && X.Type == DType::Int64)
@@ -453,6 +544,11 @@ void forwardElementwise(Context &, const OpCall &Call) {
   case OpKind::Neg:
   case OpKind::Abs:
   case OpKind::Reciprocal:
+  case OpKind::Clip:
+  case OpKind::HardSigmoid:
+  case OpKind::HardSwish:
+  case OpKind::Elu:
+  case OpKind::Softplus:
     return forwardUnary(Call);
   case OpKind::Not:
     return forwardNot(Call);
@@ -481,6 +577,11 @@ void backwardElementwise(Context &, const OpCall &Call,
   case OpKind::Neg:
   case OpKind::Abs:
   case OpKind::Reciprocal:
+  case OpKind::Clip:
+  case OpKind::HardSigmoid:
+  case OpKind::HardSwish:
+  case OpKind::Elu:
+  case OpKind::Softplus:
     return backwardUnary(Call, OutputGrads, InputGrads);
   case OpKind::Not:
     return; // bool in, bool out: no gradient

@@ -2,7 +2,8 @@
 //
 // The CUDA elementwise family's entry points and its unary kinds, twins of
 // runtime_lib/cpu/Elementwise.cpp: activations and math (grid-stride loops
-// over dense operands, f32 or f64; Relu, Neg and Abs also i32/i64 forward),
+// over dense operands, f32 or f64; Relu, Neg, Abs and Clip also i32/i64
+// forward),
 // Not, and Dropout with the counter-based mask of runtime_lib/DropoutMask.h
 // (drawn at each element's index in the whole tensor when the call computes
 // one partition, OpCall::GlobalOffset),
@@ -17,8 +18,12 @@
 #include "../DropoutMask.h"
 #include "Elementwise.cuh"
 #include "Loops.cuh"
+#include <cmath>
+#include <cstdint>
+#include <limits>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 namespace onnx2soap::rt::cuda {
 namespace {
@@ -40,6 +45,8 @@ ONNX2SOAP_DEVICE_MATH(mathErf, erff, erf)
 ONNX2SOAP_DEVICE_MATH(mathSqrt, sqrtf, sqrt)
 ONNX2SOAP_DEVICE_MATH(mathLog, logf, log)
 ONNX2SOAP_DEVICE_MATH(mathAbs, fabsf, fabs)
+ONNX2SOAP_DEVICE_MATH(mathExpm1, expm1f, expm1)
+ONNX2SOAP_DEVICE_MATH(mathLog1p, log1pf, log1p)
 #undef ONNX2SOAP_DEVICE_MATH
 
 enum class Unary {
@@ -55,10 +62,18 @@ enum class Unary {
   Log,
   Neg,
   Abs,
-  Reciprocal
+  Reciprocal,
+  Clip,
+  HardSigmoid,
+  HardSwish,
+  Elu,
+  Softplus
 };
 
-template <Unary Op, typename T> __device__ T unaryForward(T V, T Alpha) {
+/// Op at V. Alpha and Beta are the kind's parameters (unaryParams): Clip's
+/// bounds, HardSigmoid's slope and offset, LeakyRelu's and Elu's alpha.
+template <Unary Op, typename T>
+__device__ T unaryForward(T V, T Alpha, T Beta) {
   if constexpr (Op == Unary::Relu) {
     return V < 0 ? T(0) : V; // NaN passes through, as in PyTorch
   } else if constexpr (Op == Unary::Neg) {
@@ -90,6 +105,20 @@ template <Unary Op, typename T> __device__ T unaryForward(T V, T Alpha) {
     return mathExp(V);
   } else if constexpr (Op == Unary::Log) {
     return mathLog(V);
+  } else if constexpr (Op == Unary::Clip) {
+    // min(max(x, min), max): max wins when min > max; NaN passes.
+    T Low = V < Alpha ? Alpha : V;
+    return Low > Beta ? Beta : Low;
+  } else if constexpr (Op == Unary::HardSigmoid) {
+    T Z = Alpha * V + Beta;
+    return Z < 0 ? T(0) : (Z > 1 ? T(1) : Z);
+  } else if constexpr (Op == Unary::HardSwish) {
+    T Z = V + T(3); // x * relu6(x + 3) / 6, as PyTorch computes it
+    return V * (Z < 0 ? T(0) : (Z > 6 ? T(6) : Z)) / T(6);
+  } else if constexpr (Op == Unary::Elu) {
+    return V > 0 ? V : Alpha * mathExpm1(V);
+  } else if constexpr (Op == Unary::Softplus) {
+    return V > T(20) ? V : mathLog1p(mathExp(V)); // PyTorch's threshold
   } else {
     static_assert(Op == Unary::Reciprocal);
     return T(1) / V;
@@ -97,7 +126,8 @@ template <Unary Op, typename T> __device__ T unaryForward(T V, T Alpha) {
 }
 
 /// d(op)/dx at V times the output gradient G.
-template <Unary Op, typename T> __device__ T unaryBackward(T V, T G, T Alpha) {
+template <Unary Op, typename T>
+__device__ T unaryBackward(T V, T G, T Alpha, T Beta) {
   if constexpr (Op == Unary::Relu) {
     return V > 0 ? G : T(0);
   } else if constexpr (Op == Unary::LeakyRelu) {
@@ -129,6 +159,20 @@ template <Unary Op, typename T> __device__ T unaryBackward(T V, T G, T Alpha) {
     return -G;
   } else if constexpr (Op == Unary::Abs) {
     return V > 0 ? G : (V < 0 ? -G : T(0)); // sign(0) = 0, as PyTorch
+  } else if constexpr (Op == Unary::Clip) {
+    return V > Alpha && V < Beta ? G : T(0); // as PyTorch's hardtanh
+  } else if constexpr (Op == Unary::HardSigmoid) {
+    T Z = Alpha * V + Beta;
+    return Z > 0 && Z < 1 ? Alpha * G : T(0);
+  } else if constexpr (Op == Unary::HardSwish) {
+    return V < T(-3) ? T(0) : (V <= T(3) ? G * (V / T(3) + T(0.5)) : G);
+  } else if constexpr (Op == Unary::Elu) {
+    return V > 0 ? G : G * Alpha * mathExp(V);
+  } else if constexpr (Op == Unary::Softplus) {
+    if (V > T(20))
+      return G;
+    T E = mathExp(V);
+    return G * E / (E + T(1));
   } else {
     static_assert(Op == Unary::Reciprocal);
     return -G / (V * V);
@@ -138,18 +182,18 @@ template <Unary Op, typename T> __device__ T unaryBackward(T V, T G, T Alpha) {
 template <Unary Op, typename T> struct ForwardBody {
   const T *In;
   T *Out;
-  T Alpha;
+  T Alpha, Beta;
   __device__ void operator()(int64_t I) const {
-    Out[I] = unaryForward<Op>(In[I], Alpha);
+    Out[I] = unaryForward<Op>(In[I], Alpha, Beta);
   }
 };
 
 template <Unary Op, typename T> struct BackwardBody {
   const T *In, *Grad;
   T *Out;
-  T Alpha;
+  T Alpha, Beta;
   __device__ void operator()(int64_t I) const {
-    Out[I] += unaryBackward<Op>(In[I], Grad[I], Alpha);
+    Out[I] += unaryBackward<Op>(In[I], Grad[I], Alpha, Beta);
   }
 };
 
@@ -210,6 +254,16 @@ Unary unaryOf(const OpCall &Call) {
     return Unary::Abs;
   case OpKind::Reciprocal:
     return Unary::Reciprocal;
+  case OpKind::Clip:
+    return Unary::Clip;
+  case OpKind::HardSigmoid:
+    return Unary::HardSigmoid;
+  case OpKind::HardSwish:
+    return Unary::HardSwish;
+  case OpKind::Elu:
+    return Unary::Elu;
+  case OpKind::Softplus:
+    return Unary::Softplus;
   default:
     failOp(Call, "is not a unary elementwise op");
   }
@@ -236,8 +290,40 @@ void launchUnary(Context &C, const OpCall &Call, Unary Op, int64_t Count,
     ONNX2SOAP_UNARY_CASE(Neg)
     ONNX2SOAP_UNARY_CASE(Abs)
     ONNX2SOAP_UNARY_CASE(Reciprocal)
+    ONNX2SOAP_UNARY_CASE(Clip)
+    ONNX2SOAP_UNARY_CASE(HardSigmoid)
+    ONNX2SOAP_UNARY_CASE(HardSwish)
+    ONNX2SOAP_UNARY_CASE(Elu)
+    ONNX2SOAP_UNARY_CASE(Softplus)
   }
 #undef ONNX2SOAP_UNARY_CASE
+}
+
+/// The kind's two parameters for unaryForward / unaryBackward.
+std::pair<double, double> unaryParams(const OpCall &Call, Unary Op) {
+  switch (Op) {
+  case Unary::Clip:
+    return {Call.Attrs.getFloat("min", -INFINITY),
+            Call.Attrs.getFloat("max", INFINITY)};
+  case Unary::HardSigmoid:
+    return {Call.Attrs.getFloat("alpha", 0.2),
+            Call.Attrs.getFloat("beta", 0.5)};
+  case Unary::Elu:
+    return {Call.Attrs.getFloat("alpha", 1.0), 0.0};
+  default:
+    return {Call.Attrs.getFloat("alpha", 0.01), 0.0};
+  }
+}
+
+/// Clip's bound Name on an integer input, saturated to T.
+template <typename T>
+T integerClipBound(const OpCall &Call, const char *Name, int64_t Default) {
+  int64_t V = Call.Attrs.getInt(Name, Default);
+  if (V < int64_t(std::numeric_limits<T>::lowest()))
+    return std::numeric_limits<T>::lowest();
+  return V > int64_t(std::numeric_limits<T>::max())
+             ? std::numeric_limits<T>::max()
+             : T(V);
 }
 
 void forwardUnary(Context &C, const OpCall &Call) {
@@ -247,15 +333,18 @@ void forwardUnary(Context &C, const OpCall &Call) {
   requireLike(Call, Y, X, "output");
   requireType(Call, Y, X.Type, "output");
   Unary Op = unaryOf(Call);
-  double Alpha = Call.Attrs.getFloat("alpha", 0.01);
+  std::pair<double, double> Params = unaryParams(Call, Op);
+  double Alpha = Params.first, Beta = Params.second;
   int64_t Count = X.numElements();
   if (visitFloat(X.Type, [&](auto Tag) {
         using T = typename decltype(Tag)::Type;
         launchUnary<T, ForwardBody>(C, Call, Op, Count, X.as<const T>(),
-                                    Y.as<T>(), static_cast<T>(Alpha));
+                                    Y.as<T>(), static_cast<T>(Alpha),
+                                    static_cast<T>(Beta));
       }))
     return;
-  bool IntegerKind = Op == Unary::Relu || Op == Unary::Neg || Op == Unary::Abs;
+  bool IntegerKind = Op == Unary::Relu || Op == Unary::Neg ||
+                     Op == Unary::Abs || Op == Unary::Clip;
   if (!IntegerKind || (X.Type != DType::Int32 && X.Type != DType::Int64))
     unsupportedType(Call, X.Type,
                     IntegerKind ? "f32, f64, i32, i64" : "f32, f64");
@@ -266,11 +355,19 @@ void forwardUnary(Context &C, const OpCall &Call) {
       const T *In = X.as<const T>();
       T *Out = Y.as<T>();
       if (Op == Unary::Relu)
-        forEach(C, Call, Count, ForwardBody<Unary::Relu, T>{In, Out, T(0)});
+        forEach(C, Call, Count,
+                ForwardBody<Unary::Relu, T>{In, Out, T(0), T(0)});
       else if (Op == Unary::Neg)
-        forEach(C, Call, Count, ForwardBody<Unary::Neg, T>{In, Out, T(0)});
+        forEach(C, Call, Count,
+                ForwardBody<Unary::Neg, T>{In, Out, T(0), T(0)});
+      else if (Op == Unary::Clip)
+        forEach(C, Call, Count,
+                ForwardBody<Unary::Clip, T>{
+                    In, Out, integerClipBound<T>(Call, "min", INT64_MIN),
+                    integerClipBound<T>(Call, "max", INT64_MAX)});
       else
-        forEach(C, Call, Count, ForwardBody<Unary::Abs, T>{In, Out, T(0)});
+        forEach(C, Call, Count,
+                ForwardBody<Unary::Abs, T>{In, Out, T(0), T(0)});
     }
   });
 }
@@ -290,12 +387,13 @@ void backwardUnary(Context &C, const OpCall &Call, const Views &OutputGrads,
   requireType(Call, DY, X.Type, "output gradient");
   requireType(Call, DX, X.Type, "input gradient");
   Unary Op = unaryOf(Call);
-  double Alpha = Call.Attrs.getFloat("alpha", 0.01);
+  std::pair<double, double> Params = unaryParams(Call, Op);
+  double Alpha = Params.first, Beta = Params.second;
   if (!visitFloat(X.Type, [&](auto Tag) {
         using T = typename decltype(Tag)::Type;
-        launchUnary<T, BackwardBody>(C, Call, Op, X.numElements(),
-                                     X.as<const T>(), DY.as<const T>(),
-                                     DX.as<T>(), static_cast<T>(Alpha));
+        launchUnary<T, BackwardBody>(
+            C, Call, Op, X.numElements(), X.as<const T>(), DY.as<const T>(),
+            DX.as<T>(), static_cast<T>(Alpha), static_cast<T>(Beta));
       }))
     unsupportedType(Call, X.Type, "gradients need f32 or f64");
 }
@@ -495,6 +593,11 @@ void forwardElementwise(Context &C, const OpCall &Call) {
   case OpKind::Neg:
   case OpKind::Abs:
   case OpKind::Reciprocal:
+  case OpKind::Clip:
+  case OpKind::HardSigmoid:
+  case OpKind::HardSwish:
+  case OpKind::Elu:
+  case OpKind::Softplus:
     return forwardUnary(C, Call);
   case OpKind::Not:
     return forwardNot(C, Call);
@@ -523,6 +626,11 @@ void backwardElementwise(Context &C, const OpCall &Call,
   case OpKind::Neg:
   case OpKind::Abs:
   case OpKind::Reciprocal:
+  case OpKind::Clip:
+  case OpKind::HardSigmoid:
+  case OpKind::HardSwish:
+  case OpKind::Elu:
+  case OpKind::Softplus:
     return backwardUnary(C, Call, OutputGrads, InputGrads);
   case OpKind::Not:
     return; // bool in, bool out: no gradient

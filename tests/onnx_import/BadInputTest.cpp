@@ -11,6 +11,7 @@
 #include "ModelBuilder.h"
 #include "onnx_import/Importer.h"
 #include "gtest/gtest.h"
+#include <cmath>
 #include <functional>
 #include <random>
 
@@ -250,6 +251,41 @@ TEST(BadInputTest, FloatInitializersGiveImportTimeValues) {
     if (T.Role == ir::TensorRole::Parameter)
       Parameters.push_back(T.Name);
   EXPECT_EQ(Parameters, (std::vector<std::string>{"W", "b"}));
+}
+
+// Clip (ReLU6 as exported with constant folding): bounds from float
+// initializers become attributes, an absent or -inf min none; the
+// initializers are no parameters.
+TEST(BadInputTest, ClipBoundsFromInitializers) {
+  TempDir Dir("onnx2soap-badinput");
+  ASSERT_TRUE(Dir.valid());
+  onnx::ModelProto Model = makeModel();
+  onnx::GraphProto &G = *Model.mutable_graph();
+  G.clear_output();
+  float Six = 6, MinusInf = -INFINITY;
+  addFloatInitializer(G, "six", {})
+      ->set_raw_data(std::string(reinterpret_cast<char *>(&Six), 4));
+  addFloatInitializer(G, "none", {})
+      ->set_raw_data(std::string(reinterpret_cast<char *>(&MinusInf), 4));
+  addNode(G, "Clip", {"y", "", "six"}, {"c"}, "upper");
+  addNode(G, "Clip", {"c", "none", "six"}, {"d"}, "same");
+  addOutput(G, "d");
+  std::string Path = Dir.file("model.onnx");
+  ASSERT_TRUE(writeModel(Model, Path));
+  auto Imported = onnx_import::importModel(Path, batch(2));
+  ASSERT_TRUE(static_cast<bool>(Imported))
+      << llvm::toString(Imported.takeError());
+  const ir::Graph &IR = Imported->Graph;
+  ASSERT_EQ(IR.numOps(), 5u);
+  for (unsigned I : {3u, 4u}) {
+    EXPECT_EQ(IR.op(I).Kind, ir::OpKind::Clip);
+    EXPECT_FALSE(IR.op(I).Attrs.has("min"));
+    EXPECT_EQ(IR.op(I).Attrs.getFloat("max"), 6.0);
+  }
+  size_t Parameters = 0;
+  for (const ir::Tensor &T : IR.tensors())
+    Parameters += T.Role == ir::TensorRole::Parameter;
+  EXPECT_EQ(Parameters, 2u);
 }
 
 // A float initializer both read at import time and trained would keep its

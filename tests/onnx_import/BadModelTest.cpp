@@ -10,6 +10,7 @@
 #include "ModelBuilder.h"
 #include "onnx_import/Importer.h"
 #include "gtest/gtest.h"
+#include <cmath>
 #include <functional>
 
 using namespace onnx2soap;
@@ -145,6 +146,39 @@ const BadModelCase BadModelCases[] =
          },
          "node 'relu' (#2, op Relu): Relu takes at most 1 input, the node "
          "has 2"},
+
+        // Clip's bounds must be scalars of the input's type known at import
+        // time; an infinite bound on the wrong side is not modelled.
+        {"ClipBoundNotScalar",
+         [](onnx::ModelProto &M, const TempDir &) {
+           addFloatInitializer(graph(M), "lo", {2});
+           addNode(graph(M), "Clip", {"y", "lo"}, {"c"}, "clip");
+           graph(M).mutable_output(0)->set_name("c");
+         },
+         "node 'clip' (#3, op Clip): min must be a scalar, it has 2 elements"},
+        {"ClipBoundAtRunTime",
+         [](onnx::ModelProto &M, const TempDir &) {
+           addNode(graph(M), "Clip", {"y", "", "y"}, {"c"}, "clip");
+           graph(M).mutable_output(0)->set_name("c");
+         },
+         "node 'clip' (#3, op Clip): input 'y' (max) must be a constant"},
+        {"ClipBoundOfAnotherType",
+         [](onnx::ModelProto &M, const TempDir &) {
+           addInt64Initializer(graph(M), "lo", {0});
+           graph(M).mutable_initializer()->rbegin()->clear_dims();
+           addNode(graph(M), "Clip", {"y", "lo"}, {"c"}, "clip");
+           graph(M).mutable_output(0)->set_name("c");
+         },
+         "node 'clip' (#3, op Clip): min is i64, the input f32"},
+        {"ClipMinPlusInfinity",
+         [](onnx::ModelProto &M, const TempDir &) {
+           onnx::TensorProto *Lo = addFloatInitializer(graph(M), "lo", {});
+           float Inf = INFINITY;
+           Lo->set_raw_data(std::string(reinterpret_cast<char *>(&Inf), 4));
+           addNode(graph(M), "Clip", {"y", "lo"}, {"c"}, "clip");
+           graph(M).mutable_output(0)->set_name("c");
+         },
+         "node 'clip' (#3, op Clip): min of +infinity is not supported"},
 
         // Constant: a value attribute of another type than its name says
         // was read as 0 or as nothing; two of them, the first taken.

@@ -37,6 +37,15 @@ std::vector<UnaryCase> unaryCases() {
   Leaky.set("alpha", 0.2);
   OpAttrs Tanh;
   Tanh.set("approximate", std::string("tanh"));
+  // Inputs are 0.1 to 1.5 from zero: each Clip's one active bound and
+  // HardSigmoid's steep ramp stay out of the gradient check's reach.
+  OpAttrs ClipHigh, ClipLow, Steep, Elu;
+  ClipHigh.set("max", 0.05);
+  ClipLow.set("min", -0.05);
+  ClipLow.set("max", 1.6);
+  Steep.set("alpha", 20.0);
+  Steep.set("beta", 0.0);
+  Elu.set("alpha", 0.7);
   OpAttrs None;
   None.set("approximate", std::string("none"));
   return {
@@ -81,6 +90,29 @@ std::vector<UnaryCase> unaryCases() {
        {},
        [](double X, const OpAttrs &) { return 1 / X; },
        true},
+      {OpKind::Clip, ClipHigh,
+       [](double X, const OpAttrs &) { return std::min(X, 0.05); }, false},
+      {OpKind::Clip, ClipLow,
+       [](double X, const OpAttrs &) { return std::max(X, -0.05); }, false},
+      {OpKind::HardSigmoid,
+       {},
+       [](double X, const OpAttrs &) { return 0.2 * X + 0.5; },
+       false},
+      {OpKind::HardSigmoid, Steep,
+       [](double X, const OpAttrs &) { return X > 0 ? 1.0 : 0.0; }, false},
+      {OpKind::HardSwish,
+       {},
+       [](double X, const OpAttrs &) { return X * (X + 3) / 6; },
+       false},
+      {OpKind::Elu, Elu,
+       [](double X, const OpAttrs &) {
+         return X > 0 ? X : 0.7 * (std::exp(X) - 1);
+       },
+       false},
+      {OpKind::Softplus,
+       {},
+       [](double X, const OpAttrs &) { return std::log(1 + std::exp(X)); },
+       false},
   };
 }
 
@@ -150,6 +182,68 @@ TEST_F(ElementwiseTest, NotFlipsBools) {
   EXPECT_EQ(Y.at(0), 0);
   EXPECT_EQ(Y.at(1), 1);
   EXPECT_EQ(Y.at(2), 0);
+}
+
+// Past the ramps that UnaryGradients keeps away from: the values and
+// PyTorch's gradients there (ReLU6's, hardswish's, softplus's threshold).
+TEST_F(ElementwiseTest, ActivationsAtAndPastTheirBounds) {
+  struct Row {
+    OpKind Kind;
+    OpAttrs Attrs;
+    std::vector<double> X, Y, DX;
+  };
+  OpAttrs Relu6;
+  Relu6.set("min", 0.0);
+  Relu6.set("max", 6.0);
+  OpAttrs Crossed; // min > max: every value is max
+  Crossed.set("min", 2.0);
+  Crossed.set("max", 1.0);
+  const double E1 = std::exp(-1.0);
+  std::vector<Row> Rows = {
+      {OpKind::Clip, Relu6, {-1, 0, 3, 6, 7}, {0, 0, 3, 6, 6}, {0, 0, 1, 0, 0}},
+      {OpKind::Clip, Crossed, {0, 1.5, 3}, {1, 1, 1}, {0, 0, 0}},
+      {OpKind::HardSwish, {}, {-4, -3, 3, 4}, {0, 0, 3, 4}, {0, -0.5, 1.5, 1}},
+      {OpKind::HardSigmoid, {}, {-3, 3}, {0, 1}, {0, 0}},
+      {OpKind::Elu, {}, {-1, 2}, {E1 - 1, 2}, {E1, 1}},
+      {OpKind::Softplus, {}, {0, 25}, {std::log(2.0), 25}, {0.5, 1}},
+  };
+  for (const Row &R : Rows) {
+    SCOPED_TRACE(opKindName(R.Kind));
+    int64_t N = static_cast<int64_t>(R.X.size());
+    HostTensor X = f32({N}), Y = f32({N}), DY = f32({N}), DX = f32({N});
+    for (int64_t I = 0; I < N; ++I) {
+      X.set(I, R.X[I]);
+      DY.set(I, 1);
+    }
+    runForward(*B, R.Kind, R.Attrs, {&X}, {&Y});
+    OpCall Call{R.Kind, R.Attrs, "test", {X.view()}, {Y.view()}, 1};
+    B->backward(Call, {DY.view()}, {DX.view()});
+    for (int64_t I = 0; I < N; ++I) {
+      EXPECT_NEAR(Y.at(I), R.Y[I], 1e-6) << "x = " << R.X[I];
+      EXPECT_NEAR(DX.at(I), R.DX[I], 1e-6) << "x = " << R.X[I];
+    }
+  }
+}
+
+// Clip runs on integers (index arithmetic), its bounds saturated to the
+// type; unbounded sides are absent attributes.
+TEST_F(ElementwiseTest, ClipOnIntegers) {
+  HostTensor X = i64({4}, {-5, 0, 7, int64_t(1) << 40}), Y = i64({4});
+  OpAttrs Low;
+  Low.set("min", int64_t(-1));
+  runForward(*B, OpKind::Clip, Low, {&X}, {&Y});
+  EXPECT_EQ(Y.at(0), -1);
+  EXPECT_EQ(Y.at(2), 7);
+  EXPECT_EQ(Y.at(3), static_cast<double>(int64_t(1) << 40));
+  HostTensor X32(DType::Int32, {2}), Y32(DType::Int32, {2});
+  X32.set(0, -7);
+  X32.set(1, 9);
+  OpAttrs Wide;
+  Wide.set("min", -(int64_t(1) << 40));
+  Wide.set("max", int64_t(3));
+  runForward(*B, OpKind::Clip, Wide, {&X32}, {&Y32});
+  EXPECT_EQ(Y32.at(0), -7);
+  EXPECT_EQ(Y32.at(1), 3);
 }
 
 TEST_F(ElementwiseTest, BackwardAccumulates) {

@@ -40,6 +40,26 @@ void elementwiseCases(std::mt19937 &Rng, std::vector<Case> &All) {
   UnaryWith("neg", OpKind::Neg, {}, -1, 1);
   UnaryWith("abs", OpKind::Abs, {}, -1, 1);
   UnaryWith("reciprocal", OpKind::Reciprocal, {}, 0.5, 2);
+  OpAttrs Relu6;
+  Relu6.set("min", 0.0);
+  Relu6.set("max", 6.0);
+  UnaryWith("clip_relu6", OpKind::Clip, Relu6, -2, 8);
+  OpAttrs Ramp;
+  Ramp.set("alpha", 0.2);
+  Ramp.set("beta", 0.5);
+  UnaryWith("hard_sigmoid", OpKind::HardSigmoid, Ramp, -4, 4);
+  UnaryWith("hard_swish", OpKind::HardSwish, {}, -5, 5);
+  UnaryWith("elu", OpKind::Elu, Float("alpha", 1.0), -2, 2);
+  UnaryWith("softplus", OpKind::Softplus, {}, -3, 25);
+  OpAttrs IndexBounds;
+  IndexBounds.set("min", int64_t(0));
+  IndexBounds.set("max", int64_t(4));
+  All.push_back({"clip_i64",
+                 OpKind::Clip,
+                 IndexBounds,
+                 {i64({5}, {-3, 0, 4, -1, 9})},
+                 {i64({5})},
+                 {}});
   All.push_back({"relu_i64",
                  OpKind::Relu,
                  {},
