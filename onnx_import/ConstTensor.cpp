@@ -66,6 +66,18 @@ llvm::StringRef onnxTypeName(int32_t OnnxType) {
     return "UINT4";
   case 22:
     return "INT4";
+  case 23:
+    return "FLOAT4E2M1";
+  case 24:
+    return "FLOAT8E8M0";
+  case 25:
+    return "UINT2";
+  case 26:
+    return "INT2";
+  case 27:
+    return "FLOAT6E2M3";
+  case 28:
+    return "FLOAT6E3M2";
   default:
     return "unknown type";
   }

@@ -23,9 +23,14 @@
 
 namespace onnx2soap::onnx_import {
 
-/// Oldest and newest ONNX IR versions read (IR 10 goes with opset 21).
+/// Oldest and newest ONNX IR versions read. IR 10 goes with opset 21; IR 11
+/// to 14 (onnx 1.18 on; onnx 1.23 writes 14) add only element types
+/// (FLOAT4E2M1, FLOAT8E8M0, INT2, UINT2, FLOAT6E2M3, FLOAT6E3M2, refused by
+/// name where they appear) and multi-device sharding hints (ignored: the
+/// planner chooses the placement), so a model they wrote with an opset up to 21
+/// means what it meant under IR 10. A later IR may change more.
 constexpr int64_t MinIrVersion = 3;
-constexpr int64_t MaxIrVersion = 10;
+constexpr int64_t MaxIrVersion = 14;
 
 static bool isDefaultDomain(llvm::StringRef Domain) {
   return Domain.empty() || Domain == "ai.onnx";
@@ -42,9 +47,15 @@ static llvm::Expected<int64_t> checkVersions(const onnx::ModelProto &Model) {
                               "reads IR versions {1} to {2})",
                               Ir, MinIrVersion, MaxIrVersion));
   std::optional<int64_t> Opset;
-  for (const onnx::OperatorSetIdProto &Id : Model.opset_import())
-    if (isDefaultDomain(Id.domain()))
-      Opset = Id.version();
+  for (const onnx::OperatorSetIdProto &Id : Model.opset_import()) {
+    if (!isDefaultDomain(Id.domain()))
+      continue;
+    if (Opset && *Opset != Id.version())
+      return fail(llvm::formatv("the model imports the ai.onnx opset twice, "
+                                "as {0} and as {1}",
+                                *Opset, Id.version()));
+    Opset = Id.version();
+  }
   if (!Opset) {
     // A graph made only of other domains' operators (the training preview
     // ops) is valid ONNX; what we lack is those operators.
@@ -403,6 +414,8 @@ llvm::Expected<ImportedModel> importModel(ModelFile File,
         Graph.sparse_initializer(0).values().name()));
   if (auto E = checkOperators(Graph, *Opset))
     return E;
+  if (Graph.output_size() == 0)
+    return fail("the model's graph has no outputs");
   auto Order = checkStructure(Graph, File);
   if (!Order)
     return Order.takeError();

@@ -100,6 +100,10 @@ llvm::Error reduce(NodeContext &C, OpKind Kind) {
   if (!*AxesAttr && C.hasInput(1) && C.opset() < AxesBecameInput)
     return C.error("axes are an attribute before opset {0}, not an input",
                    AxesBecameInput);
+  if (C.attr("noop_with_empty_axes") && C.opset() < AxesBecameInput)
+    return C.error("noop_with_empty_axes exists from opset {0} on; this model "
+                   "uses opset {1}",
+                   AxesBecameInput, C.opset());
   ir::IntList Axes;
   if (*AxesAttr) {
     Axes = **AxesAttr;
@@ -131,7 +135,9 @@ llvm::Error reduce(NodeContext &C, OpKind Kind) {
     A = *N;
   }
   std::sort(Axes.begin(), Axes.end());
-  Axes.erase(std::unique(Axes.begin(), Axes.end()), Axes.end());
+  if (std::adjacent_find(Axes.begin(), Axes.end()) != Axes.end())
+    return C.error("axes repeat axis {0}",
+                   *std::adjacent_find(Axes.begin(), Axes.end()));
   ir::Attributes Attrs;
   Attrs.set("axes", std::move(Axes));
   Attrs.set("keepdims", *Keep ? int64_t(1) : int64_t(0));

@@ -235,6 +235,15 @@ llvm::Error split(NodeContext &C) {
     return SplitAttr.takeError();
   if (!NumOutputs)
     return NumOutputs.takeError();
+  // Split-13 moved 'split' to an input; Split-18 added num_outputs.
+  if (*SplitAttr)
+    return C.error("the 'split' attribute was replaced by an input in opset "
+                   "13; this model uses opset {0}",
+                   C.opset());
+  if (C.attr("num_outputs") && C.opset() < 18)
+    return C.error("num_outputs exists from opset 18 on; this model uses "
+                   "opset {0}",
+                   C.opset());
   const Shape &In = C.inputType(0).Dims;
   auto A = ir::normalizeAxis(*Axis, In.size());
   if (!A)
@@ -242,9 +251,7 @@ llvm::Error split(NodeContext &C) {
                    ir::formatShape(In));
   IntList Sizes;
   int64_t Dim = In[*A];
-  if (*SplitAttr) {
-    Sizes = **SplitAttr;
-  } else if (C.hasInput(1)) {
+  if (C.hasInput(1)) {
     auto S = intsOf(C, 1, "split");
     if (!S)
       return S.takeError();
@@ -348,6 +355,10 @@ llvm::Error pad(NodeContext &C) {
   if (!Pads)
     return Pads.takeError();
   IntList Axes;
+  if (C.hasInput(3) && C.opset() < 18)
+    return C.error("the axes input exists from opset 18 on; this model uses "
+                   "opset {0}",
+                   C.opset());
   if (C.hasInput(3)) {
     auto A = intsOf(C, 3, "axes");
     if (!A)

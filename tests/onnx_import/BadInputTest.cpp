@@ -314,6 +314,26 @@ TEST(BadInputTest, FloatInitializerReadAndTrainedIsRefused) {
       << llvm::toString(Imported.takeError());
 }
 
+// onnx 1.18 and later write IR 11 to 14 (onnx.helper.make_model), which add
+// only element types and sharding hints: read; a tensor of a new type is
+// refused by the type's name.
+TEST(BadInputTest, NewerIrVersionsImport) {
+  TempDir Dir("onnx2soap-badinput");
+  ASSERT_TRUE(Dir.valid());
+  onnx::ModelProto Model = makeModel();
+  Model.set_ir_version(14);
+  std::string Path = Dir.file("model.onnx");
+  ASSERT_TRUE(writeModel(Model, Path));
+  auto Imported = onnx_import::importModel(Path, batch(2));
+  ASSERT_TRUE(static_cast<bool>(Imported))
+      << llvm::toString(Imported.takeError());
+  EXPECT_EQ(Imported->IrVersion, 14);
+  findInitializer(*Model.mutable_graph(), "b")->set_data_type(23);
+  ASSERT_TRUE(writeModel(Model, Path));
+  expectErr(Path, batch(2),
+            "initializer 'b': element type FLOAT4E2M1 is not supported");
+}
+
 TEST(BadInputTest, DimFlagBindsBatch) {
   TempDir Dir("onnx2soap-badinput");
   ASSERT_TRUE(Dir.valid());

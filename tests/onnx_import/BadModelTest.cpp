@@ -147,6 +147,67 @@ const BadModelCase BadModelCases[] =
          "node 'relu' (#2, op Relu): Relu takes at most 1 input, the node "
          "has 2"},
 
+        {"NoOutputs",
+         [](onnx::ModelProto &M, const TempDir &) {
+           graph(M).clear_output();
+         },
+         "the model's graph has no outputs"},
+        {"OpsetImportedTwice",
+         [](onnx::ModelProto &M, const TempDir &) {
+           onnx::OperatorSetIdProto *Id = M.add_opset_import();
+           Id->set_domain("ai.onnx");
+           Id->set_version(18);
+         },
+         "the model imports the ai.onnx opset twice, as 17 and as 18"},
+
+        // Attributes and inputs of another opset than the model's.
+        {"ReduceRepeatsAnAxis",
+         [](onnx::ModelProto &M, const TempDir &) {
+           addInt64Initializer(graph(M), "axes", {1, -1});
+           addNode(graph(M), "ReduceSum", {"y", "axes"}, {"s"}, "sum");
+           graph(M).mutable_output(0)->set_name("s");
+         },
+         "node 'sum' (#3, op ReduceSum): axes repeat axis 1"},
+        {"ReduceMeanNoopBefore18",
+         [](onnx::ModelProto &M, const TempDir &) {
+           onnx::NodeProto *N =
+               addNode(graph(M), "ReduceMean", {"y"}, {"m"}, "mean");
+           addIntsAttr(*N, "axes", {1});
+           addIntAttr(*N, "noop_with_empty_axes", 1);
+           graph(M).mutable_output(0)->set_name("m");
+         },
+         "node 'mean' (#3, op ReduceMean): noop_with_empty_axes exists from "
+         "opset 18 on; this model uses opset 17"},
+        {"SplitNumOutputsBefore18",
+         [](onnx::ModelProto &M, const TempDir &) {
+           onnx::NodeProto *N =
+               addNode(graph(M), "Split", {"y"}, {"s0", "s1"}, "split");
+           addIntAttr(*N, "axis", 0);
+           addIntAttr(*N, "num_outputs", 2);
+           graph(M).mutable_output(0)->set_name("s0");
+         },
+         "node 'split' (#3, op Split): num_outputs exists from opset 18 on; "
+         "this model uses opset 17"},
+        {"SplitAttribute",
+         [](onnx::ModelProto &M, const TempDir &) {
+           onnx::NodeProto *N =
+               addNode(graph(M), "Split", {"y"}, {"s0", "s1"}, "split");
+           addIntsAttr(*N, "split", {1, 2});
+           addIntAttr(*N, "axis", 1);
+           graph(M).mutable_output(0)->set_name("s0");
+         },
+         "node 'split' (#3, op Split): the 'split' attribute was replaced by "
+         "an input in opset 13"},
+        {"PadAxesBefore18",
+         [](onnx::ModelProto &M, const TempDir &) {
+           addInt64Initializer(graph(M), "pads", {1, 1});
+           addInt64Initializer(graph(M), "axes", {1});
+           addNode(graph(M), "Pad", {"y", "pads", "", "axes"}, {"p"}, "pad");
+           graph(M).mutable_output(0)->set_name("p");
+         },
+         "node 'pad' (#3, op Pad): the axes input exists from opset 18 on; "
+         "this model uses opset 17"},
+
         // Clip's bounds must be scalars of the input's type known at import
         // time; an infinite bound on the wrong side is not modelled.
         {"ClipBoundNotScalar",
