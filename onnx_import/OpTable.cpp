@@ -125,6 +125,10 @@ static const OnnxOp Table[] = {
     UNARY("Relu", Relu),
     {"Reshape", MinOpset, MaxOpset, 2, 2, reshape, "Reshape",
      "shape known at import time; allowzero"},
+    {"Resize", MinOpset, MaxOpset, 1, 4, resize, "Resize",
+     "nearest and linear over the spatial dims; scales or sizes known at "
+     "import time; half_pixel, pytorch_half_pixel, align_corners, asymmetric; "
+     "no antialias"},
     {"Shape", MinOpset, MaxOpset, 1, 1, shape, "", "start/end (15+)"},
     UNARY("Sigmoid", Sigmoid),
     {"Size", MinOpset, MaxOpset, 1, 1, size, "", ""},

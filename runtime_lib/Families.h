@@ -66,6 +66,7 @@ inline OpFamily opFamily(OpKind Kind) {
   case OpKind::AveragePool:
   case OpKind::GlobalAveragePool:
   case OpKind::GlobalMaxPool:
+  case OpKind::Resize:
     return OpFamily::Pool;
   case OpKind::BatchNorm:
   case OpKind::LayerNorm:

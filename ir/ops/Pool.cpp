@@ -1,13 +1,21 @@
 //===- ir/ops/Pool.cpp - Pooling op kinds ---------------------------------===//
 //
-// MaxPool and AveragePool over N-D windows, and the global pools.
+// MaxPool and AveragePool over N-D windows, the global pools, and Resize of
+// the spatial dims.
 //
 // Attributes (explicit after import): `kernel_shape`, `strides`, `dilations`,
 // `pads` (begins then ends), `ceil_mode`; AveragePool `count_include_pad`.
+// Resize: `sizes` (the output's spatial dims; dims 0 and 1, never resized,
+// follow the input), `scales` (one per dim, the scale its
+// source coordinates use), `mode` ("nearest" | "linear"),
+// `coordinate_transformation_mode` ("half_pixel" | "pytorch_half_pixel" |
+// "align_corners" | "asymmetric"), `nearest_mode` ("round_prefer_floor" |
+// "round_prefer_ceil" | "floor" | "ceil").
 //
 //===----------------------------------------------------------------------===//
 #include "ir/ops/OpHelpers.h"
 #include <algorithm>
+#include <cmath>
 
 namespace onnx2soap::ir {
 using namespace ops;
@@ -164,6 +172,65 @@ const OpKindInfo &infoGlobalAveragePool() {
 
 const OpKindInfo &infoGlobalMaxPool() {
   static const OpKindInfo Info = globalPoolInfo(OpKind::GlobalMaxPool);
+  return Info;
+}
+
+//===-- Resize ------------------------------------------------------------===//
+
+static llvm::Expected<OutputTypes> inferResize(const Attributes &Attrs,
+                                               InputTypes In) {
+  const Shape &X = In[0]->Dims;
+  if (X.size() < 3)
+    return fail("input {0} must be [N,C,spatial...]", formatShape(X));
+  if (!isFloatingPoint(In[0]->Type))
+    return fail("expects a floating-point input, got {0}",
+                dtypeName(In[0]->Type));
+  auto Sizes = Attrs.getInts("sizes");
+  auto Scales = Attrs.getFloats("scales");
+  if (Sizes.size() != X.size() || Scales.size() != X.size())
+    return fail("sizes and scales must have one value per dim of {0}",
+                formatShape(X));
+  for (size_t I = 2; I < X.size(); ++I)
+    if (Sizes[I] <= 0 || X[I] <= 0 || !(Scales[I] > 0))
+      return fail("spatial dim {0} resized from {1} to {2} (scale {3})", I,
+                  X[I], Sizes[I], Scales[I]);
+  llvm::StringRef Mode = Attrs.getString("mode");
+  if (Mode != "nearest" && Mode != "linear")
+    return fail("mode '{0}' is not 'nearest' or 'linear'", Mode);
+  // Dims 0 and 1 follow the input, so a partition of them (a shard of the
+  // samples or channels) has the shape rule of the whole.
+  Shape Out(Sizes.begin(), Sizes.end());
+  Out[0] = X[0];
+  Out[1] = X[1];
+  return OutputTypes{TensorType{In[0]->Type, Out}};
+}
+
+/// Taps read per output element: one, or two per spatial dim for linear.
+static double resizeTaps(const Graph &G, const Op &O) {
+  if (O.Attrs.getString("mode") != "linear")
+    return 1;
+  return std::ldexp(1.0, static_cast<int>(G.outputType(O).rank()) - 2);
+}
+
+static OpCost resizeCost(const Graph &G, const Op &O) {
+  double Out = G.outputType(O).numElements();
+  double Bytes = ioBytes(G, O);
+  double Flops = Out * 2 * resizeTaps(G, O);
+  return {Flops, Flops, Bytes, 2 * Bytes};
+}
+
+const OpKindInfo &infoResize() {
+  static const OpKindInfo Info = [] {
+    OpKindInfo I;
+    I.Kind = OpKind::Resize;
+    I.MinInputs = I.MaxInputs = 1;
+    I.InferTypes = inferResize;
+    I.Cost = resizeCost;
+    // Samples and channels split; each partition resizes whole planes.
+    I.Parallel = globalPoolParallel;
+    I.InputRegion = globalPoolRegion;
+    return I;
+  }();
   return Info;
 }
 

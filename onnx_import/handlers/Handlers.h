@@ -26,6 +26,7 @@ llvm::Error conv(NodeContext &C);
 llvm::Error convTranspose(NodeContext &C);
 llvm::Error pool(NodeContext &C, ir::OpKind Kind);
 llvm::Error globalPool(NodeContext &C, ir::OpKind Kind);
+llvm::Error resize(NodeContext &C);
 
 // Normalization.cpp
 llvm::Error batchNormalization(NodeContext &C);

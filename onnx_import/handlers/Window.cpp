@@ -1,11 +1,13 @@
 //===- onnx_import/handlers/Window.cpp - Conv, ConvTranspose, pooling -----===//
 //
 // Resolves ONNX's window defaults and auto_pad into the explicit
-// kernel_shape / strides / dilations / pads the IR carries.
+// kernel_shape / strides / dilations / pads the IR carries, and Resize's
+// scales or sizes into its output dims and per-dim scales.
 //
 //===----------------------------------------------------------------------===//
 #include "onnx_import/handlers/Handlers.h"
 #include <algorithm>
+#include <cmath>
 
 namespace onnx2soap::onnx_import::handlers {
 
@@ -272,6 +274,146 @@ llvm::Error globalPool(NodeContext &C, OpKind Kind) {
   if (auto E = C.checkAttributes({}))
     return E;
   return C.emitOrFold(Kind, {0}, {});
+}
+
+/// One of Resize's optional size inputs, or nothing when it is absent or
+/// empty (exporters pass an empty tensor for the one they do not use).
+static llvm::Expected<const ConstTensor *>
+resizeInput(NodeContext &C, unsigned I, const char *What) {
+  if (!C.hasInput(I))
+    return nullptr;
+  auto V = C.requireConstant(I, What);
+  if (!V)
+    return V.takeError();
+  return (*V)->numElements() ? *V : nullptr;
+}
+
+llvm::Error resize(NodeContext &C) {
+  if (auto E = C.checkAttributes(
+          {"antialias", "axes", "coordinate_transformation_mode",
+           "cubic_coeff_a", "exclude_outside", "extrapolation_value",
+           "keep_aspect_ratio_policy", "mode", "nearest_mode"}))
+    return E;
+  for (const char *Name : {"antialias", "axes", "keep_aspect_ratio_policy"})
+    if (C.attr(Name) && C.opset() < 18)
+      return C.error("{0} exists from opset 18 on; this model uses opset {1}",
+                     Name, C.opset());
+  auto Mode = C.getString("mode", "nearest");
+  auto Coordinates =
+      C.getString("coordinate_transformation_mode", "half_pixel");
+  auto Nearest = C.getString("nearest_mode", "round_prefer_floor");
+  auto Antialias = C.getInt("antialias", 0);
+  auto Exclude = C.getInt("exclude_outside", 0);
+  auto Policy = C.getString("keep_aspect_ratio_policy", "stretch");
+  auto AxesAttr = C.getInts("axes");
+  if (!Mode)
+    return Mode.takeError();
+  if (!Coordinates)
+    return Coordinates.takeError();
+  if (!Nearest)
+    return Nearest.takeError();
+  if (!Antialias)
+    return Antialias.takeError();
+  if (!Exclude)
+    return Exclude.takeError();
+  if (!Policy)
+    return Policy.takeError();
+  if (!AxesAttr)
+    return AxesAttr.takeError();
+  if (*Mode != "nearest" && *Mode != "linear")
+    return C.error("mode '{0}' is not supported (nearest and linear are)",
+                   *Mode);
+  const llvm::StringRef CoordinateModes[] = {"half_pixel", "pytorch_half_pixel",
+                                             "align_corners", "asymmetric"};
+  const llvm::StringRef NearestModes[] = {"round_prefer_floor",
+                                          "round_prefer_ceil", "floor", "ceil"};
+  if (!llvm::is_contained(CoordinateModes, llvm::StringRef(*Coordinates)))
+    return C.error("coordinate_transformation_mode '{0}' is not supported "
+                   "(half_pixel, pytorch_half_pixel, align_corners and "
+                   "asymmetric are)",
+                   *Coordinates);
+  if (!llvm::is_contained(NearestModes, llvm::StringRef(*Nearest)))
+    return C.error("nearest_mode '{0}' is not one of round_prefer_floor, "
+                   "round_prefer_ceil, floor, ceil",
+                   *Nearest);
+  if (*Antialias)
+    return C.error("antialias is not supported");
+  if (*Exclude)
+    return C.error("exclude_outside is not supported");
+  if (*Policy != "stretch")
+    return C.error("keep_aspect_ratio_policy '{0}' is not supported (stretch "
+                   "is)",
+                   *Policy);
+
+  const ir::Shape &In = C.inputType(0).Dims;
+  size_t Rank = In.size();
+  IntList Axes;
+  if (*AxesAttr) {
+    Axes = **AxesAttr;
+    for (int64_t &A : Axes) {
+      auto N = ir::normalizeAxis(A, Rank);
+      if (!N)
+        return C.error("axis {0} is out of range for input {1}", A,
+                       ir::formatShape(In));
+      A = *N;
+    }
+    IntList Sorted = Axes;
+    std::sort(Sorted.begin(), Sorted.end());
+    if (std::adjacent_find(Sorted.begin(), Sorted.end()) != Sorted.end())
+      return C.error("axes repeat an axis");
+  } else {
+    for (size_t I = 0; I < Rank; ++I)
+      Axes.push_back(static_cast<int64_t>(I));
+  }
+  auto Scales = resizeInput(C, 2, "scales");
+  if (!Scales)
+    return Scales.takeError();
+  auto Sizes = resizeInput(C, 3, "sizes");
+  if (!Sizes)
+    return Sizes.takeError();
+  if ((*Scales != nullptr) == (*Sizes != nullptr))
+    return C.error("exactly one of scales and sizes must be given");
+  const ConstTensor *Given = *Scales ? *Scales : *Sizes;
+  if (Given->numElements() != static_cast<int64_t>(Axes.size()))
+    return C.error("{0} has {1} values for {2} axes",
+                   *Scales ? "scales" : "sizes", Given->numElements(),
+                   Axes.size());
+  IntList OutDims(In.begin(), In.end());
+  llvm::SmallVector<double, 2> DimScales(Rank, 1.0);
+  for (size_t I = 0; I < Axes.size(); ++I) {
+    size_t D = static_cast<size_t>(Axes[I]);
+    if (*Scales) {
+      double Scale = Given->floatAt(static_cast<int64_t>(I));
+      if (!(Scale > 0) || std::isinf(Scale))
+        return C.error("scale {0} of axis {1} is not positive and finite",
+                       Scale, D);
+      double Out = std::floor(static_cast<double>(In[D]) * Scale);
+      if (Out > static_cast<double>(ir::MaxTensorExtent))
+        return C.error("scale {0} of axis {1} is too large", Scale, D);
+      DimScales[D] = Scale;
+      OutDims[D] = static_cast<int64_t>(Out);
+    } else {
+      int64_t Out = Given->intAt(static_cast<int64_t>(I));
+      if (Out <= 0)
+        return C.error("size {0} of axis {1} is not positive", Out, D);
+      OutDims[D] = Out;
+      DimScales[D] = In[D] ? static_cast<double>(Out) / In[D] : 1.0;
+    }
+  }
+  if (Rank < 3)
+    return C.error("input {0} must be [N,C,spatial...]", ir::formatShape(In));
+  for (size_t D : {0u, 1u})
+    if (OutDims[D] != In[D] || DimScales[D] != 1.0)
+      return C.error("resizes dim {0} of {1}; only the spatial dims (2 on) "
+                     "can be resized",
+                     D, ir::formatShape(In));
+  ir::Attributes Attrs;
+  Attrs.set("sizes", std::move(OutDims));
+  Attrs.set("scales", std::move(DimScales));
+  Attrs.set("mode", *Mode);
+  Attrs.set("coordinate_transformation_mode", *Coordinates);
+  Attrs.set("nearest_mode", *Nearest);
+  return C.emitOrFold(OpKind::Resize, {0}, std::move(Attrs));
 }
 
 } // namespace onnx2soap::onnx_import::handlers

@@ -72,6 +72,10 @@ void backwardContraction(Context &C, const OpCall &Call,
 void forwardPool(Context &C, const OpCall &Call);
 void backwardPool(Context &C, const OpCall &Call, const Views &OutputGrads,
                   const Views &InputGrads);
+/// Resize (Pool family; Resize.cpp).
+void forwardResize(const OpCall &Call);
+void backwardResize(const OpCall &Call, const Views &OutputGrads,
+                    const Views &InputGrads);
 void forwardNormalization(Context &C, const OpCall &Call);
 void backwardNormalization(Context &C, const OpCall &Call,
                            const Views &OutputGrads, const Views &InputGrads);

@@ -439,6 +439,8 @@ void forwardPool(Context &C, const OpCall &Call) {
   case OpKind::GlobalAveragePool:
   case OpKind::GlobalMaxPool:
     return forwardGlobalPool(Call);
+  case OpKind::Resize:
+    return forwardResize(Call);
   default:
     failOp(Call, "is not a pooling op");
   }
@@ -453,6 +455,8 @@ void backwardPool(Context &C, const OpCall &Call, const Views &OutputGrads,
   case OpKind::GlobalAveragePool:
   case OpKind::GlobalMaxPool:
     return backwardGlobalPool(Call, OutputGrads, InputGrads);
+  case OpKind::Resize:
+    return backwardResize(Call, OutputGrads, InputGrads);
   default:
     failOp(Call, "is not a pooling op");
   }

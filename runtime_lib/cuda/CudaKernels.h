@@ -53,6 +53,10 @@ void backwardContraction(Context &C, const OpCall &Call,
 void forwardPool(Context &C, const OpCall &Call);
 void backwardPool(Context &C, const OpCall &Call, const Views &OutputGrads,
                   const Views &InputGrads);
+/// Resize (Pool family; Resize.cu).
+void forwardResize(Context &C, const OpCall &Call);
+void backwardResize(Context &C, const OpCall &Call, const Views &OutputGrads,
+                    const Views &InputGrads);
 void forwardNormalization(Context &C, const OpCall &Call);
 void backwardNormalization(Context &C, const OpCall &Call,
                            const Views &OutputGrads, const Views &InputGrads);

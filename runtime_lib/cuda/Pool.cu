@@ -500,6 +500,8 @@ void forwardPool(Context &C, const OpCall &Call) {
   case OpKind::GlobalAveragePool:
   case OpKind::GlobalMaxPool:
     return forwardGlobalPool(C, Call);
+  case OpKind::Resize:
+    return forwardResize(C, Call);
   default:
     failOp(Call, "is not a pooling op");
   }
@@ -514,6 +516,8 @@ void backwardPool(Context &C, const OpCall &Call, const Views &OutputGrads,
   case OpKind::GlobalAveragePool:
   case OpKind::GlobalMaxPool:
     return backwardGlobalPool(C, Call, OutputGrads, InputGrads);
+  case OpKind::Resize:
+    return backwardResize(C, Call, OutputGrads, InputGrads);
   default:
     failOp(Call, "is not a pooling op");
   }

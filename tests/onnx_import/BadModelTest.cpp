@@ -61,6 +61,20 @@ Mutation convTranspose(std::function<void(onnx::NodeProto &)> Set) {
   };
 }
 
+/// Makes the graph x [batch, 4, 6, 6] -> (what Build adds) -> r.
+Mutation resizeGraph(std::function<void(onnx::GraphProto &)> Build) {
+  return [Build](onnx::ModelProto &M, const TempDir &) {
+    onnx::GraphProto &G = graph(M);
+    G.clear_node();
+    G.clear_initializer();
+    G.clear_input();
+    G.clear_output();
+    addInput(G, "x", {"batch", 4, 6, 6});
+    Build(G);
+    addOutput(G, "r");
+  };
+}
+
 const BadModelCase BadModelCases[] =
     {
         // Versions.
@@ -207,6 +221,29 @@ const BadModelCase BadModelCases[] =
          },
          "node 'pad' (#3, op Pad): the axes input exists from opset 18 on; "
          "this model uses opset 17"},
+
+        // Resize: nearest and linear over the spatial dims only.
+        {"ResizeCubic", resizeGraph([](onnx::GraphProto &G) {
+           addFloatInitializer(G, "scales", {4});
+           onnx::NodeProto *N =
+               addNode(G, "Resize", {"x", "", "scales"}, {"r"}, "up");
+           addStringAttr(*N, "mode", "cubic");
+         }),
+         "node 'up' (#0, op Resize): mode 'cubic' is not supported (nearest "
+         "and linear are)"},
+        {"ResizeChannels", resizeGraph([](onnx::GraphProto &G) {
+           addInt64Initializer(G, "sizes", {2, 8, 12, 12});
+           addNode(G, "Resize", {"x", "", "", "sizes"}, {"r"}, "up");
+         }),
+         "node 'up' (#0, op Resize): resizes dim 1 of [2,4,6,6]; only the "
+         "spatial dims (2 on) can be resized"},
+        {"ResizeScalesAndSizes", resizeGraph([](onnx::GraphProto &G) {
+           addFloatInitializer(G, "scales", {4});
+           addInt64Initializer(G, "sizes", {2, 4, 12, 12});
+           addNode(G, "Resize", {"x", "", "scales", "sizes"}, {"r"}, "up");
+         }),
+         "node 'up' (#0, op Resize): exactly one of scales and sizes must be "
+         "given"},
 
         // Clip's bounds must be scalars of the input's type known at import
         // time; an infinite bound on the wrong side is not modelled.

@@ -273,6 +273,80 @@ TEST(PoolGlobal, ForwardMatchesLoopsAndGradientsCheck) {
   }
 }
 
+//===-- Resize ------------------------------------------------------------===//
+
+OpAttrs resizeAttrs(const char *Mode, const char *Coordinates,
+                    std::vector<double> Scales,
+                    const char *Nearest = "round_prefer_floor") {
+  OpAttrs A;
+  A.set("mode", std::string(Mode));
+  A.set("coordinate_transformation_mode", std::string(Coordinates));
+  A.set("nearest_mode", std::string(Nearest));
+  A.set("scales", std::move(Scales));
+  return A;
+}
+
+// Bilinear upsampling by 2 of a 2x2 plane, PyTorch's align_corners=False
+// (half_pixel), worked by hand: the corners keep their values, the border
+// blends two, the inside four with weights 1/4 and 3/4.
+TEST(PoolResize, BilinearUpsampleByHand) {
+  auto Backend = createCpuBackend(1);
+  HostTensor X = f32({1, 1, 2, 2}, {0, 4, 8, 12}), Y = f32({1, 1, 4, 4});
+  runForward(*Backend, OpKind::Resize,
+             resizeAttrs("linear", "half_pixel", {1, 1, 2, 2}), {&X}, {&Y});
+  const double Want[16] = {0, 1, 3, 4, 2, 3, 5, 6, 6, 7, 9, 10, 8, 9, 11, 12};
+  for (int I = 0; I < 16; ++I)
+    EXPECT_FLOAT_EQ(Y.at(I), Want[I]) << I;
+  // Nearest by 2 (PyTorch's nn.Upsample: asymmetric, floor).
+  runForward(*Backend, OpKind::Resize,
+             resizeAttrs("nearest", "asymmetric", {1, 1, 2, 2}, "floor"), {&X},
+             {&Y});
+  const double Nearest[16] = {0, 0, 4,  4,  0, 0, 4,  4,
+                              8, 8, 12, 12, 8, 8, 12, 12};
+  for (int I = 0; I < 16; ++I)
+    EXPECT_FLOAT_EQ(Y.at(I), Nearest[I]) << I;
+}
+
+// Resize is linear in X, so central differences are exact: the backward
+// must add each output gradient into exactly the taps the forward read,
+// for every mode, 1-D to 3-D, up and down.
+TEST(PoolResize, GradientsCheck) {
+  struct Case {
+    OpAttrs Attrs;
+    Ints X, Y;
+  } Cases[] = {
+      {resizeAttrs("linear", "half_pixel", {1, 1, 2, 2}),
+       {2, 3, 3, 4},
+       {2, 3, 6, 8}},
+      {resizeAttrs("linear", "pytorch_half_pixel", {1, 1, 0.5, 0.75}),
+       {1, 2, 4, 4},
+       {1, 2, 2, 3}},
+      {resizeAttrs("linear", "align_corners", {1, 1, 2.5}),
+       {2, 2, 4},
+       {2, 2, 10}},
+      {resizeAttrs("linear", "asymmetric", {1, 1, 2, 1.5, 2}),
+       {1, 1, 2, 2, 3},
+       {1, 1, 4, 3, 6}},
+      {resizeAttrs("nearest", "asymmetric", {1, 1, 3, 2}, "floor"),
+       {2, 2, 2, 3},
+       {2, 2, 6, 6}},
+      {resizeAttrs("nearest", "half_pixel", {1, 1, 0.5, 0.5},
+                   "round_prefer_ceil"),
+       {1, 3, 5, 4},
+       {1, 3, 2, 2}},
+  };
+  auto Backend = createCpuBackend(1);
+  for (Case &C : Cases) {
+    SCOPED_TRACE(testing::PrintToString(C.X) + " -> " +
+                 testing::PrintToString(C.Y));
+    HostTensor X = spacedTensor(C.X, 5);
+    gradCheck(*Backend, OpKind::Resize, C.Attrs, {&X}, {f32(C.Y)}, {0}, 1e-2,
+              1e-3);
+  }
+  expectBackwardAccumulates(OpKind::Resize, Cases[0].Attrs, Cases[0].X,
+                            Cases[0].Y);
+}
+
 TEST(PoolAll, BadOperandsNameTheOp) {
   auto Backend = createCpuBackend(1);
   PoolCase Case = PoolCases[0];

@@ -172,6 +172,26 @@ void contractionCases(std::mt19937 &Rng, std::vector<Case> &All) {
                      {f32({2, 3, 1, 1})},
                      {0}});
     }
+    // Resize: bilinear (PyTorch's align_corners=False) up by 2, linear
+    // align_corners down, nearest up by 3 and 2.
+    auto Resize = [&](const char *Name, const char *Mode,
+                      const char *Coordinates, const char *Nearest,
+                      std::vector<double> Scales, Ints XDims, Ints YDims) {
+      OpAttrs A;
+      A.set("mode", std::string(Mode));
+      A.set("coordinate_transformation_mode", std::string(Coordinates));
+      A.set("nearest_mode", std::string(Nearest));
+      A.set("scales", std::move(Scales));
+      HostTensor X = f32(XDims);
+      randomize(X, Rng);
+      All.push_back({Name, OpKind::Resize, A, {X}, {f32(YDims)}, {0}});
+    };
+    Resize("resize_bilinear_up", "linear", "pytorch_half_pixel",
+           "round_prefer_floor", {1, 1, 2, 2}, {2, 3, 5, 4}, {2, 3, 10, 8});
+    Resize("resize_linear_align_corners_down", "linear", "align_corners",
+           "round_prefer_floor", {1, 1, 0.6, 0.5}, {1, 2, 5, 6}, {1, 2, 3, 3});
+    Resize("resize_nearest_up", "nearest", "asymmetric", "floor", {1, 1, 3, 2},
+           {2, 2, 3, 4}, {2, 2, 9, 8});
   }
 }
 
