@@ -47,7 +47,13 @@ enum class ResizeRounding : int32_t {
 ONNX2SOAP_RESIZE_HD inline double
 resizeSource(ResizeCoordinates Mode, int64_t O, int64_t In, double Scale) {
   double X = static_cast<double>(O);
+  // Rounded once, as on the host: nvcc would fuse Length - 1 into a
+  // multiply-add, which moves align_corners' ties by a rounding.
+#if defined(__CUDA_ARCH__)
+  double Length = __dmul_rn(Scale, static_cast<double>(In));
+#else
   double Length = Scale * static_cast<double>(In);
+#endif
   switch (Mode) {
   case ResizeCoordinates::HalfPixel:
     return (X + 0.5) / Scale - 0.5;

@@ -151,6 +151,9 @@ llvm::Error dropout(NodeContext &C) {
       return R.takeError();
     if ((*R)->numElements() != 1)
       return C.error("ratio must be a scalar");
+    if (!(*R)->isFloat())
+      return C.error("ratio must be floating point, it is {0}",
+                     ir::dtypeName((*R)->Type));
     Ratio = (*R)->floatAt(0);
   }
   bool Training = false;
@@ -160,6 +163,9 @@ llvm::Error dropout(NodeContext &C) {
       return T.takeError();
     if ((*T)->numElements() != 1)
       return C.error("training_mode must be a scalar");
+    if ((*T)->Type != ir::DType::Bool)
+      return C.error("training_mode must be bool, it is {0}",
+                     ir::dtypeName((*T)->Type));
     Training = (*T)->intAt(0) != 0;
   }
   // In inference mode Dropout is the identity; only a requested mask keeps

@@ -111,6 +111,8 @@ llvm::Error reduce(NodeContext &C, OpKind Kind) {
     auto Value = C.requireConstant(1, "axes");
     if (!Value)
       return Value.takeError();
+    if ((*Value)->isFloat())
+      return C.error("axes must be an integer tensor");
     for (int64_t I = 0; I < (*Value)->numElements(); ++I)
       Axes.push_back((*Value)->intAt(I));
   }

@@ -285,7 +285,17 @@ resizeInput(NodeContext &C, unsigned I, const char *What) {
   auto V = C.requireConstant(I, What);
   if (!V)
     return V.takeError();
-  return (*V)->numElements() ? *V : nullptr;
+  if (!(*V)->numElements())
+    return nullptr;
+  bool Scales = I == 2;
+  if ((*V)->Dims.size() != 1)
+    return C.error("{0} must be 1-D, it is {1}", What,
+                   ir::formatShape((*V)->Dims));
+  if (Scales ? !(*V)->isFloat() : (*V)->Type != ir::DType::Int64)
+    return C.error("{0} must be {1}, it is {2}", What,
+                   Scales ? "floating point" : "int64",
+                   ir::dtypeName((*V)->Type));
+  return *V;
 }
 
 llvm::Error resize(NodeContext &C) {

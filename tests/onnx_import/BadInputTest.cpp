@@ -307,6 +307,14 @@ TEST(BadInputTest, FloatInitializerReadAndTrainedIsRefused) {
             "initializer 'value' is read at import time by node 'pad' "
             "(constant_value) and also trained as a weight; keep it fixed "
             "with --frozen value");
+  // The same through an Identity: the name Pad reads is not the
+  // initializer's, the tensor is.
+  G.mutable_node(3)->set_input(2, "alias");
+  addNode(G, "Identity", {"value"}, {"alias"}, "same");
+  ASSERT_TRUE(writeModel(Model, Path));
+  expectErr(Path, batch(2),
+            "initializer 'value' is read at import time by node 'pad' "
+            "(constant_value) and also trained as a weight");
   ImportOptions Frozen = batch(2);
   Frozen.Roles.Frozen.push_back("value");
   auto Imported = onnx_import::importModel(Path, Frozen);

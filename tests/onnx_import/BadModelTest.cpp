@@ -245,6 +245,19 @@ const BadModelCase BadModelCases[] =
          "node 'up' (#0, op Resize): exactly one of scales and sizes must be "
          "given"},
 
+        {"ResizeFloatSizes", resizeGraph([](onnx::GraphProto &G) {
+           addFloatInitializer(G, "sizes", {4});
+           addNode(G, "Resize", {"x", "", "", "sizes"}, {"r"}, "up");
+         }),
+         "node 'up' (#0, op Resize): sizes must be int64, it is f32"},
+        {"ReduceFloatAxes",
+         [](onnx::ModelProto &M, const TempDir &) {
+           addFloatInitializer(graph(M), "axes", {1});
+           addNode(graph(M), "ReduceSum", {"y", "axes"}, {"s"}, "sum");
+           graph(M).mutable_output(0)->set_name("s");
+         },
+         "node 'sum' (#3, op ReduceSum): axes must be an integer tensor"},
+
         // Clip's bounds must be scalars of the input's type known at import
         // time; an infinite bound on the wrong side is not modelled.
         {"ClipBoundNotScalar",
