@@ -82,9 +82,11 @@ static cl::opt<std::string> CommModelFlag(
     cl::sub(searchCommand()), cl::sub(compileCommand()));
 static cl::opt<std::string>
     LossFlag("loss",
-             cl::desc("The loss appended to the model: cross-entropy "
-                      "(default), mse, or model (the model computes its own)"),
-             cl::value_desc("cross-entropy|mse|model"),
+             cl::desc("The loss appended to the model: cross-entropy over "
+                      "the last dim (default), cross-entropy-channels (over "
+                      "dim 1 of [N,C,...]), mse, or model (the model "
+                      "computes its own)"),
+             cl::value_desc("cross-entropy|cross-entropy-channels|mse|model"),
              cl::init("cross-entropy"), cl::cat(PlanningCategory),
              cl::sub(simulateCommand()), cl::sub(searchCommand()),
              cl::sub(compileCommand()), cl::sub(calibrateCommand()));
@@ -249,12 +251,12 @@ static llvm::Expected<simulator::OptimizerKind> optimizerKind() {
 
 static llvm::Expected<ir::LossKind> lossKind() {
   for (ir::LossKind Kind :
-       {ir::LossKind::CrossEntropy, ir::LossKind::MeanSquaredError,
-        ir::LossKind::ModelOutput})
+       {ir::LossKind::CrossEntropy, ir::LossKind::CrossEntropyChannels,
+        ir::LossKind::MeanSquaredError, ir::LossKind::ModelOutput})
     if (LossFlag == ir::lossKindName(Kind))
       return Kind;
-  return usageError(llvm::formatv("--loss {0}: expected cross-entropy, mse "
-                                  "or model",
+  return usageError(llvm::formatv("--loss {0}: expected cross-entropy, "
+                                  "cross-entropy-channels, mse or model",
                                   LossFlag.getValue()));
 }
 

@@ -74,10 +74,11 @@ static cl::opt<double> Epsilon("eps", cl::desc("Adam epsilon (default 1e-8)"),
                                cl::sub(trainCommand()));
 static cl::opt<std::string>
     Loss("loss",
-         cl::desc("The loss appended to the model: cross-entropy (default), "
-                  "mse, or model (the model computes its own)"),
-         cl::value_desc("cross-entropy|mse|model"), cl::init("cross-entropy"),
-         cl::sub(trainCommand()));
+         cl::desc("The loss appended to the model: cross-entropy over the "
+                  "last dim (default), cross-entropy-channels (over dim 1 of "
+                  "[N,C,...]), mse, or model (the model computes its own)"),
+         cl::value_desc("cross-entropy|cross-entropy-channels|mse|model"),
+         cl::init("cross-entropy"), cl::sub(trainCommand()));
 static cl::opt<int> TrainThreads("threads",
                                  cl::desc("CPU threads (0: all cores)"),
                                  cl::value_desc("N"), cl::init(0),
@@ -148,13 +149,15 @@ llvm::Error runTrain() {
   ir::LossKind Kind;
   if (Loss == "cross-entropy")
     Kind = ir::LossKind::CrossEntropy;
+  else if (Loss == "cross-entropy-channels")
+    Kind = ir::LossKind::CrossEntropyChannels;
   else if (Loss == "mse")
     Kind = ir::LossKind::MeanSquaredError;
   else if (Loss == "model")
     Kind = ir::LossKind::ModelOutput;
   else
-    return usageError(llvm::formatv("--loss {0}: expected cross-entropy, mse "
-                                    "or model",
+    return usageError(llvm::formatv("--loss {0}: expected cross-entropy, "
+                                    "cross-entropy-channels, mse or model",
                                     Loss.getValue()));
   if (Steps < 1)
     return usageError("--steps must be at least 1");

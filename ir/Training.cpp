@@ -16,6 +16,8 @@ llvm::StringRef lossKindName(LossKind Kind) {
   switch (Kind) {
   case LossKind::CrossEntropy:
     return "cross-entropy";
+  case LossKind::CrossEntropyChannels:
+    return "cross-entropy-channels";
   case LossKind::MeanSquaredError:
     return "mse";
   case LossKind::ModelOutput:
@@ -52,29 +54,53 @@ static llvm::Error appendLoss(TrainingGraph &T) {
                                 G.outputName(0), formatShape(OutType.Dims)));
     T.LossTensor = Out;
     return llvm::Error::success();
-  case LossKind::CrossEntropy: {
+  case LossKind::CrossEntropy:
+  case LossKind::CrossEntropyChannels: {
+    llvm::StringRef Flag = lossKindName(T.Loss);
     if (G.outputs().size() != 1)
-      return fail(llvm::formatv("--loss cross-entropy needs a model with one "
-                                "output; this one has {0} (use --loss model "
+      return fail(llvm::formatv("--loss {0} needs a model with one "
+                                "output; this one has {1} (use --loss model "
                                 "if one of them is the loss)",
-                                G.outputs().size()));
-    if (OutType.rank() < 1)
-      return fail("--loss cross-entropy needs an output with a class dim");
-    int64_t Classes = OutType.Dims.back();
+                                Flag, G.outputs().size()));
+    bool Channels = T.Loss == LossKind::CrossEntropyChannels;
+    if (OutType.rank() < (Channels ? 2u : 1u))
+      return fail(llvm::formatv(
+          "--loss {0} needs an output with a class dim{1}; '{2}' is {3}", Flag,
+          Channels ? " (dim 1)" : "", G.outputName(0),
+          formatShape(OutType.Dims)));
+    int ClassDim = Channels ? 1 : static_cast<int>(OutType.rank()) - 1;
+    int64_t Classes = OutType.Dims[ClassDim];
     int64_t Rows = OutType.numElements() / std::max<int64_t>(Classes, 1);
-    Shape LabelDims(OutType.Dims.begin(), OutType.Dims.end() - 1);
+    Shape LabelDims = OutType.Dims;
+    LabelDims.erase(LabelDims.begin() + ClassDim);
     T.Labels = G.addTensor("labels", TensorType{DType::Int64, LabelDims},
                            TensorRole::Input);
-    G.tensor(T.Labels).BatchDim =
-        G.tensor(Out).BatchDim < static_cast<int>(LabelDims.size())
-            ? G.tensor(Out).BatchDim
-            : -1;
+    int OutBatch = G.tensor(Out).BatchDim;
+    G.tensor(T.Labels).BatchDim = OutBatch < 0 || OutBatch == ClassDim ? -1
+                                  : OutBatch > ClassDim ? OutBatch - 1
+                                                        : OutBatch;
     G.addInput(T.Labels);
+    // [N, C, d...] -> [N, d..., C]: the classes last, as rows take them.
+    TensorId ClassesLast = Out;
+    if (ClassDim != static_cast<int>(OutType.rank()) - 1) {
+      IntList Perm{0};
+      for (unsigned D = 2; D < OutType.rank(); ++D)
+        Perm.push_back(D);
+      Perm.push_back(1);
+      Attributes Transpose;
+      Transpose.set("perm", std::move(Perm));
+      auto Moved =
+          append(G, OpKind::Transpose, {Out}, Transpose, "loss/classes_last");
+      if (!Moved)
+        return Moved.takeError();
+      ClassesLast = *Moved;
+    }
     Attributes ToRows, LabelRows, Mean;
     ToRows.set("shape", IntList{Rows, Classes});
     LabelRows.set("shape", IntList{Rows});
     Mean.set("reduction", std::string("mean"));
-    auto Scores = append(G, OpKind::Reshape, {Out}, ToRows, "loss/scores");
+    auto Scores =
+        append(G, OpKind::Reshape, {ClassesLast}, ToRows, "loss/scores");
     if (!Scores)
       return Scores.takeError();
     auto Labels =

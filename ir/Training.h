@@ -23,6 +23,10 @@ enum class LossKind : uint8_t {
   /// integer labels shaped like the output without its last dim; mean over
   /// all label positions.
   CrossEntropy,
+  /// The same over dim 1 of an [N, C, d...] output (PyTorch's
+  /// cross_entropy and ONNX's SoftmaxCrossEntropyLoss layout, a
+  /// segmentation network's): labels [N, d...].
+  CrossEntropyChannels,
   /// Mean of squared differences to targets shaped like the output.
   MeanSquaredError,
   /// The model's first output is already the (scalar) loss.

@@ -449,7 +449,8 @@ TEST_F(CliTest, PlanningRefusesBadInput) {
   // Every planning command shares these flags (simulate checks them first).
   expectUserError(run(planArgs("simulate", "cpu:2",
                                {"--strategy", "expert", "--loss", "hinge"})),
-                  "--loss hinge: expected cross-entropy, mse or model");
+                  "--loss hinge: expected cross-entropy, "
+                  "cross-entropy-channels, mse or model");
   expectUserError(run(planArgs("simulate", "cpu:2",
                                {"--strategy", "expert", "--gpus", "0"})),
                   "--gpus 0: must be at least 1");

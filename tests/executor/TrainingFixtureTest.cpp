@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include <cmath>
 #include <cstring>
+#include <fstream>
 
 using namespace onnx2soap;
 
@@ -45,7 +46,33 @@ struct OptimizerRun {
   std::string Fixture;
   std::string Optimizer; // key in losses.json
   bool Unrolled = false;
+  /// The model's last Transpose (classes last) removed, trained with
+  /// --loss cross-entropy-channels over its [N, C, ...] output instead.
+  bool ClassesInDim1 = false;
 };
+
+/// Writes Path's model without the Transpose that makes its output: the
+/// output is then the Transpose's input.
+std::string withoutFinalTranspose(const std::string &Path) {
+  onnx::ModelProto Model;
+  std::ifstream In(Path, std::ios::binary);
+  EXPECT_TRUE(Model.ParseFromIstream(&In)) << Path;
+  onnx::GraphProto &G = *Model.mutable_graph();
+  for (int I = 0; I < G.node_size(); ++I) {
+    const onnx::NodeProto &N = G.node(I);
+    if (N.op_type() != "Transpose" || N.output(0) != G.output(0).name())
+      continue;
+    G.mutable_output(0)->set_name(N.input(0));
+    G.mutable_output(0)->mutable_type()->mutable_tensor_type()->clear_shape();
+    G.mutable_node()->DeleteSubrange(I, 1);
+    std::string Out = ::testing::TempDir() + "classes_in_dim1.onnx";
+    std::ofstream File(Out, std::ios::binary);
+    EXPECT_TRUE(Model.SerializeToOstream(&File));
+    return Out;
+  }
+  ADD_FAILURE() << Path << ": no Transpose makes the output";
+  return Path;
+}
 
 std::vector<OptimizerRun> runs() {
   std::vector<OptimizerRun> Result;
@@ -57,6 +84,10 @@ std::vector<OptimizerRun> runs() {
   for (const char *F : {"lstm_lm", "gru", "seq2seq"})
     for (const char *O : {"sgd", "adam"})
       Result.push_back({F, O, /*Unrolled=*/true});
+  // PyTorch's losses over the permuted output are cross_entropy over dim 1
+  // of the output before it.
+  for (const char *O : {"sgd", "adam"})
+    Result.push_back({"unet_mini", O, false, /*ClassesInDim1=*/true});
   return Result;
 }
 
@@ -102,10 +133,15 @@ TEST_P(TrainingFixture, LossesMatchPyTorch) {
 
   onnx_import::ImportOptions Options;
   Options.UnrollRnn = R.Unrolled;
-  auto Model = onnx_import::importModel(Dir + "model.onnx", Options);
+  std::string ModelPath = Dir + "model.onnx";
+  if (R.ClassesInDim1)
+    ModelPath = withoutFinalTranspose(ModelPath);
+  auto Model = onnx_import::importModel(ModelPath, Options);
   ASSERT_TRUE(static_cast<bool>(Model)) << llvm::toString(Model.takeError());
   auto Training =
-      ir::deriveTraining(std::move(Model->Graph), ir::LossKind::CrossEntropy);
+      ir::deriveTraining(std::move(Model->Graph),
+                         R.ClassesInDim1 ? ir::LossKind::CrossEntropyChannels
+                                         : ir::LossKind::CrossEntropy);
   ASSERT_TRUE(static_cast<bool>(Training))
       << llvm::toString(Training.takeError());
   auto Backend = rt::createCpuBackend(1);
@@ -139,7 +175,9 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, TrainingFixture, ::testing::ValuesIn(runs()),
                          [](const auto &Info) {
                            return Info.param.Fixture + "_" +
                                   Info.param.Optimizer +
-                                  (Info.param.Unrolled ? "_unrolled" : "");
+                                  (Info.param.Unrolled ? "_unrolled" : "") +
+                                  (Info.param.ClassesInDim1 ? "_classes_in_dim1"
+                                                            : "");
                          });
 
 } // namespace
