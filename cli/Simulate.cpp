@@ -282,6 +282,28 @@ llvm::Error checkNotAnInput(const std::string &Path, llvm::StringRef Flag,
   return llvm::Error::success();
 }
 
+/// Without --batch, a model whose inputs have fixed sizes has no batch dim:
+/// its samples are not the Sample dim, so data parallelism splits the ops
+/// whose kind says dim 0 is the samples (convolutions) and leaves the rest
+/// whole. Says so, with the flag that fixes it.
+static void noteNoBatchDim(const ir::Graph &G) {
+  const ir::Tensor *First = nullptr;
+  for (ir::TensorId In : G.inputs()) {
+    const ir::Tensor &T = G.tensor(In);
+    if (T.BatchDim >= 0)
+      return;
+    if (!First && T.Type.rank() > 0)
+      First = &T;
+  }
+  if (!First || First->Type.Dims[0] < 2)
+    return;
+  llvm::errs() << llvm::formatv(
+      "note: no input of the model has a batch dim (input '{0}' is {1}); give "
+      "--batch {2} if dim 0 holds the samples, so that data parallelism and "
+      "the search split them\n",
+      First->Name, ir::formatShape(First->Type.Dims), First->Type.Dims[0]);
+}
+
 static llvm::Error checkOutputs(const std::string &ModelPath) {
   namespace fs = llvm::sys::fs;
   if (llvm::Error E = checkNotAnInput(StrategyOutput, "-o", ModelPath))
@@ -379,6 +401,8 @@ loadPlanning(const std::string &ModelPath) {
     llvm::consumeError(Target.takeError());
     return Imported.takeError();
   }
+  if (!Options->Batch)
+    noteNoBatchDim(Imported->Graph);
   auto Training = ir::deriveTraining(std::move(Imported->Graph), *Loss);
   if (!Training) {
     llvm::consumeError(Target.takeError());

@@ -364,6 +364,27 @@ TEST_F(CliTest, SweepNeverGetsSlowerWithMoreDevices) {
   EXPECT_EQ(Times[2], Times[1]);
 }
 
+// A fixed-size model planned without --batch has no Sample dim: the
+// planning commands say which flag makes dim 0 the samples.
+TEST_F(CliTest, PlanningNotesAModelWithoutABatchDim) {
+  std::string Fixture =
+      (llvm::Twine(ONNX2SOAP_SOURCE_DIR) + "/tests/fixtures/cnn_bn/model.onnx")
+          .str();
+  std::vector<std::string> Args{"simulate", Fixture,      "--cluster",
+                                "cpu:2",    "--strategy", "data-parallel"};
+  RunResult Without = run(Args);
+  ASSERT_EQ(Without.ExitCode, 0) << Without.Err;
+  EXPECT_THAT(Without.Err,
+              ::testing::HasSubstr(
+                  "note: no input of the model has a batch dim (input "
+                  "'input' is [8,3,16,16]); give --batch 8 if dim 0 holds "
+                  "the samples"));
+  Args.insert(Args.end(), {"--batch", "8"});
+  RunResult With = run(Args);
+  ASSERT_EQ(With.ExitCode, 0) << With.Err;
+  EXPECT_THAT(With.Err, ::testing::Not(::testing::HasSubstr("note:")));
+}
+
 TEST_F(CliTest, PlanningRefusesBadInput) {
   std::string Model = samplePath("tiny_cnn.onnx");
   expectUserError(
