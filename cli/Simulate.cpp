@@ -250,14 +250,10 @@ static llvm::Expected<simulator::OptimizerKind> optimizerKind() {
 }
 
 static llvm::Expected<ir::LossKind> lossKind() {
-  for (ir::LossKind Kind :
-       {ir::LossKind::CrossEntropy, ir::LossKind::CrossEntropyChannels,
-        ir::LossKind::MeanSquaredError, ir::LossKind::ModelOutput})
-    if (LossFlag == ir::lossKindName(Kind))
-      return Kind;
-  return usageError(llvm::formatv("--loss {0}: expected cross-entropy, "
-                                  "cross-entropy-channels, mse or model",
-                                  LossFlag.getValue()));
+  if (std::optional<ir::LossKind> Kind = ir::lossKindNamed(LossFlag))
+    return *Kind;
+  return usageError(llvm::formatv("--loss {0}: expected {1}",
+                                  LossFlag.getValue(), ir::lossKindNames()));
 }
 
 /// -o and --trace, when given: files that can be written, not one file,

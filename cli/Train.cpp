@@ -146,25 +146,16 @@ llvm::Error runTrain() {
   auto Config = optimizerConfig();
   if (!Config)
     return Config.takeError();
-  ir::LossKind Kind;
-  if (Loss == "cross-entropy")
-    Kind = ir::LossKind::CrossEntropy;
-  else if (Loss == "cross-entropy-channels")
-    Kind = ir::LossKind::CrossEntropyChannels;
-  else if (Loss == "mse")
-    Kind = ir::LossKind::MeanSquaredError;
-  else if (Loss == "model")
-    Kind = ir::LossKind::ModelOutput;
-  else
-    return usageError(llvm::formatv("--loss {0}: expected cross-entropy, "
-                                    "cross-entropy-channels, mse or model",
-                                    Loss.getValue()));
+  std::optional<ir::LossKind> Kind = ir::lossKindNamed(Loss);
+  if (!Kind)
+    return usageError(llvm::formatv("--loss {0}: expected {1}", Loss.getValue(),
+                                    ir::lossKindNames()));
   if (Steps < 1)
     return usageError("--steps must be at least 1");
   auto Imported = onnx_import::importModel(Model, *Options);
   if (!Imported)
     return Imported.takeError();
-  auto Training = ir::deriveTraining(std::move(Imported->Graph), Kind);
+  auto Training = ir::deriveTraining(std::move(Imported->Graph), *Kind);
   if (!Training)
     return Training.takeError();
   const ir::Graph &G = Training->G;

@@ -9,6 +9,7 @@
 #include "ir/BatchDims.h"
 #include "ir/Error.h"
 #include "llvm/Support/FormatVariadic.h"
+#include <iterator>
 
 namespace onnx2soap::ir {
 
@@ -24,6 +25,28 @@ llvm::StringRef lossKindName(LossKind Kind) {
     return "model";
   }
   llvm_unreachable("unknown LossKind");
+}
+
+static constexpr LossKind AllLossKinds[] = {
+    LossKind::CrossEntropy, LossKind::CrossEntropyChannels,
+    LossKind::MeanSquaredError, LossKind::ModelOutput};
+
+std::optional<LossKind> lossKindNamed(llvm::StringRef Name) {
+  for (LossKind Kind : AllLossKinds)
+    if (Name == lossKindName(Kind))
+      return Kind;
+  return std::nullopt;
+}
+
+std::string lossKindNames() {
+  std::string Out;
+  size_t Count = std::size(AllLossKinds);
+  for (size_t I = 0; I < Count; ++I)
+    Out += (I == 0           ? ""
+            : I + 1 == Count ? " or "
+                             : ", ") +
+           lossKindName(AllLossKinds[I]).str();
+  return Out;
 }
 
 /// Adds an op that the loss construction knows to be valid.

@@ -14,6 +14,8 @@
 #define ONNX2SOAP_IR_TRAINING_H
 
 #include "ir/Graph.h"
+#include <optional>
+#include <string>
 #include <vector>
 
 namespace onnx2soap::ir {
@@ -33,6 +35,10 @@ enum class LossKind : uint8_t {
   ModelOutput,
 };
 llvm::StringRef lossKindName(LossKind Kind);
+/// The kind lossKindName calls Name (a --loss value), or none.
+std::optional<LossKind> lossKindNamed(llvm::StringRef Name);
+/// Every kind's name, for an error: "cross-entropy, ..., mse or model".
+std::string lossKindNames();
 
 struct TrainingGraph {
   /// The forward graph with the loss ops appended; its outputs are the

@@ -122,15 +122,13 @@ NodeContext::requireConstant(unsigned I, llvm::StringRef What) const {
   if (hasInput(I) && input(I).Hint)
     return &*input(I).Hint;
   if (hasInput(I) && input(I).Stored) {
-    // Under the initializer's own name: an Identity (or a no-op Cast, an
-    // inference Dropout) gives its value another name but not another
-    // tensor.
+    // Under the initializer's own tensor's name: an Identity (or a no-op
+    // Cast, an inference Dropout) gives its value another name but not
+    // another tensor.
     const Value &V = input(I);
-    std::string Initializer = V.Tensor != ir::NoTensor
-                                  ? State.Graph.tensor(V.Tensor).Name
-                                  : Node.input(I);
     State.ReadAtImport.try_emplace(
-        Initializer, llvm::formatv("node '{0}' ({1})", name(), What).str());
+        State.Graph.tensor(V.Tensor).Name,
+        llvm::formatv("node '{0}' ({1})", name(), What).str());
     return &*V.Stored;
   }
   if (!hasInput(I))

@@ -10,7 +10,9 @@
 #define ONNX2SOAP_RUNTIME_OPATTRS_H
 
 #include <cstdint>
+#include <limits>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -35,6 +37,22 @@ private:
   const Value *find(const char *Name) const;
   std::vector<std::pair<std::string, Value>> Entries; // sorted by name
 };
+
+/// Attribute Name as a T, Default when absent: an integer attribute
+/// saturated to T's range when T is integral, a float one converted
+/// otherwise (Clip's bounds on either kind of input).
+template <typename T> T attrAs(const OpAttrs &A, const char *Name, T Default) {
+  if constexpr (std::is_integral_v<T>) {
+    int64_t V = A.getInt(Name, static_cast<int64_t>(Default));
+    if (V < static_cast<int64_t>(std::numeric_limits<T>::lowest()))
+      return std::numeric_limits<T>::lowest();
+    return V > static_cast<int64_t>(std::numeric_limits<T>::max())
+               ? std::numeric_limits<T>::max()
+               : static_cast<T>(V);
+  } else {
+    return static_cast<T>(A.getFloat(Name, static_cast<double>(Default)));
+  }
+}
 
 } // namespace onnx2soap::rt
 

@@ -13,6 +13,14 @@
 
 namespace onnx2soap::onnx_import::handlers {
 
+// Helpers the handlers share (Shape.cpp).
+/// The values of input I, known at import time and of an integer type.
+llvm::Expected<ir::IntList> intsOf(NodeContext &C, unsigned I,
+                                   llvm::StringRef What);
+/// Normalizes each axis against Rank; fails on duplicates when Unique.
+llvm::Error normalizeAxes(NodeContext &C, ir::IntList &Axes, unsigned Rank,
+                          bool Unique = true);
+
 // Elementwise.cpp
 llvm::Error unary(NodeContext &C, ir::OpKind Kind);
 llvm::Error nary(NodeContext &C, ir::OpKind Kind);

@@ -108,13 +108,10 @@ llvm::Error reduce(NodeContext &C, OpKind Kind) {
   if (*AxesAttr) {
     Axes = **AxesAttr;
   } else if (C.hasInput(1)) {
-    auto Value = C.requireConstant(1, "axes");
+    auto Value = intsOf(C, 1, "axes");
     if (!Value)
       return Value.takeError();
-    if ((*Value)->isFloat())
-      return C.error("axes must be an integer tensor");
-    for (int64_t I = 0; I < (*Value)->numElements(); ++I)
-      Axes.push_back((*Value)->intAt(I));
+    Axes = std::move(*Value);
   }
   unsigned Rank = C.inputType(0).rank();
   if (Rank == 0) {
@@ -137,9 +134,9 @@ llvm::Error reduce(NodeContext &C, OpKind Kind) {
     A = *N;
   }
   std::sort(Axes.begin(), Axes.end());
-  if (std::adjacent_find(Axes.begin(), Axes.end()) != Axes.end())
-    return C.error("axes repeat axis {0}",
-                   *std::adjacent_find(Axes.begin(), Axes.end()));
+  auto Repeated = std::adjacent_find(Axes.begin(), Axes.end());
+  if (Repeated != Axes.end())
+    return C.error("axes repeat axis {0}", *Repeated);
   ir::Attributes Attrs;
   Attrs.set("axes", std::move(Axes));
   Attrs.set("keepdims", *Keep ? int64_t(1) : int64_t(0));

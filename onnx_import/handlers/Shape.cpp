@@ -17,9 +17,8 @@ using ir::IntList;
 using ir::OpKind;
 using ir::Shape;
 
-/// The values of a known integer input.
-static llvm::Expected<IntList> intsOf(NodeContext &C, unsigned I,
-                                      llvm::StringRef What) {
+llvm::Expected<IntList> intsOf(NodeContext &C, unsigned I,
+                               llvm::StringRef What) {
   auto Value = C.requireConstant(I, What);
   if (!Value)
     return Value.takeError();
@@ -28,9 +27,8 @@ static llvm::Expected<IntList> intsOf(NodeContext &C, unsigned I,
   return IntList((*Value)->Ints.begin(), (*Value)->Ints.end());
 }
 
-/// Normalizes each axis against Rank; fails on duplicates when Unique.
-static llvm::Error normalizeAxes(NodeContext &C, IntList &Axes, unsigned Rank,
-                                 bool Unique = true) {
+llvm::Error normalizeAxes(NodeContext &C, IntList &Axes, unsigned Rank,
+                          bool Unique) {
   for (int64_t &A : Axes) {
     auto N = ir::normalizeAxis(A, Rank);
     if (!N)

@@ -360,17 +360,8 @@ llvm::Error resize(NodeContext &C) {
   IntList Axes;
   if (*AxesAttr) {
     Axes = **AxesAttr;
-    for (int64_t &A : Axes) {
-      auto N = ir::normalizeAxis(A, Rank);
-      if (!N)
-        return C.error("axis {0} is out of range for input {1}", A,
-                       ir::formatShape(In));
-      A = *N;
-    }
-    IntList Sorted = Axes;
-    std::sort(Sorted.begin(), Sorted.end());
-    if (std::adjacent_find(Sorted.begin(), Sorted.end()) != Sorted.end())
-      return C.error("axes repeat an axis");
+    if (auto E = normalizeAxes(C, Axes, static_cast<unsigned>(Rank)))
+      return E;
   } else {
     for (size_t I = 0; I < Rank; ++I)
       Axes.push_back(static_cast<int64_t>(I));

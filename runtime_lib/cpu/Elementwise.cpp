@@ -83,30 +83,14 @@ void accumulateUnary(const TensorView &X, const TensorView &DY,
   });
 }
 
-/// Clip's bound Name as a T, Default where unbounded: an int64 attribute on
-/// integer inputs (saturated to T), a double on floating-point ones.
-template <typename T>
-T clipBound(const OpCall &Call, const char *Name, T Default) {
-  if constexpr (std::is_integral_v<T>) {
-    int64_t V = Call.Attrs.getInt(Name, Default);
-    if (V < int64_t(std::numeric_limits<T>::lowest()))
-      return std::numeric_limits<T>::lowest();
-    return V > int64_t(std::numeric_limits<T>::max())
-               ? std::numeric_limits<T>::max()
-               : T(V);
-  } else {
-    return static_cast<T>(Call.Attrs.getFloat(Name, Default));
-  }
-}
-
 /// Relu, Neg, Abs and Clip on i32/i64 (forward only: integers carry no
 /// gradient).
 template <typename T> void forwardIntegerUnary(const OpCall &Call) {
   const TensorView &X = Call.Inputs[0], &Y = Call.Outputs[0];
   switch (Call.Kind) {
   case OpKind::Clip: {
-    T Lo = clipBound<T>(Call, "min", std::numeric_limits<T>::lowest());
-    T Hi = clipBound<T>(Call, "max", std::numeric_limits<T>::max());
+    T Lo = attrAs<T>(Call.Attrs, "min", std::numeric_limits<T>::lowest());
+    T Hi = attrAs<T>(Call.Attrs, "max", std::numeric_limits<T>::max());
     return mapUnary<T>(X, Y, [=](T V) {
       T Low = V < Lo ? Lo : V;
       return Low > Hi ? Hi : Low;
@@ -162,8 +146,8 @@ template <typename T> void forwardFloatUnary(const OpCall &Call) {
     return mapUnary<T>(X, Y, [](T V) { return T(1) / V; });
   case OpKind::Clip: {
     // min(max(x, min), max): max wins when min > max; NaN passes.
-    T Lo = clipBound<T>(Call, "min", -std::numeric_limits<T>::infinity());
-    T Hi = clipBound<T>(Call, "max", std::numeric_limits<T>::infinity());
+    T Lo = attrAs<T>(Call.Attrs, "min", -std::numeric_limits<T>::infinity());
+    T Hi = attrAs<T>(Call.Attrs, "max", std::numeric_limits<T>::infinity());
     return mapUnary<T>(X, Y, [=](T V) {
       T Low = V < Lo ? Lo : V;
       return Low > Hi ? Hi : Low;
@@ -255,8 +239,8 @@ void backwardFloatUnary(const OpCall &Call, const TensorView &DY,
     return accumulateUnary<T>(X, DY, DX, [](T V, T G) { return -G / (V * V); });
   case OpKind::Clip: {
     // Zero at the bounds, as PyTorch's hardtanh (ReLU6).
-    T Lo = clipBound<T>(Call, "min", -std::numeric_limits<T>::infinity());
-    T Hi = clipBound<T>(Call, "max", std::numeric_limits<T>::infinity());
+    T Lo = attrAs<T>(Call.Attrs, "min", -std::numeric_limits<T>::infinity());
+    T Hi = attrAs<T>(Call.Attrs, "max", std::numeric_limits<T>::infinity());
     return accumulateUnary<T>(
         X, DY, DX, [=](T V, T G) { return V > Lo && V < Hi ? G : T(0); });
   }

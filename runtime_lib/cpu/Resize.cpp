@@ -19,83 +19,33 @@ using dnnl_util::requireDenseF32;
 
 namespace {
 
-/// A call's resize: its planes, spatial dims and per-dim tap tables.
-struct ResizeSetup {
-  int64_t Planes = 0, InPlane = 1, OutPlane = 1;
-  int Spatial = 0;
-  int64_t InDims[MaxRank] = {}, OutDims[MaxRank] = {};
+/// A call's resize (ResizeMap.h) with each spatial dim's taps tabulated.
+struct ResizeSetup : ResizeGeometry {
   /// Per spatial dim, per output index: two input indices and weights.
   std::vector<int64_t> I0[MaxRank], I1[MaxRank];
   std::vector<float> W0[MaxRank], W1[MaxRank];
-  bool Linear = false;
 };
-
-ResizeCoordinates coordinates(const OpCall &Call) {
-  const std::string &M =
-      Call.Attrs.getString("coordinate_transformation_mode", "half_pixel");
-  if (M == "half_pixel")
-    return ResizeCoordinates::HalfPixel;
-  if (M == "pytorch_half_pixel")
-    return ResizeCoordinates::PytorchHalfPixel;
-  if (M == "align_corners")
-    return ResizeCoordinates::AlignCorners;
-  if (M == "asymmetric")
-    return ResizeCoordinates::Asymmetric;
-  failOp(Call, "coordinate_transformation_mode '" + M + "' is not supported");
-}
-
-ResizeRounding rounding(const OpCall &Call) {
-  const std::string &M =
-      Call.Attrs.getString("nearest_mode", "round_prefer_floor");
-  if (M == "round_prefer_floor")
-    return ResizeRounding::RoundPreferFloor;
-  if (M == "round_prefer_ceil")
-    return ResizeRounding::RoundPreferCeil;
-  if (M == "floor")
-    return ResizeRounding::Floor;
-  if (M == "ceil")
-    return ResizeRounding::Ceil;
-  failOp(Call, "nearest_mode '" + M + "' is not supported");
-}
 
 ResizeSetup setupResize(const OpCall &Call) {
   if (Call.Inputs.size() != 1 || Call.Outputs.size() != 1)
     failOp(Call, "expects one input and one output");
-  const TensorView &X = Call.Inputs[0], &Y = Call.Outputs[0];
-  requireDenseF32(Call, X, "input X");
-  requireDenseF32(Call, Y, "output Y");
-  if (X.Rank < 3 || Y.Rank != X.Rank || Y.Dims[0] != X.Dims[0] ||
-      Y.Dims[1] != X.Dims[1])
-    failOp(Call, "input and output must be [N,C,spatial...] with the same N "
-                 "and C");
-  const std::vector<double> &Scales = Call.Attrs.getFloats("scales");
-  if (Scales.size() != static_cast<size_t>(X.Rank))
-    failOp(Call, "attribute 'scales' has " + std::to_string(Scales.size()) +
-                     " values, expected " + std::to_string(X.Rank));
+  requireDenseF32(Call, Call.Inputs[0], "input X");
+  requireDenseF32(Call, Call.Outputs[0], "output Y");
   ResizeSetup S;
-  S.Planes = X.Dims[0] * X.Dims[1];
-  S.Spatial = X.Rank - 2;
-  const std::string &Mode = Call.Attrs.getString("mode", "nearest");
-  if (Mode != "nearest" && Mode != "linear")
-    failOp(Call, "mode '" + Mode + "' is not supported");
-  S.Linear = Mode == "linear";
-  ResizeCoordinates Coordinates = coordinates(Call);
-  ResizeRounding Rounding = rounding(Call);
+  if (std::string Why = describeResize(Call, S); !Why.empty())
+    failOp(Call, Why);
   for (int D = 0; D < S.Spatial; ++D) {
-    int64_t In = X.Dims[2 + D], Out = Y.Dims[2 + D];
-    S.InDims[D] = In;
-    S.OutDims[D] = Out;
-    S.InPlane *= In;
-    S.OutPlane *= Out;
-    for (int64_t O = 0; O < Out; ++O) {
+    int64_t In = S.InDims[D];
+    for (int64_t O = 0; O < S.OutDims[D]; ++O) {
       if (S.Linear) {
-        ResizeTaps T = resizeLinear(Coordinates, O, In, Scales[2 + D]);
+        ResizeTaps T = resizeLinear(S.Coordinates, O, In, S.Scales[D]);
         S.I0[D].push_back(T.I0);
         S.I1[D].push_back(T.I1);
         S.W0[D].push_back(static_cast<float>(1 - T.Weight1));
         S.W1[D].push_back(static_cast<float>(T.Weight1));
       } else {
-        int64_t I = resizeNearest(Coordinates, Rounding, O, In, Scales[2 + D]);
+        int64_t I =
+            resizeNearest(S.Coordinates, S.Rounding, O, In, S.Scales[D]);
         S.I0[D].push_back(I);
         S.I1[D].push_back(I);
         S.W0[D].push_back(1);

@@ -315,17 +315,6 @@ std::pair<double, double> unaryParams(const OpCall &Call, Unary Op) {
   }
 }
 
-/// Clip's bound Name on an integer input, saturated to T.
-template <typename T>
-T integerClipBound(const OpCall &Call, const char *Name, int64_t Default) {
-  int64_t V = Call.Attrs.getInt(Name, Default);
-  if (V < int64_t(std::numeric_limits<T>::lowest()))
-    return std::numeric_limits<T>::lowest();
-  return V > int64_t(std::numeric_limits<T>::max())
-             ? std::numeric_limits<T>::max()
-             : T(V);
-}
-
 void forwardUnary(Context &C, const OpCall &Call) {
   requireOperands(Call, 1, 1);
   const TensorView &X = Call.Inputs[0], &Y = Call.Outputs[0];
@@ -361,10 +350,12 @@ void forwardUnary(Context &C, const OpCall &Call) {
         forEach(C, Call, Count,
                 ForwardBody<Unary::Neg, T>{In, Out, T(0), T(0)});
       else if (Op == Unary::Clip)
-        forEach(C, Call, Count,
-                ForwardBody<Unary::Clip, T>{
-                    In, Out, integerClipBound<T>(Call, "min", INT64_MIN),
-                    integerClipBound<T>(Call, "max", INT64_MAX)});
+        forEach(
+            C, Call, Count,
+            ForwardBody<Unary::Clip, T>{
+                In, Out,
+                attrAs<T>(Call.Attrs, "min", std::numeric_limits<T>::lowest()),
+                attrAs<T>(Call.Attrs, "max", std::numeric_limits<T>::max())});
       else
         forEach(C, Call, Count,
                 ForwardBody<Unary::Abs, T>{In, Out, T(0), T(0)});

@@ -18,90 +18,23 @@ using namespace contraction;
 
 namespace {
 
-constexpr int MaxSpatial = 6;
-
-/// A call's resize, passed to the kernels by value.
-struct ResizeParams {
-  int64_t Planes = 0, InPlane = 1, OutPlane = 1;
-  int Spatial = 0;
-  int64_t InDims[MaxSpatial] = {}, OutDims[MaxSpatial] = {};
-  double Scales[MaxSpatial] = {};
-  ResizeCoordinates Coordinates = ResizeCoordinates::HalfPixel;
-  ResizeRounding Rounding = ResizeRounding::RoundPreferFloor;
-  bool Linear = false;
-};
-
-ResizeCoordinates coordinates(const OpCall &Call) {
-  const std::string &M =
-      Call.Attrs.getString("coordinate_transformation_mode", "half_pixel");
-  if (M == "half_pixel")
-    return ResizeCoordinates::HalfPixel;
-  if (M == "pytorch_half_pixel")
-    return ResizeCoordinates::PytorchHalfPixel;
-  if (M == "align_corners")
-    return ResizeCoordinates::AlignCorners;
-  if (M == "asymmetric")
-    return ResizeCoordinates::Asymmetric;
-  failOp(Call, "coordinate_transformation_mode '" + M + "' is not supported");
-}
-
-ResizeRounding rounding(const OpCall &Call) {
-  const std::string &M =
-      Call.Attrs.getString("nearest_mode", "round_prefer_floor");
-  if (M == "round_prefer_floor")
-    return ResizeRounding::RoundPreferFloor;
-  if (M == "round_prefer_ceil")
-    return ResizeRounding::RoundPreferCeil;
-  if (M == "floor")
-    return ResizeRounding::Floor;
-  if (M == "ceil")
-    return ResizeRounding::Ceil;
-  failOp(Call, "nearest_mode '" + M + "' is not supported");
-}
-
-ResizeParams setupResize(const OpCall &Call) {
+ResizeGeometry setupResize(const OpCall &Call) {
   if (Call.Inputs.size() != 1 || Call.Outputs.size() != 1)
     failOp(Call, "expects one input and one output");
-  const TensorView &X = Call.Inputs[0], &Y = Call.Outputs[0];
-  requireDenseF32(Call, X, "input X");
-  requireDenseF32(Call, Y, "output Y");
-  if (X.Rank < 3 || Y.Rank != X.Rank || Y.Dims[0] != X.Dims[0] ||
-      Y.Dims[1] != X.Dims[1])
-    failOp(Call, "input and output must be [N,C,spatial...] with the same N "
-                 "and C");
-  if (X.Rank - 2 > MaxSpatial)
-    failOp(Call, "resizes " + std::to_string(X.Rank - 2) +
-                     " spatial dims; the CUDA kernel takes at most " +
-                     std::to_string(MaxSpatial));
-  const std::vector<double> &Scales = Call.Attrs.getFloats("scales");
-  if (Scales.size() != static_cast<size_t>(X.Rank))
-    failOp(Call, "attribute 'scales' has " + std::to_string(Scales.size()) +
-                     " values, expected " + std::to_string(X.Rank));
-  ResizeParams P;
-  P.Planes = X.Dims[0] * X.Dims[1];
-  P.Spatial = X.Rank - 2;
-  const std::string &Mode = Call.Attrs.getString("mode", "nearest");
-  if (Mode != "nearest" && Mode != "linear")
-    failOp(Call, "mode '" + Mode + "' is not supported");
-  P.Linear = Mode == "linear";
-  P.Coordinates = coordinates(Call);
-  P.Rounding = rounding(Call);
-  for (int D = 0; D < P.Spatial; ++D) {
-    P.InDims[D] = X.Dims[2 + D];
-    P.OutDims[D] = Y.Dims[2 + D];
-    P.Scales[D] = Scales[2 + D];
-    P.InPlane *= P.InDims[D];
-    P.OutPlane *= P.OutDims[D];
-  }
+  requireDenseF32(Call, Call.Inputs[0], "input X");
+  requireDenseF32(Call, Call.Outputs[0], "output Y");
+  ResizeGeometry P;
+  if (std::string Why = describeResize(Call, P); !Why.empty())
+    failOp(Call, Why);
   return P;
 }
 
 /// Calls Fn(input offset within the plane, weight) for each tap of output
 /// element Index of a plane, as the CPU's forEachTap.
 template <typename F>
-__device__ void forEachTap(const ResizeParams &P, int64_t Index, F Fn) {
-  int64_t I0[MaxSpatial], I1[MaxSpatial];
-  float W0[MaxSpatial], W1[MaxSpatial];
+__device__ void forEachTap(const ResizeGeometry &P, int64_t Index, F Fn) {
+  int64_t I0[MaxRank], I1[MaxRank];
+  float W0[MaxRank], W1[MaxRank];
   for (int D = P.Spatial - 1; D >= 0; --D) {
     int64_t O = Index % P.OutDims[D];
     Index /= P.OutDims[D];
@@ -132,7 +65,8 @@ __device__ void forEachTap(const ResizeParams &P, int64_t Index, F Fn) {
   }
 }
 
-__global__ void resizeForwardKernel(ResizeParams P, const float *X, float *Y) {
+__global__ void resizeForwardKernel(ResizeGeometry P, const float *X,
+                                    float *Y) {
   int64_t Count = P.Planes * P.OutPlane;
   for (int64_t I = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; I < Count;
        I += int64_t(gridDim.x) * blockDim.x) {
@@ -144,7 +78,7 @@ __global__ void resizeForwardKernel(ResizeParams P, const float *X, float *Y) {
   }
 }
 
-__global__ void resizeBackwardKernel(ResizeParams P, const float *G,
+__global__ void resizeBackwardKernel(ResizeGeometry P, const float *G,
                                      float *DX) {
   for (int64_t Plane = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
        Plane < P.Planes; Plane += int64_t(gridDim.x) * blockDim.x) {
@@ -159,7 +93,7 @@ __global__ void resizeBackwardKernel(ResizeParams P, const float *G,
 } // namespace
 
 void forwardResize(Context &C, const OpCall &Call) {
-  ResizeParams P = setupResize(Call);
+  ResizeGeometry P = setupResize(Call);
   int64_t Count = P.Planes * P.OutPlane;
   if (Count == 0)
     return;
@@ -173,7 +107,7 @@ void backwardResize(Context &C, const OpCall &Call, const Views &OutputGrads,
   if (OutputGrads.empty() || !OutputGrads[0].present() || InputGrads.empty() ||
       !InputGrads[0].present())
     return;
-  ResizeParams P = setupResize(Call);
+  ResizeGeometry P = setupResize(Call);
   requireDenseF32(Call, OutputGrads[0], "output gradient");
   requireDenseF32(Call, InputGrads[0], "input gradient");
   if (OutputGrads[0].numElements() != Call.Outputs[0].numElements() ||
