@@ -37,11 +37,21 @@ def optimizer_flags(fixture, optimizer):
     records the learning rate, momentum and weight decay of each)."""
     with open(fixture_path(fixture, "losses.json")) as f:
         run = json.load(f)[optimizer]
-    flags = ["--optimizer", "sgd", "--lr", repr(run["lr"])]
+    kind = {"SGD": "sgd", "Adam": "adam", "AdamW": "adamw"}.get(
+        run["optimizer"])
+    if kind is None:
+        raise Failure("%s: no compile flags for PyTorch's %s" %
+                      (optimizer, run["optimizer"]))
+    if kind != "sgd" and (run["betas"] != [0.9, 0.999] or run["eps"] != 1e-8
+                          or run.get("amsgrad")):
+        # compile has no flags for these: the program uses PyTorch's defaults.
+        raise Failure("%s: betas %s, eps %g differ from compile's" %
+                      (optimizer, run["betas"], run["eps"]))
+    flags = ["--optimizer", kind, "--lr", repr(run["lr"])]
     if run.get("momentum"):
         flags += ["--momentum", repr(run["momentum"])]
-    if run.get("weight_decay"):
-        flags += ["--weight-decay", repr(run["weight_decay"])]
+    # Always given: adamw's default (0.01) is not 0.
+    flags += ["--weight-decay", repr(run.get("weight_decay", 0.0))]
     return flags
 LOSS_RTOL = 1e-4
 STEPS = 5
