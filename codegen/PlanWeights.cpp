@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "codegen/PlanBuilder.h"
 #include "runtime_lib/HostBox.h"
+#include "llvm/ADT/STLExtras.h"
 #include <cmath>
 #include <cstring>
 #include <optional>
@@ -59,6 +60,18 @@ static std::vector<char> randomValues(const ir::Tensor &Value,
   return Bytes;
 }
 
+/// The op whose output T is, looking through Reshapes; nullptr for a tensor
+/// no op computes.
+static const ir::Op *producerThroughReshapes(const ir::Graph &G,
+                                             ir::TensorId T) {
+  for (const ir::Op &O : G.ops())
+    if (llvm::is_contained(O.Outputs, T))
+      return O.Kind == ir::OpKind::Reshape
+                 ? producerThroughReshapes(G, O.Inputs[0])
+                 : &O;
+  return nullptr;
+}
+
 /// The value PyTorch's modules start a normalization's tensors at: scale
 /// and running variance 1, shift and running mean 0.
 static std::optional<double> normalizationDefault(const ir::Graph &G,
@@ -71,6 +84,21 @@ static std::optional<double> normalizationDefault(const ir::Graph &G,
         return Slot == 1 || Slot == 4 ? 1.0 : 0.0;
       if (O.Kind == ir::OpKind::LayerNorm && Slot >= 1)
         return Slot == 1 ? 1.0 : 0.0;
+      // A per-channel scale reshaped and multiplied into a LayerNorm's
+      // result: InstanceNormalization and GroupNormalization, and PyTorch's
+      // export of GroupNorm.
+      if (O.Kind != ir::OpKind::Reshape)
+        continue;
+      for (ir::OpId M : G.consumers(O.Outputs[0])) {
+        const ir::Op &Mul = G.op(M);
+        if (Mul.Kind != ir::OpKind::Mul)
+          continue;
+        ir::TensorId Other =
+            Mul.Inputs[0] == O.Outputs[0] ? Mul.Inputs[1] : Mul.Inputs[0];
+        const ir::Op *From = producerThroughReshapes(G, Other);
+        if (From && From->Kind == ir::OpKind::LayerNorm)
+          return 1.0;
+      }
     }
   return std::nullopt;
 }

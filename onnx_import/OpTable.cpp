@@ -79,6 +79,9 @@ static const OnnxOp Table[] = {
      [](NodeContext &C) { return globalPool(C, OpKind::GlobalMaxPool); },
      "GlobalMaxPool", ""},
     NARY("Greater", Greater, 2, 2),
+    {"GroupNormalization", 18, MaxOpset, 3, 3, groupNormalization, "LayerNorm",
+     "LayerNorm over [N, groups, rest] between Reshapes, then Mul and Add by "
+     "scale and bias per group (18) or per channel (21); stash_type FLOAT"},
     {"HardSigmoid", MinOpset, MaxOpset, 1, 1,
      [](NodeContext &C) { return unary(C, OpKind::HardSigmoid); },
      "HardSigmoid", ""},
@@ -86,6 +89,10 @@ static const OnnxOp Table[] = {
      [](NodeContext &C) { return unary(C, OpKind::HardSwish); }, "HardSwish",
      ""},
     {"Identity", MinOpset, MaxOpset, 1, 1, identity, "", "removed"},
+    {"InstanceNormalization", MinOpset, MaxOpset, 3, 3, instanceNormalization,
+     "LayerNorm",
+     "LayerNorm over the spatial dims, then Mul and Add by scale and bias per "
+     "channel (left out where they are constant 1 and 0)"},
     {"LSTM", MinOpset, MaxOpset, 3, 8,
      [](NodeContext &C) { return recurrent(C, OpKind::LSTM); }, "LSTM",
      "default activations; no clip, no input_forget; --unroll-rnn gives "

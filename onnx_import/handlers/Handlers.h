@@ -39,6 +39,8 @@ llvm::Error resize(NodeContext &C);
 // Normalization.cpp
 llvm::Error batchNormalization(NodeContext &C);
 llvm::Error layerNormalization(NodeContext &C);
+llvm::Error instanceNormalization(NodeContext &C);
+llvm::Error groupNormalization(NodeContext &C);
 llvm::Error softmax(NodeContext &C, ir::OpKind Kind);
 llvm::Error reduce(NodeContext &C, ir::OpKind Kind);
 llvm::Error softmaxCrossEntropyLoss(NodeContext &C);

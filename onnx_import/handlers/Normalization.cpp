@@ -64,6 +64,200 @@ llvm::Error layerNormalization(NodeContext &C) {
                       std::move(Attrs));
 }
 
+//===-- InstanceNormalization, GroupNormalization -------------------------===//
+//
+// Both normalize each sample over a group of channels and the spatial dims,
+// which is LayerNorm with axis 2 over [N, groups, rest]: they become that
+// LayerNorm (its own scale a constant 1) followed by a per-channel Mul and
+// Add, each left out where the node's scale or bias is a constant 1 or 0
+// (PyTorch's export of GroupNorm passes those).
+
+/// Input I of the node as a tensor of shape [Size, 1, ..., 1] (Trailing
+/// ones), to broadcast over [N, Size, ...]; NoTensor when the input is a
+/// constant equal to Identity everywhere (nothing to apply).
+static llvm::Expected<ir::TensorId> perChannel(NodeContext &C, unsigned I,
+                                               int64_t Size, unsigned Trailing,
+                                               double Identity) {
+  if (const ConstTensor *K = C.constant(I)) {
+    bool All = true;
+    for (int64_t E = 0; E < K->numElements() && All; ++E)
+      All = K->floatAt(E) == Identity;
+    if (All)
+      return ir::NoTensor;
+  }
+  auto T = C.tensor(I);
+  if (!T)
+    return T.takeError();
+  ir::IntList Shape{Size};
+  Shape.append(Trailing, 1);
+  ir::Attributes Attrs;
+  Attrs.set("shape", std::move(Shape));
+  return C.emitHelper(OpKind::Reshape, {*T}, std::move(Attrs));
+}
+
+/// Y = X * Scale + Bias, each factor skipped when absent (NoTensor).
+static llvm::Expected<ir::TensorId>
+affine(NodeContext &C, ir::TensorId X, ir::TensorId Scale, ir::TensorId Bias) {
+  if (Scale != ir::NoTensor) {
+    auto Y = C.emitHelper(OpKind::Mul, {X, Scale}, {});
+    if (!Y)
+      return Y.takeError();
+    X = *Y;
+  }
+  if (Bias != ir::NoTensor) {
+    auto Y = C.emitHelper(OpKind::Add, {X, Bias}, {});
+    if (!Y)
+      return Y.takeError();
+    X = *Y;
+  }
+  return X;
+}
+
+/// LayerNorm of X over its dims from 2 on, with a constant scale of 1.
+static llvm::Expected<ir::TensorId>
+normalizeFromDim2(NodeContext &C, ir::TensorId X, double Epsilon) {
+  ConstTensor One;
+  One.Type = C.inputType(0).Type;
+  One.Dims = {1};
+  One.Floats = {1.0};
+  ir::Attributes Attrs;
+  Attrs.set("axis", int64_t(2));
+  Attrs.set("epsilon", Epsilon);
+  return C.emitHelper(OpKind::LayerNorm, {X, C.constantTensor(One, "one")},
+                      std::move(Attrs));
+}
+
+/// Checks what both ops need of X (at least MinRank dims), scale and bias
+/// (of Size elements).
+static llvm::Error checkGroupedInputs(NodeContext &C, unsigned MinRank,
+                                      int64_t Size, llvm::StringRef SizeIs) {
+  const ir::TensorType &X = C.inputType(0);
+  if (X.Type != ir::DType::Float32 && X.Type != ir::DType::Float64)
+    return C.error("input of type {0} is not supported (float or double)",
+                   ir::dtypeName(X.Type));
+  if (X.rank() < MinRank)
+    return C.error("input {0} has fewer than {1} dims ([N, C{2}] expected)",
+                   ir::formatShape(X.Dims), MinRank,
+                   MinRank > 2 ? ", D1, ..." : ", ...");
+  if (X.numElements() == 0)
+    return C.error("input {0} is empty", ir::formatShape(X.Dims));
+  static const char *const Names[] = {"", "scale", "bias"};
+  for (unsigned I = 1; I < 3; ++I) {
+    const ir::TensorType &W = C.inputType(I);
+    if (W.Type != X.Type)
+      return C.error("{0} is {1}, the input {2}", Names[I],
+                     ir::dtypeName(W.Type), ir::dtypeName(X.Type));
+    if (W.rank() != 1 || W.Dims[0] != Size)
+      return C.error("{0} {1} must have {2} values, one per {3}", Names[I],
+                     ir::formatShape(W.Dims), Size, SizeIs);
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error instanceNormalization(NodeContext &C) {
+  if (auto E = C.checkAttributes({"epsilon"}))
+    return E;
+  auto Epsilon = C.getFloat("epsilon", 1e-5);
+  if (!Epsilon)
+    return Epsilon.takeError();
+  const ir::TensorType &X = C.inputType(0);
+  if (auto E =
+          checkGroupedInputs(C, 3, X.rank() >= 2 ? X.Dims[1] : 0, "channel"))
+    return E;
+  auto In = C.tensor(0);
+  if (!In)
+    return In.takeError();
+  unsigned Spatial = X.rank() - 2;
+  auto Scale = perChannel(C, 1, X.Dims[1], Spatial, 1.0);
+  if (!Scale)
+    return Scale.takeError();
+  auto Bias = perChannel(C, 2, X.Dims[1], Spatial, 0.0);
+  if (!Bias)
+    return Bias.takeError();
+  auto Normalized = normalizeFromDim2(C, *In, *Epsilon);
+  if (!Normalized)
+    return Normalized.takeError();
+  auto Y = affine(C, *Normalized, *Scale, *Bias);
+  if (!Y)
+    return Y.takeError();
+  C.bindOutput(0, *Y);
+  return llvm::Error::success();
+}
+
+llvm::Error groupNormalization(NodeContext &C) {
+  if (auto E = C.checkAttributes({"epsilon", "num_groups", "stash_type"}))
+    return E;
+  auto Epsilon = C.getFloat("epsilon", 1e-5);
+  auto Groups = C.getInt("num_groups", 0);
+  auto Stash = C.getInt("stash_type", 1);
+  if (!Epsilon)
+    return Epsilon.takeError();
+  if (!Groups)
+    return Groups.takeError();
+  if (!Stash)
+    return Stash.takeError();
+  if (!C.attr("num_groups"))
+    return C.error("the attribute 'num_groups' is required");
+  if (C.attr("stash_type") && C.opset() < 21)
+    return C.error("stash_type exists from opset 21 on; this model uses "
+                   "opset {0}",
+                   C.opset());
+  if (*Stash != onnx::TensorProto::FLOAT)
+    return C.error("stash_type {0} is not supported (only FLOAT)", *Stash);
+  const ir::TensorType &X = C.inputType(0);
+  int64_t Channels = X.rank() >= 2 ? X.Dims[1] : 0;
+  if (*Groups <= 0 || (X.rank() >= 2 && Channels % *Groups != 0))
+    return C.error("num_groups {0} does not divide the {1} channels of input "
+                   "{2}",
+                   *Groups, Channels, ir::formatShape(X.Dims));
+  // GroupNormalization-18 scales and shifts each group, 21 each channel.
+  bool PerGroup = C.opset() < 21;
+  if (auto E = checkGroupedInputs(C, 2, PerGroup ? *Groups : Channels,
+                                  PerGroup ? "group (opset 18)" : "channel"))
+    return E;
+  int64_t N = X.Dims[0];
+  auto In = C.tensor(0);
+  if (!In)
+    return In.takeError();
+  ir::Attributes Grouped;
+  Grouped.set("shape", ir::IntList{N, *Groups, X.numElements() / N / *Groups});
+  auto Rows = C.emitHelper(OpKind::Reshape, {*In}, std::move(Grouped));
+  if (!Rows)
+    return Rows.takeError();
+  auto Normalized = normalizeFromDim2(C, *Rows, *Epsilon);
+  if (!Normalized)
+    return Normalized.takeError();
+  unsigned Trailing = PerGroup ? 1 : X.rank() - 2;
+  int64_t Size = PerGroup ? *Groups : Channels;
+  auto Scale = perChannel(C, 1, Size, Trailing, 1.0);
+  if (!Scale)
+    return Scale.takeError();
+  auto Bias = perChannel(C, 2, Size, Trailing, 0.0);
+  if (!Bias)
+    return Bias.takeError();
+  ir::TensorId Y = *Normalized;
+  if (PerGroup) {
+    auto Applied = affine(C, Y, *Scale, *Bias);
+    if (!Applied)
+      return Applied.takeError();
+    Y = *Applied;
+  }
+  ir::Attributes Back;
+  Back.set("shape", ir::IntList(X.Dims.begin(), X.Dims.end()));
+  auto Restored = C.emitHelper(OpKind::Reshape, {Y}, std::move(Back));
+  if (!Restored)
+    return Restored.takeError();
+  Y = *Restored;
+  if (!PerGroup) {
+    auto Applied = affine(C, Y, *Scale, *Bias);
+    if (!Applied)
+      return Applied.takeError();
+    Y = *Applied;
+  }
+  C.bindOutput(0, Y);
+  return llvm::Error::success();
+}
+
 llvm::Error softmax(NodeContext &C, OpKind Kind) {
   if (auto E = C.checkAttributes({"axis"}))
     return E;

@@ -13,6 +13,9 @@
 #include "runtime_lib/program/Dataset.h"
 #include "soap_search/Builtins.h"
 #include "gtest/gtest.h"
+#include <cstring>
+#include <map>
+#include <string>
 
 using namespace onnx2soap;
 
@@ -81,6 +84,45 @@ TEST(PlanTensors, BatchFirstInputsReadFromDatasets) {
   ASSERT_EQ(View.DataInputs.Size, 1);
   EXPECT_EQ(View.Tensors[View.DataInputs[0]].SampleDim, 0);
   EXPECT_EQ(rt::program::datasetFiles(View).size(), 2u);
+}
+
+// --init random starts a normalization's scale at 1 and its shift at 0, as
+// PyTorch's modules do, also where the scale reaches the LayerNorm through
+// a Reshape and a Mul (InstanceNormalization, GroupNormalization and
+// PyTorch's export of GroupNorm); a scale drawn around 0 would start the
+// network with its activations nearly zeroed.
+TEST(PlanTensors, RandomInitStartsNormalizationScalesAtOne) {
+  ir::TrainingGraph T =
+      test::training("tests/fixtures/norm_mini/model.onnx", 4);
+  simulator::Machine M = test::machine("cpu:1", 1);
+  simulator::AnalyticCostModel Cost;
+  codegen::PlanOptions Options;
+  Options.Init = codegen::InitKind::Random;
+  auto Plan = codegen::buildProgramPlan(
+      T, soap_search::builtin(soap_search::Builtin::DataParallel, T.G, M, Cost),
+      M, Cost, Options);
+  ASSERT_TRUE(bool(Plan)) << llvm::toString(Plan.takeError());
+  std::map<std::string, double> Want = {{"stem.1.weight", 1.0},
+                                        {"stem.1.bias", 0.0}, // GroupNorm
+                                        {"down.1.weight", 1.0},
+                                        {"down.1.bias", 0.0}}; // InstanceNorm2d
+  unsigned Seen = 0;
+  for (const rt::program::BufferInfo &B : Plan->Buffers) {
+    if (B.Kind != rt::program::BufferKind::Parameter)
+      continue;
+    auto It = Want.find(Plan->Tensors[B.Tensor].Name);
+    if (It == Want.end())
+      continue;
+    ++Seen;
+    ASSERT_EQ(B.Type, rt::DType::Float32);
+    ASSERT_EQ(B.Dims, 1);
+    for (int64_t I = 0; I < B.Extent[0]; ++I) {
+      float X;
+      std::memcpy(&X, Plan->Weights.data() + B.WeightOffset + 4 * I, 4);
+      EXPECT_EQ(X, It->second) << It->first << "[" << I << "]";
+    }
+  }
+  EXPECT_EQ(Seen, Want.size());
 }
 
 } // namespace

@@ -75,6 +75,38 @@ Mutation resizeGraph(std::function<void(onnx::GraphProto &)> Build) {
   };
 }
 
+/// Makes the graph one node of OpType over x [batch, 4, 6, 6] (X's dims
+/// when given), scale [ScaleSize] and bias [ScaleSize] at Opset, plus the
+/// attributes Set adds.
+Mutation normGraph(const char *OpType, int64_t Opset, int64_t ScaleSize,
+                   std::function<void(onnx::NodeProto &)> Set,
+                   std::vector<Dim> X = {"batch", 4, 6, 6},
+                   int32_t Type = onnx::TensorProto::FLOAT) {
+  return [=](onnx::ModelProto &M, const TempDir &) {
+    M.mutable_opset_import(0)->set_version(Opset);
+    onnx::GraphProto &G = graph(M);
+    G.clear_node();
+    G.clear_initializer();
+    G.clear_input();
+    G.clear_output();
+    onnx::ValueInfoProto *In = addInput(G, "x", {}, Type);
+    auto *Shape = In->mutable_type()->mutable_tensor_type()->mutable_shape();
+    for (const Dim &D : X) {
+      auto *Entry = Shape->add_dim();
+      if (D.Name.empty())
+        Entry->set_dim_value(D.Size);
+      else
+        Entry->set_dim_param(D.Name);
+    }
+    addFloatInitializer(G, "scale", {ScaleSize});
+    addFloatInitializer(G, "bias", {ScaleSize});
+    Set(*addNode(G, OpType, {"x", "scale", "bias"}, {"r"}, "norm"));
+    addOutput(G, "r");
+  };
+}
+
+void noAttributes(onnx::NodeProto &) {}
+
 const BadModelCase BadModelCases[] =
     {
         // Versions.
@@ -223,6 +255,51 @@ const BadModelCase BadModelCases[] =
          "this model uses opset 17"},
 
         // Resize: nearest and linear over the spatial dims only.
+        // InstanceNormalization and GroupNormalization.
+        {"InstanceNormRank2",
+         normGraph("InstanceNormalization", 17, 4, noAttributes,
+                   {"batch", 4}),
+         "node 'norm' (#0, op InstanceNormalization): input [2,4] has fewer "
+         "than 3 dims ([N, C, D1, ...] expected)"},
+        {"InstanceNormScaleSize",
+         normGraph("InstanceNormalization", 17, 3, noAttributes),
+         "node 'norm' (#0, op InstanceNormalization): scale [3] must have 4 "
+         "values, one per channel"},
+        {"InstanceNormHalf",
+         normGraph("InstanceNormalization", 17, 4, noAttributes,
+                   {"batch", 4, 6, 6}, onnx::TensorProto::FLOAT16),
+         "node 'norm' (#0, op InstanceNormalization): input of type f16 is "
+         "not supported (float or double)"},
+        {"GroupNormGroupsDoNotDivide",
+         normGraph("GroupNormalization", 21, 4,
+                   [](onnx::NodeProto &N) { addIntAttr(N, "num_groups", 3); }),
+         "node 'norm' (#0, op GroupNormalization): num_groups 3 does not "
+         "divide the 4 channels of input [2,4,6,6]"},
+        {"GroupNormNoGroups",
+         normGraph("GroupNormalization", 21, 4, noAttributes),
+         "node 'norm' (#0, op GroupNormalization): the attribute 'num_groups' "
+         "is required"},
+        {"GroupNormStashBefore21",
+         normGraph("GroupNormalization", 18, 2,
+                   [](onnx::NodeProto &N) {
+                     addIntAttr(N, "num_groups", 2);
+                     addIntAttr(N, "stash_type", 1);
+                   }),
+         "node 'norm' (#0, op GroupNormalization): stash_type exists from "
+         "opset 21 on; this model uses opset 18"},
+        {"GroupNormStashDouble",
+         normGraph("GroupNormalization", 21, 4,
+                   [](onnx::NodeProto &N) {
+                     addIntAttr(N, "num_groups", 2);
+                     addIntAttr(N, "stash_type", 11);
+                   }),
+         "node 'norm' (#0, op GroupNormalization): stash_type 11 is not "
+         "supported (only FLOAT)"},
+        {"GroupNorm18ScalePerChannel",
+         normGraph("GroupNormalization", 18, 4,
+                   [](onnx::NodeProto &N) { addIntAttr(N, "num_groups", 2); }),
+         "node 'norm' (#0, op GroupNormalization): scale [4] must have 2 "
+         "values, one per group (opset 18)"},
         {"ResizeCubic", resizeGraph([](onnx::GraphProto &G) {
            addFloatInitializer(G, "scales", {4});
            onnx::NodeProto *N =

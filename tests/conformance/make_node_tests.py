@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""Make node tests, in the layout of ONNX's backend tests, for ops whose tests
+Debian's libonnx-testdata lacks (or has too few of).
+
+    python3 tests/conformance/make_node_tests.py [--out tests/conformance/node]
+
+Needs the `onnx` Python package (1.16 or later: its reference implementation
+computes the expected outputs; made with 1.23.2). For every case NAME this
+writes NAME/model.onnx and NAME/test_data_set_0/{input_I.pb, output_0.pb},
+which BackendRunTest.OurNodeTestsThroughTheReferenceExecutor runs through
+the reference executor. The inputs come from a seeded generator, so running
+the script again gives the same files.
+"""
+
+import argparse
+import os
+import shutil
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+IR_VERSION = 8  # what PyTorch's exporters write; the importer reads 3 to 14
+
+
+def case(name, op, opset, inputs, attrs=None, initializers=None):
+    """One node test: op over the named inputs (name -> array); initializers
+    (name -> array) become constant inputs of the node too."""
+    initializers = initializers or {}
+    node_inputs = list(inputs) + list(initializers)
+    node = helper.make_node(op, node_inputs, ["y"], **(attrs or {}))
+    graph = helper.make_graph(
+        [node], name,
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, a.shape)
+         for n, a in inputs.items()],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(a, n) for n, a in initializers.items()])
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = IR_VERSION
+    (y,) = ReferenceEvaluator(model).run(None, inputs)
+    model.graph.output[0].CopyFrom(
+        helper.make_tensor_value_info("y", TensorProto.FLOAT, y.shape))
+    if not (op == "GroupNormalization" and opset < 21):
+        # The checker refuses GroupNormalization-18 as deprecated (its
+        # per-group scale); models exported at 18-20 still carry it.
+        onnx.checker.check_model(model, full_check=True)
+    return name, model, inputs, y
+
+
+def cases():
+    rng = np.random.default_rng(20261201)
+
+    def normal(*shape):
+        return rng.standard_normal(shape).astype(np.float32) * 2 + 0.5
+
+    out = []
+    # InstanceNormalization-6, imported at the model's opset (13 to 21).
+    for name, shape, opset, attrs in [
+            ("test_ours_instancenorm_4d", (2, 3, 4, 5), 13, {}),
+            ("test_ours_instancenorm_3d_epsilon", (3, 2, 7), 17,
+             {"epsilon": 0.1}),
+            ("test_ours_instancenorm_5d", (1, 4, 2, 3, 2), 21, {})]:
+        c = shape[1]
+        out.append(case(name, "InstanceNormalization", opset,
+                        {"x": normal(*shape), "scale": normal(c),
+                         "bias": normal(c)}, attrs))
+    # Scale 1 and bias 0 as constants: the importer leaves out Mul and Add.
+    out.append(case("test_ours_instancenorm_constant_identity",
+                    "InstanceNormalization", 17, {"x": normal(2, 4, 3, 3)},
+                    initializers={"scale": np.ones(4, np.float32),
+                                  "bias": np.zeros(4, np.float32)}))
+    out.append(case("test_ours_instancenorm_constant_affine",
+                    "InstanceNormalization", 17, {"x": normal(2, 4, 3, 3)},
+                    initializers={"scale": normal(4), "bias": normal(4)}))
+    # GroupNormalization-18: scale and bias per group.
+    for name, shape, groups, attrs in [
+            ("test_ours_group_normalization_18", (2, 6, 3, 4), 3, {}),
+            ("test_ours_group_normalization_18_epsilon", (3, 4, 5), 2,
+             {"epsilon": 0.01}),
+            ("test_ours_group_normalization_18_one_group", (2, 4, 2, 2), 1,
+             {})]:
+        out.append(case(name, "GroupNormalization", 18,
+                        {"x": normal(*shape), "scale": normal(groups),
+                         "bias": normal(groups)},
+                        dict(attrs, num_groups=groups)))
+    # GroupNormalization-21: scale and bias per channel.
+    for name, shape, groups, attrs in [
+            ("test_ours_group_normalization_21", (2, 6, 3, 4), 3, {}),
+            ("test_ours_group_normalization_21_rank2", (3, 8), 4, {}),
+            ("test_ours_group_normalization_21_5d_stash", (1, 4, 2, 3, 2), 2,
+             {"stash_type": 1, "epsilon": 0.001}),
+            ("test_ours_group_normalization_21_per_channel", (2, 4, 6), 4,
+             {})]:
+        c = shape[1]
+        out.append(case(name, "GroupNormalization", 21,
+                        {"x": normal(*shape), "scale": normal(c),
+                         "bias": normal(c)},
+                        dict(attrs, num_groups=groups)))
+    return out
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", default=os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "node"))
+    args = parser.parse_args()
+    if os.path.isdir(args.out):
+        shutil.rmtree(args.out)
+    for name, model, inputs, y in cases():
+        data = os.path.join(args.out, name, "test_data_set_0")
+        os.makedirs(data)
+        onnx.save(model, os.path.join(args.out, name, "model.onnx"))
+        for i, (n, a) in enumerate(inputs.items()):
+            with open(os.path.join(data, "input_%d.pb" % i), "wb") as f:
+                f.write(numpy_helper.from_array(a, n).SerializeToString())
+        with open(os.path.join(data, "output_0.pb"), "wb") as f:
+            f.write(numpy_helper.from_array(
+                y.astype(np.float32), "y").SerializeToString())
+        print(name)
+
+
+if __name__ == "__main__":
+    main()
