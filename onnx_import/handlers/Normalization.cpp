@@ -78,18 +78,21 @@ llvm::Error layerNormalization(NodeContext &C) {
 static llvm::Expected<ir::TensorId> perChannel(NodeContext &C, unsigned I,
                                                int64_t Size, unsigned Trailing,
                                                double Identity) {
+  ir::IntList Shape{Size};
+  Shape.append(Trailing, 1);
   if (const ConstTensor *K = C.constant(I)) {
     bool All = true;
     for (int64_t E = 0; E < K->numElements() && All; ++E)
       All = K->floatAt(E) == Identity;
     if (All)
       return ir::NoTensor;
+    ConstTensor Reshaped = *K;
+    Reshaped.Dims.assign(Shape.begin(), Shape.end());
+    return C.constantTensor(Reshaped, I == 1 ? "scale" : "bias");
   }
   auto T = C.tensor(I);
   if (!T)
     return T.takeError();
-  ir::IntList Shape{Size};
-  Shape.append(Trailing, 1);
   ir::Attributes Attrs;
   Attrs.set("shape", std::move(Shape));
   return C.emitHelper(OpKind::Reshape, {*T}, std::move(Attrs));

@@ -24,18 +24,21 @@ from onnx.reference import ReferenceEvaluator
 IR_VERSION = 8  # what PyTorch's exporters write; the importer reads 3 to 14
 
 
-def case(name, op, opset, inputs, attrs=None, initializers=None):
-    """One node test: op over the named inputs (name -> array); initializers
-    (name -> array) become constant inputs of the node too."""
-    initializers = initializers or {}
-    node_inputs = list(inputs) + list(initializers)
-    node = helper.make_node(op, node_inputs, ["y"], **(attrs or {}))
+def case(name, op, opset, inputs, attrs=None, constants=None):
+    """One node test: op over the named inputs (name -> array), then the
+    constants (name -> array), each made by a Constant node (known at import
+    time, where an initializer would be a weight)."""
+    constants = constants or {}
+    nodes = [helper.make_node("Constant", [], [n],
+                              value=numpy_helper.from_array(a, n))
+             for n, a in constants.items()]
+    nodes.append(helper.make_node(op, list(inputs) + list(constants), ["y"],
+                                  **(attrs or {})))
     graph = helper.make_graph(
-        [node], name,
+        nodes, name,
         [helper.make_tensor_value_info(n, TensorProto.FLOAT, a.shape)
          for n, a in inputs.items()],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-        [numpy_helper.from_array(a, n) for n, a in initializers.items()])
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
     model = helper.make_model(
         graph, opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = IR_VERSION
@@ -69,11 +72,11 @@ def cases():
     # Scale 1 and bias 0 as constants: the importer leaves out Mul and Add.
     out.append(case("test_ours_instancenorm_constant_identity",
                     "InstanceNormalization", 17, {"x": normal(2, 4, 3, 3)},
-                    initializers={"scale": np.ones(4, np.float32),
-                                  "bias": np.zeros(4, np.float32)}))
+                    constants={"scale": np.ones(4, np.float32),
+                               "bias": np.zeros(4, np.float32)}))
     out.append(case("test_ours_instancenorm_constant_affine",
                     "InstanceNormalization", 17, {"x": normal(2, 4, 3, 3)},
-                    initializers={"scale": normal(4), "bias": normal(4)}))
+                    constants={"scale": normal(4), "bias": normal(4)}))
     # GroupNormalization-18: scale and bias per group.
     for name, shape, groups, attrs in [
             ("test_ours_group_normalization_18", (2, 6, 3, 4), 3, {}),
