@@ -64,6 +64,8 @@ public:
       : State(State), Node(Node), Index(Index), Opset(Opset) {}
 
   llvm::StringRef opType() const { return Node.op_type(); }
+  /// The IR graph being built (types of the tensors handlers emitted).
+  const ir::Graph &graph() const { return State.Graph; }
   int64_t opset() const { return Opset; }
   /// The node's name, or "<op_type>_<index>" when it has none.
   std::string name() const { return nodeName(Node, Index); }

@@ -10,6 +10,7 @@
 #define ONNX2SOAP_ONNX_IMPORT_HANDLERS_HANDLERS_H
 
 #include "onnx_import/NodeContext.h"
+#include <optional>
 
 namespace onnx2soap::onnx_import::handlers {
 
@@ -43,7 +44,25 @@ llvm::Error instanceNormalization(NodeContext &C);
 llvm::Error groupNormalization(NodeContext &C);
 llvm::Error softmax(NodeContext &C, ir::OpKind Kind);
 llvm::Error reduce(NodeContext &C, ir::OpKind Kind);
+/// The IR `axes` and `keepdims` of a Reduce* node whose axes became an
+/// input at opset AxesBecameInput; nullopt when it reduces nothing (a
+/// scalar input, or no axes with noop_with_empty_axes).
+llvm::Expected<std::optional<ir::Attributes>>
+reduceAttributes(NodeContext &C, int64_t AxesBecameInput);
 llvm::Error softmaxCrossEntropyLoss(NodeContext &C);
+
+// Composite.cpp: ONNX ops written as several IR ops.
+enum class ReduceForm { SumSquare, L1, L2 };
+llvm::Error prelu(NodeContext &C);
+llvm::Error selu(NodeContext &C);
+llvm::Error celu(NodeContext &C);
+llvm::Error softsign(NodeContext &C);
+llvm::Error thresholdedRelu(NodeContext &C);
+llvm::Error mish(NodeContext &C);
+llvm::Error sumOrMean(NodeContext &C, bool Mean);
+llvm::Error tile(NodeContext &C);
+llvm::Error reduceComposite(NodeContext &C, ReduceForm Form);
+llvm::Error lpNormalization(NodeContext &C);
 
 // Shape.cpp
 llvm::Error reshape(NodeContext &C);

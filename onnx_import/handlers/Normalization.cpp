@@ -276,7 +276,8 @@ llvm::Error softmax(NodeContext &C, OpKind Kind) {
   return C.emitOrFold(Kind, {0}, std::move(Attrs));
 }
 
-llvm::Error reduce(NodeContext &C, OpKind Kind) {
+llvm::Expected<std::optional<ir::Attributes>>
+reduceAttributes(NodeContext &C, int64_t AxesBecameInput) {
   if (auto E = C.checkAttributes({"axes", "keepdims", "noop_with_empty_axes"}))
     return E;
   auto Keep = C.getInt("keepdims", 1);
@@ -288,8 +289,6 @@ llvm::Error reduce(NodeContext &C, OpKind Kind) {
     return Noop.takeError();
   if (!AxesAttr)
     return AxesAttr.takeError();
-  // ReduceSum takes its axes as an input from opset 13, ReduceMean from 18.
-  int64_t AxesBecameInput = Kind == OpKind::ReduceSum ? 13 : 18;
   if (*AxesAttr && C.opset() >= AxesBecameInput)
     return C.error("the 'axes' attribute was replaced by an input in opset "
                    "{0}; this model uses opset {1}",
@@ -311,15 +310,11 @@ llvm::Error reduce(NodeContext &C, OpKind Kind) {
     Axes = std::move(*Value);
   }
   unsigned Rank = C.inputType(0).rank();
-  if (Rank == 0) {
-    C.aliasOutput(0, 0);
-    return llvm::Error::success();
-  }
+  if (Rank == 0)
+    return std::nullopt;
   if (Axes.empty()) {
-    if (*Noop) {
-      C.aliasOutput(0, 0);
-      return llvm::Error::success();
-    }
+    if (*Noop)
+      return std::nullopt;
     for (unsigned I = 0; I < Rank; ++I)
       Axes.push_back(I);
   }
@@ -337,7 +332,19 @@ llvm::Error reduce(NodeContext &C, OpKind Kind) {
   ir::Attributes Attrs;
   Attrs.set("axes", std::move(Axes));
   Attrs.set("keepdims", *Keep ? int64_t(1) : int64_t(0));
-  return C.emitOrFold(Kind, {0}, std::move(Attrs));
+  return Attrs;
+}
+
+llvm::Error reduce(NodeContext &C, OpKind Kind) {
+  // ReduceSum takes its axes as an input from opset 13, ReduceMean from 18.
+  auto Attrs = reduceAttributes(C, Kind == OpKind::ReduceSum ? 13 : 18);
+  if (!Attrs)
+    return Attrs.takeError();
+  if (!*Attrs) {
+    C.aliasOutput(0, 0);
+    return llvm::Error::success();
+  }
+  return C.emitOrFold(Kind, {0}, std::move(**Attrs));
 }
 
 llvm::Error softmaxCrossEntropyLoss(NodeContext &C) {

@@ -300,6 +300,53 @@ const BadModelCase BadModelCases[] =
                    [](onnx::NodeProto &N) { addIntAttr(N, "num_groups", 2); }),
          "node 'norm' (#0, op GroupNormalization): scale [4] must have 2 "
          "values, one per group (opset 18)"},
+        // Ops written as several IR ops (handlers/Composite.cpp).
+        {"PReluSlopeBroadcastsTheInput", resizeGraph([](onnx::GraphProto &G) {
+           G.clear_input();
+           addInput(G, "x", {"batch", 1, 6});
+           addFloatInitializer(G, "slope", {4, 1});
+           addNode(G, "PRelu", {"x", "slope"}, {"r"}, "act");
+         }),
+         "node 'act' (#0, op PRelu): slope [4,1] does not broadcast to the "
+         "input [2,1,6]"},
+        {"SeluOfIntegers", resizeGraph([](onnx::GraphProto &G) {
+           G.clear_input();
+           addInput(G, "x", {"batch", 4}, onnx::TensorProto::INT64);
+           addNode(G, "Selu", {"x"}, {"r"}, "act");
+         }),
+         "node 'act' (#0, op Selu): input of type i64 is not supported "
+         "(floating point only)"},
+        {"CeluAlphaZero", resizeGraph([](onnx::GraphProto &G) {
+           addFloatAttr(*addNode(G, "Celu", {"x"}, {"r"}, "act"), "alpha", 0);
+         }),
+         "node 'act' (#0, op Celu): alpha 0 is not positive"},
+        {"TileRepeatsPerDim", resizeGraph([](onnx::GraphProto &G) {
+           addInt64Initializer(G, "repeats", {2, 2});
+           addNode(G, "Tile", {"x", "repeats"}, {"r"}, "tile");
+         }),
+         "node 'tile' (#0, op Tile): repeats [2,2] must have one value per "
+         "dim of the input [2,4,6,6]"},
+        {"TileZeroRepeats", resizeGraph([](onnx::GraphProto &G) {
+           addInt64Initializer(G, "repeats", {1, 0, 1, 1});
+           addNode(G, "Tile", {"x", "repeats"}, {"r"}, "tile");
+         }),
+         "node 'tile' (#0, op Tile): repeats [1,0,1,1] must be positive"},
+        {"LpNormalizationP3", resizeGraph([](onnx::GraphProto &G) {
+           addIntAttr(*addNode(G, "LpNormalization", {"x"}, {"r"}, "norm"),
+                      "p", 3);
+         }),
+         "node 'norm' (#0, op LpNormalization): p 3 is not supported (1 or "
+         "2)"},
+        {"ReduceL2AxesAttributeIn18",
+         [](onnx::ModelProto &M, const TempDir &Dir) {
+           resizeGraph([](onnx::GraphProto &G) {
+             addIntsAttr(*addNode(G, "ReduceL2", {"x"}, {"r"}, "norm"), "axes",
+                         {1});
+           })(M, Dir);
+           M.mutable_opset_import(0)->set_version(18);
+         },
+         "node 'norm' (#0, op ReduceL2): the 'axes' attribute was replaced by "
+         "an input in opset 18; this model uses opset 18"},
         {"ResizeCubic", resizeGraph([](onnx::GraphProto &G) {
            addFloatInitializer(G, "scales", {4});
            onnx::NodeProto *N =

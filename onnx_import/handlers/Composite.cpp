@@ -1,0 +1,365 @@
+//===- onnx_import/handlers/Composite.cpp - ONNX ops as several IR ops ----===//
+//
+// ONNX ops that are short compositions of IR ops, written as those ops
+// rather than given kinds and kernels of their own: each then has the
+// gradients, splits, costs and CUDA kernels of the ops it is made of, all
+// already checked. Where every operand is known at import time the parts
+// fold (Evaluate.cpp), as one op would.
+//
+//   PRelu(x, s)          Where(x > 0, x, x * s)
+//   Selu(x)              gamma * Elu(x, alpha)
+//   Celu(x)              alpha * Elu(x / alpha)
+//   Softsign(x)          x / (|x| + 1)
+//   ThresholdedRelu(x)   Where(x > alpha, x, 0)
+//   Mish(x)              x * tanh(Softplus(x))
+//   Sum, Mean            Adds (then / n)
+//   Tile(x, repeats)     Reshape to [1, d0, 1, d1, ...], Expand to
+//                        [r0, d0, r1, d1, ...], Reshape to [r0 d0, ...]
+//   ReduceSumSquare      ReduceSum(x * x)
+//   ReduceL1, ReduceL2   ReduceSum(|x|), sqrt(ReduceSum(x * x))
+//   LpNormalization      x / ReduceL1 or ReduceL2 over the axis
+//
+// PRelu's form passes s * gradient where x <= 0, as PyTorch's prelu does.
+//
+//===----------------------------------------------------------------------===//
+#include "onnx_import/Evaluate.h"
+#include "onnx_import/handlers/Handlers.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+#include <optional>
+
+namespace onnx2soap::onnx_import::handlers {
+
+using ir::OpKind;
+
+namespace {
+
+/// One operand of a composition: known at import time, or an IR tensor.
+struct Part {
+  ir::TensorType Type;
+  std::optional<ConstTensor> Known;
+  ir::TensorId Tensor = ir::NoTensor;
+};
+
+llvm::Expected<Part> inputPart(NodeContext &C, unsigned I) {
+  Part P;
+  P.Type = C.inputType(I);
+  if (const ConstTensor *K = C.constant(I)) {
+    P.Known = *K;
+    return P;
+  }
+  auto T = C.tensor(I);
+  if (!T)
+    return T.takeError();
+  P.Tensor = *T;
+  return P;
+}
+
+/// A scalar of Type holding Value.
+Part scalar(ir::DType Type, double Value) {
+  Part P;
+  P.Type = ir::TensorType{Type, {}};
+  ConstTensor K;
+  K.Type = Type;
+  if (K.isFloat())
+    K.Floats = {Value};
+  else
+    K.Ints = {static_cast<int64_t>(Value)};
+  P.Known = std::move(K);
+  return P;
+}
+
+/// Folding computes on int64: a uint64 of 2^63 or more would read as
+/// negative (NodeContext::emitOrFold leaves those to the kernels too).
+bool foldable(const Part &P) {
+  return P.Known &&
+         !(P.Known->Type == ir::DType::UInt64 &&
+           llvm::any_of(P.Known->Ints, [](int64_t V) { return V < 0; }));
+}
+
+/// Op Kind over In: computed now when every operand is known and the kind
+/// folds, else an IR op named after the node.
+llvm::Expected<Part> apply(NodeContext &C, OpKind Kind, llvm::ArrayRef<Part> In,
+                           ir::Attributes Attrs = {}) {
+  if (llvm::all_of(In, foldable)) {
+    llvm::SmallVector<const ir::TensorType *, 3> Types;
+    llvm::SmallVector<const ConstTensor *, 3> Values;
+    for (const Part &P : In) {
+      Types.push_back(&P.Type);
+      Values.push_back(&*P.Known);
+    }
+    auto OutTypes = ir::opKindInfo(Kind).InferTypes(Attrs, Types);
+    if (!OutTypes)
+      return C.wrap(OutTypes.takeError());
+    if (auto Results = evaluate(Kind, Attrs, Values, *OutTypes)) {
+      Part Out;
+      Out.Type = (*OutTypes)[0];
+      Out.Known = std::move((*Results)[0]);
+      return Out;
+    }
+  }
+  llvm::SmallVector<ir::TensorId, 3> Inputs;
+  for (const Part &P : In)
+    Inputs.push_back(P.Known ? C.constantTensor(*P.Known, "constant")
+                             : P.Tensor);
+  auto T = C.emitHelper(Kind, Inputs, std::move(Attrs));
+  if (!T)
+    return T.takeError();
+  Part Out;
+  Out.Type = C.graph().tensor(*T).Type;
+  Out.Tensor = *T;
+  return Out;
+}
+
+/// The node's output 0 is P.
+llvm::Error bindPart(NodeContext &C, Part P) {
+  if (P.Known)
+    C.bindConstant(0, std::move(*P.Known));
+  else
+    C.bindOutput(0, P.Tensor);
+  return llvm::Error::success();
+}
+
+ir::Attributes withAlpha(double Alpha) {
+  ir::Attributes Attrs;
+  Attrs.set("alpha", Alpha);
+  return Attrs;
+}
+
+ir::Attributes withShape(const ir::Shape &Dims) {
+  ir::Attributes Attrs;
+  Attrs.set("shape", ir::IntList(Dims.begin(), Dims.end()));
+  return Attrs;
+}
+
+llvm::Error requireFloat(NodeContext &C) {
+  if (!ir::isFloatingPoint(C.inputType(0).Type))
+    return C.error("input of type {0} is not supported (floating point only)",
+                   ir::dtypeName(C.inputType(0).Type));
+  return llvm::Error::success();
+}
+
+/// Unwraps an Expected<Part> into P, or returns its error.
+#define TAKE(P, Expr)                                                          \
+  auto P##OrErr = (Expr);                                                      \
+  if (!P##OrErr)                                                               \
+    return P##OrErr.takeError();                                               \
+  Part P = std::move(*P##OrErr)
+
+} // namespace
+
+llvm::Error prelu(NodeContext &C) {
+  if (auto E = C.checkAttributes({}))
+    return E;
+  if (auto E = requireFloat(C))
+    return E;
+  TAKE(X, inputPart(C, 0));
+  TAKE(Slope, inputPart(C, 1));
+  if (Slope.Type.Type != X.Type.Type)
+    return C.error("slope is {0}, the input {1}",
+                   ir::dtypeName(Slope.Type.Type), ir::dtypeName(X.Type.Type));
+  TAKE(Scaled, apply(C, OpKind::Mul, {X, Slope}));
+  // The slope broadcasts to x, not x to the slope's shape.
+  if (Scaled.Type.Dims != X.Type.Dims)
+    return C.error("slope {0} does not broadcast to the input {1}",
+                   ir::formatShape(Slope.Type.Dims),
+                   ir::formatShape(X.Type.Dims));
+  TAKE(Positive, apply(C, OpKind::Greater, {X, scalar(X.Type.Type, 0.0)}));
+  TAKE(Y, apply(C, OpKind::Where, {Positive, X, Scaled}));
+  return bindPart(C, std::move(Y));
+}
+
+llvm::Error selu(NodeContext &C) {
+  if (auto E = C.checkAttributes({"alpha", "gamma"}))
+    return E;
+  if (auto E = requireFloat(C))
+    return E;
+  auto Alpha = C.getFloat("alpha", 1.67326319217681884765625);
+  auto Gamma = C.getFloat("gamma", 1.05070102214813232421875);
+  if (!Alpha)
+    return Alpha.takeError();
+  if (!Gamma)
+    return Gamma.takeError();
+  TAKE(X, inputPart(C, 0));
+  TAKE(Elu, apply(C, OpKind::Elu, {X}, withAlpha(*Alpha)));
+  TAKE(Y, apply(C, OpKind::Mul, {Elu, scalar(X.Type.Type, *Gamma)}));
+  return bindPart(C, std::move(Y));
+}
+
+llvm::Error celu(NodeContext &C) {
+  if (auto E = C.checkAttributes({"alpha"}))
+    return E;
+  if (auto E = requireFloat(C))
+    return E;
+  auto Alpha = C.getFloat("alpha", 1.0);
+  if (!Alpha)
+    return Alpha.takeError();
+  if (!(*Alpha > 0))
+    return C.error("alpha {0} is not positive",
+                   llvm::formatv("{0}", llvm::format("%g", *Alpha)).str());
+  TAKE(X, inputPart(C, 0));
+  ir::DType Type = X.Type.Type;
+  if (*Alpha != 1.0) {
+    TAKE(Scaled, apply(C, OpKind::Div, {X, scalar(Type, *Alpha)}));
+    X = std::move(Scaled);
+  }
+  TAKE(Y, apply(C, OpKind::Elu, {X}, withAlpha(1.0)));
+  if (*Alpha != 1.0) {
+    TAKE(Back, apply(C, OpKind::Mul, {Y, scalar(Type, *Alpha)}));
+    Y = std::move(Back);
+  }
+  return bindPart(C, std::move(Y));
+}
+
+llvm::Error softsign(NodeContext &C) {
+  if (auto E = C.checkAttributes({}))
+    return E;
+  if (auto E = requireFloat(C))
+    return E;
+  TAKE(X, inputPart(C, 0));
+  TAKE(Magnitude, apply(C, OpKind::Abs, {X}));
+  TAKE(Below, apply(C, OpKind::Add, {Magnitude, scalar(X.Type.Type, 1.0)}));
+  TAKE(Y, apply(C, OpKind::Div, {X, Below}));
+  return bindPart(C, std::move(Y));
+}
+
+llvm::Error thresholdedRelu(NodeContext &C) {
+  if (auto E = C.checkAttributes({"alpha"}))
+    return E;
+  if (auto E = requireFloat(C))
+    return E;
+  auto Alpha = C.getFloat("alpha", 1.0);
+  if (!Alpha)
+    return Alpha.takeError();
+  TAKE(X, inputPart(C, 0));
+  ir::DType Type = X.Type.Type;
+  TAKE(Above, apply(C, OpKind::Greater, {X, scalar(Type, *Alpha)}));
+  TAKE(Y, apply(C, OpKind::Where, {Above, X, scalar(Type, 0.0)}));
+  return bindPart(C, std::move(Y));
+}
+
+llvm::Error mish(NodeContext &C) {
+  if (auto E = C.checkAttributes({}))
+    return E;
+  if (auto E = requireFloat(C))
+    return E;
+  TAKE(X, inputPart(C, 0));
+  TAKE(Soft, apply(C, OpKind::Softplus, {X}));
+  TAKE(Gate, apply(C, OpKind::Tanh, {Soft}));
+  TAKE(Y, apply(C, OpKind::Mul, {X, Gate}));
+  return bindPart(C, std::move(Y));
+}
+
+llvm::Error sumOrMean(NodeContext &C, bool Mean) {
+  if (auto E = C.checkAttributes({}))
+    return E;
+  for (unsigned I = 0; I < C.numInputs(); ++I)
+    if (!C.hasInput(I))
+      return C.error("input {0} is empty", I);
+  if (Mean)
+    if (auto E = requireFloat(C))
+      return E;
+  TAKE(Total, inputPart(C, 0));
+  for (unsigned I = 1; I < C.numInputs(); ++I) {
+    TAKE(Next, inputPart(C, I));
+    TAKE(Sum, apply(C, OpKind::Add, {Total, Next}));
+    Total = std::move(Sum);
+  }
+  if (Mean && C.numInputs() > 1) {
+    TAKE(Y, apply(C, OpKind::Div,
+                  {Total, scalar(Total.Type.Type, C.numInputs())}));
+    Total = std::move(Y);
+  }
+  return bindPart(C, std::move(Total));
+}
+
+llvm::Error tile(NodeContext &C) {
+  if (auto E = C.checkAttributes({}))
+    return E;
+  auto Repeats = intsOf(C, 1, "repeats");
+  if (!Repeats)
+    return Repeats.takeError();
+  const ir::Shape &Dims = C.inputType(0).Dims;
+  if (Repeats->size() != Dims.size())
+    return C.error("repeats {0} must have one value per dim of the input {1}",
+                   ir::formatShape(*Repeats), ir::formatShape(Dims));
+  for (int64_t R : *Repeats)
+    if (R < 1)
+      return C.error("repeats {0} must be positive", ir::formatShape(*Repeats));
+  TAKE(X, inputPart(C, 0));
+  // Each repeated dim gets a dim of 1 before it, expanded to its repeats.
+  ir::Shape Split, Expanded, Result;
+  for (size_t D = 0; D < Dims.size(); ++D) {
+    if ((*Repeats)[D] != 1) {
+      Split.push_back(1);
+      Expanded.push_back((*Repeats)[D]);
+    }
+    Split.push_back(Dims[D]);
+    Expanded.push_back(Dims[D]);
+    Result.push_back(Dims[D] * (*Repeats)[D]);
+  }
+  if (Result == Dims)
+    return bindPart(C, std::move(X));
+  if (Split != Dims) {
+    TAKE(Spread, apply(C, OpKind::Reshape, {X}, withShape(Split)));
+    X = std::move(Spread);
+  }
+  TAKE(Copies, apply(C, OpKind::Expand, {X}, withShape(Expanded)));
+  TAKE(Y, apply(C, OpKind::Reshape, {Copies}, withShape(Result)));
+  return bindPart(C, std::move(Y));
+}
+
+llvm::Error reduceComposite(NodeContext &C, ReduceForm Form) {
+  auto Reduction = reduceAttributes(C, 18);
+  if (!Reduction)
+    return Reduction.takeError();
+  TAKE(X, inputPart(C, 0));
+  TAKE(Terms, Form == ReduceForm::L1 ? apply(C, OpKind::Abs, {X})
+                                     : apply(C, OpKind::Mul, {X, X}));
+  // No axes and noop_with_empty_axes: the terms unreduced, as ONNX's
+  // reference computes them.
+  if (*Reduction) {
+    TAKE(Sum, apply(C, OpKind::ReduceSum, {Terms}, std::move(**Reduction)));
+    Terms = std::move(Sum);
+  }
+  if (Form == ReduceForm::L2) {
+    TAKE(Root, apply(C, OpKind::Sqrt, {Terms}));
+    Terms = std::move(Root);
+  }
+  return bindPart(C, std::move(Terms));
+}
+
+llvm::Error lpNormalization(NodeContext &C) {
+  if (auto E = C.checkAttributes({"axis", "p"}))
+    return E;
+  if (auto E = requireFloat(C))
+    return E;
+  auto Axis = C.getInt("axis", -1);
+  auto P = C.getInt("p", 2);
+  if (!Axis)
+    return Axis.takeError();
+  if (!P)
+    return P.takeError();
+  if (*P != 1 && *P != 2)
+    return C.error("p {0} is not supported (1 or 2)", *P);
+  auto Normalized = ir::normalizeAxis(*Axis, C.inputType(0).rank());
+  if (!Normalized)
+    return C.error("axis {0} is out of range for input {1}", *Axis,
+                   ir::formatShape(C.inputType(0).Dims));
+  TAKE(X, inputPart(C, 0));
+  TAKE(Terms,
+       *P == 1 ? apply(C, OpKind::Abs, {X}) : apply(C, OpKind::Mul, {X, X}));
+  ir::Attributes Attrs;
+  Attrs.set("axes", ir::IntList{static_cast<int64_t>(*Normalized)});
+  Attrs.set("keepdims", int64_t(1));
+  TAKE(Norm, apply(C, OpKind::ReduceSum, {Terms}, std::move(Attrs)));
+  if (*P == 2) {
+    TAKE(Root, apply(C, OpKind::Sqrt, {Norm}));
+    Norm = std::move(Root);
+  }
+  TAKE(Y, apply(C, OpKind::Div, {X, Norm}));
+  return bindPart(C, std::move(Y));
+}
+
+} // namespace onnx2soap::onnx_import::handlers
