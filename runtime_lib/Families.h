@@ -74,6 +74,8 @@ inline OpFamily opFamily(OpKind Kind) {
   case OpKind::LogSoftmax:
   case OpKind::ReduceMean:
   case OpKind::ReduceSum:
+  case OpKind::ReduceMax:
+  case OpKind::ReduceMin:
     return OpFamily::Normalization;
   case OpKind::Reshape:
   case OpKind::Transpose:

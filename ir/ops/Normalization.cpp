@@ -6,8 +6,9 @@
 // Attributes: BatchNorm `epsilon`, `momentum`, `training` (0/1; training
 // mode has outputs Y, running_mean, running_var). LayerNorm `axis` (first
 // normalized dim, non-negative), `epsilon` (outputs Y, Mean, InvStdDev).
-// Softmax / LogSoftmax `axis` (non-negative). ReduceMean / ReduceSum `axes`
-// (sorted, non-negative, non-empty) and `keepdims`.
+// Softmax / LogSoftmax `axis` (non-negative). ReduceMean / ReduceSum /
+// ReduceMax / ReduceMin `axes` (sorted, non-negative, non-empty) and
+// `keepdims`.
 //
 //===----------------------------------------------------------------------===//
 #include "ir/ops/OpHelpers.h"
@@ -278,6 +279,16 @@ const OpKindInfo &infoReduceMean() {
 
 const OpKindInfo &infoReduceSum() {
   static const OpKindInfo Info = reduceInfo(OpKind::ReduceSum);
+  return Info;
+}
+
+const OpKindInfo &infoReduceMax() {
+  static const OpKindInfo Info = reduceInfo(OpKind::ReduceMax);
+  return Info;
+}
+
+const OpKindInfo &infoReduceMin() {
+  static const OpKindInfo Info = reduceInfo(OpKind::ReduceMin);
   return Info;
 }
 

@@ -17,7 +17,8 @@
 //                        [r0, d0, r1, d1, ...], Reshape to [r0 d0, ...]
 //   ReduceSumSquare      ReduceSum(x * x)
 //   ReduceL1, ReduceL2   ReduceSum(|x|), sqrt(ReduceSum(x * x))
-//   LpNormalization      x / ReduceL1 or ReduceL2 over the axis
+//   LpNormalization      x / ReduceL1 or ReduceL2 over the axis (1 where
+//                        that is 0, so that zeros stay zeros)
 //
 // PRelu's form passes s * gradient where x <= 0, as PyTorch's prelu does.
 //
@@ -27,6 +28,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
+#include <limits>
 #include <optional>
 
 namespace onnx2soap::onnx_import::handlers {
@@ -284,9 +286,14 @@ llvm::Error tile(NodeContext &C) {
   if (Repeats->size() != Dims.size())
     return C.error("repeats {0} must have one value per dim of the input {1}",
                    ir::formatShape(*Repeats), ir::formatShape(Dims));
-  for (int64_t R : *Repeats)
+  for (size_t D = 0; D < Dims.size(); ++D) {
+    int64_t R = (*Repeats)[D];
     if (R < 1)
       return C.error("repeats {0} must be positive", ir::formatShape(*Repeats));
+    if (Dims[D] > 0 && R > std::numeric_limits<int64_t>::max() / Dims[D])
+      return C.error("repeats {0} make dim {1} of the input {2} too large",
+                     ir::formatShape(*Repeats), D, ir::formatShape(Dims));
+  }
   TAKE(X, inputPart(C, 0));
   // Each repeated dim gets a dim of 1 before it, expanded to its repeats.
   ir::Shape Split, Expanded, Result;
@@ -311,6 +318,10 @@ llvm::Error tile(NodeContext &C) {
 }
 
 llvm::Error reduceComposite(NodeContext &C, ReduceForm Form) {
+  // ONNX's ReduceL2 of integers rounds the root back to an integer.
+  if (Form == ReduceForm::L2)
+    if (auto E = requireFloat(C))
+      return E;
   auto Reduction = reduceAttributes(C, 18);
   if (!Reduction)
     return Reduction.takeError();
@@ -358,7 +369,11 @@ llvm::Error lpNormalization(NodeContext &C) {
     TAKE(Root, apply(C, OpKind::Sqrt, {Norm}));
     Norm = std::move(Root);
   }
-  TAKE(Y, apply(C, OpKind::Div, {X, Norm}));
+  // A zero norm (x all zero along the axis) gives zeros: x / 1.
+  ir::DType Type = X.Type.Type;
+  TAKE(Zero, apply(C, OpKind::Equal, {Norm, scalar(Type, 0.0)}));
+  TAKE(Divisor, apply(C, OpKind::Where, {Zero, scalar(Type, 1.0), Norm}));
+  TAKE(Y, apply(C, OpKind::Div, {X, Divisor}));
   return bindPart(C, std::move(Y));
 }
 

@@ -6,7 +6,10 @@
 //
 //===----------------------------------------------------------------------===//
 #include "onnx_import/handlers/Handlers.h"
+#include "llvm/ADT/STLExtras.h"
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 namespace onnx2soap::onnx_import::handlers {
 
@@ -335,8 +338,51 @@ reduceAttributes(NodeContext &C, int64_t AxesBecameInput) {
   return Attrs;
 }
 
+/// ReduceMax / ReduceMin; over an empty set ONNX gives -inf / +inf (the
+/// type's lowest / highest integer), known at import time.
+static llvm::Error reduceExtreme(NodeContext &C, OpKind Kind,
+                                 ir::Attributes Attrs) {
+  const ir::TensorType &X = C.inputType(0);
+  auto Axes = Attrs.getInts("axes");
+  bool Empty = llvm::any_of(Axes, [&](int64_t A) { return X.Dims[A] == 0; });
+  if (!Empty)
+    return C.emitOrFold(Kind, {0}, std::move(Attrs));
+  ConstTensor Fill;
+  Fill.Type = X.Type;
+  for (size_t I = 0; I < X.Dims.size(); ++I)
+    if (!llvm::is_contained(Axes, int64_t(I)))
+      Fill.Dims.push_back(X.Dims[I]);
+    else if (Attrs.getInt("keepdims"))
+      Fill.Dims.push_back(1);
+  if (Fill.numElements() > MaxFoldedElements)
+    return C.error("reduces an empty set into {0} values; at most {1} are "
+                   "supported",
+                   Fill.numElements(), MaxFoldedElements);
+  bool Max = Kind == OpKind::ReduceMax;
+  if (Fill.isFloat())
+    Fill.Floats.assign(Fill.numElements(), Max ? -INFINITY : INFINITY);
+  else if (X.Type == ir::DType::Int32)
+    Fill.Ints.assign(Fill.numElements(),
+                     Max ? std::numeric_limits<int32_t>::lowest()
+                         : std::numeric_limits<int32_t>::max());
+  else
+    Fill.Ints.assign(Fill.numElements(),
+                     Max ? std::numeric_limits<int64_t>::lowest()
+                         : std::numeric_limits<int64_t>::max());
+  C.bindConstant(0, std::move(Fill));
+  return llvm::Error::success();
+}
+
 llvm::Error reduce(NodeContext &C, OpKind Kind) {
-  // ReduceSum takes its axes as an input from opset 13, ReduceMean from 18.
+  if (Kind == OpKind::ReduceMax || Kind == OpKind::ReduceMin) {
+    ir::DType Type = C.inputType(0).Type;
+    if (Type != ir::DType::Float32 && Type != ir::DType::Float64 &&
+        Type != ir::DType::Int32 && Type != ir::DType::Int64)
+      return C.error("input of type {0} is not supported (f32, f64, i32 or "
+                     "i64)",
+                     ir::dtypeName(Type));
+  }
+  // ReduceSum takes its axes as an input from opset 13, the others from 18.
   auto Attrs = reduceAttributes(C, Kind == OpKind::ReduceSum ? 13 : 18);
   if (!Attrs)
     return Attrs.takeError();
@@ -344,6 +390,8 @@ llvm::Error reduce(NodeContext &C, OpKind Kind) {
     C.aliasOutput(0, 0);
     return llvm::Error::success();
   }
+  if (Kind == OpKind::ReduceMax || Kind == OpKind::ReduceMin)
+    return reduceExtreme(C, Kind, std::move(**Attrs));
   return C.emitOrFold(Kind, {0}, std::move(**Attrs));
 }
 

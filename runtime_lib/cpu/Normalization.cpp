@@ -2,13 +2,13 @@
 //
 // CPU kernels of the Normalization family (ir/ops/Normalization.cpp):
 // LayerNorm here, BatchNorm in BatchNorm.cpp, Softmax, LogSoftmax,
-// ReduceMean and ReduceSum in Reduction.cpp, as plain loops over f32 or f64
-// operands. Loops rather than oneDNN because
-// every output of these ops may carry a gradient (BatchNorm's running
-// statistics, LayerNorm's Mean and InvStdDev) and LayerNorm's scale may
-// broadcast, which oneDNN's primitives do not cover. Statistics accumulate
-// in double. Backward kernels recompute what they need from the inputs, so
-// they do not depend on the forward outputs still being intact.
+// ReduceMean, ReduceSum, ReduceMax and ReduceMin in Reduction.cpp, as plain
+// loops over f32 or f64 operands. Loops rather than oneDNN because every
+// output of these ops may carry a gradient (BatchNorm's running statistics,
+// LayerNorm's Mean and InvStdDev) and LayerNorm's scale may broadcast, which
+// oneDNN's primitives do not cover. Statistics accumulate in double.
+// Backward kernels recompute what they need from the inputs, so they do not
+// depend on the forward outputs still being intact.
 //
 // Threads: LayerNorm's forward splits its rows between threads
 // (Parallel.h); each row's sums run in one thread. LayerNorm's backward adds
@@ -262,6 +262,9 @@ void forwardNormalization(Context &C, const OpCall &Call) {
   case OpKind::ReduceMean:
   case OpKind::ReduceSum:
     return forwardReduce(Call);
+  case OpKind::ReduceMax:
+  case OpKind::ReduceMin:
+    return forwardReduceExtreme(Call);
   default:
     failOp(Call, "is not a Normalization op");
   }
@@ -282,6 +285,9 @@ void backwardNormalization(Context &C, const OpCall &Call,
   case OpKind::ReduceMean:
   case OpKind::ReduceSum:
     return backwardReduce(Call, OutputGrads, InputGrads);
+  case OpKind::ReduceMax:
+  case OpKind::ReduceMin:
+    return backwardReduceExtreme(Call, OutputGrads, InputGrads);
   default:
     failOp(Call, "is not a Normalization op");
   }

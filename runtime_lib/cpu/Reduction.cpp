@@ -10,6 +10,7 @@
 #include "Reduction.h"
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 namespace onnx2soap::rt::cpu {
@@ -217,7 +218,94 @@ void reduceBackward(const OpCall &Call, const Views &OutGrads,
   });
 }
 
+//===-- ReduceMax, ReduceMin ----------------------------------------------===//
+
+/// Whether V replaces Best as the running extreme: larger (ReduceMax) or
+/// smaller; a NaN replaces anything and nothing replaces a NaN.
+template <typename T> bool replaces(T V, T Best, bool Max) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (std::isnan(Best))
+      return false;
+    if (std::isnan(V))
+      return true;
+  }
+  return Max ? V > Best : V < Best;
+}
+
+/// The extreme of each output's inputs.
+template <typename T>
+std::vector<T> extremes(const TensorView &X, const Reduction &R, bool Max) {
+  std::vector<T> Best(R.OutCount);
+  std::vector<bool> Seen(R.OutCount, false);
+  const T *In = X.as<T>();
+  forEachElement(X, R, [&](int64_t I, int64_t O) {
+    if (!Seen[O] || replaces(In[I], Best[O], Max)) {
+      Best[O] = In[I];
+      Seen[O] = true;
+    }
+  });
+  return Best;
+}
+
+template <typename T> void extremeForward(const OpCall &Call) {
+  const TensorView &X = operand(Call, Call.Inputs, 0, "input");
+  const TensorView &Y = operand(Call, Call.Outputs, 0, "output");
+  requireType(Call, Y, X.Type, "output");
+  Reduction R = reduction(Call, X, Y);
+  if (R.Reduced == 0)
+    failOp(Call, "reduces an empty set");
+  std::vector<T> Best = extremes<T>(X, R, Call.Kind == OpKind::ReduceMax);
+  std::copy(Best.begin(), Best.end(), Y.as<T>());
+}
+
+template <typename T>
+void extremeBackward(const OpCall &Call, const Views &OutGrads,
+                     const Views &InGrads) {
+  const TensorView &X = operand(Call, Call.Inputs, 0, "input");
+  TensorView DX = gradientAt(Call, InGrads, 0, X, "input gradient");
+  if (!DX.present() || OutGrads.empty() || !OutGrads[0].present())
+    return;
+  const TensorView &GY = operand(Call, OutGrads, 0, "output gradient");
+  requireType(Call, GY, X.Type, "output gradient");
+  Reduction R = reduction(Call, X, GY);
+  std::vector<T> Best = extremes<T>(X, R, Call.Kind == OpKind::ReduceMax);
+  const T *In = X.as<T>();
+  std::vector<int64_t> Ties(R.OutCount, 0);
+  forEachElement(X, R,
+                 [&](int64_t I, int64_t O) { Ties[O] += In[I] == Best[O]; });
+  const T *G = GY.as<T>();
+  T *D = DX.as<T>();
+  forEachElement(X, R, [&](int64_t I, int64_t O) {
+    if (In[I] == Best[O])
+      D[I] += static_cast<T>(G[O] / static_cast<T>(Ties[O]));
+  });
+}
+
 } // namespace
+
+void forwardReduceExtreme(const OpCall &Call) {
+  switch (operand(Call, Call.Inputs, 0, "input").Type) {
+  case DType::Float32:
+    return extremeForward<float>(Call);
+  case DType::Float64:
+    return extremeForward<double>(Call);
+  case DType::Int32:
+    return extremeForward<int32_t>(Call);
+  case DType::Int64:
+    return extremeForward<int64_t>(Call);
+  default:
+    failOp(Call, std::string("element type ") + dtypeName(Call.Inputs[0].Type) +
+                     " is not supported, the CPU kernel needs f32, f64, "
+                     "i32 or i64");
+  }
+}
+
+void backwardReduceExtreme(const OpCall &Call, const Views &OutputGrads,
+                           const Views &InputGrads) {
+  dispatchFloat(Call, operand(Call, Call.Inputs, 0, "input").Type, [&](auto T) {
+    extremeBackward<decltype(T)>(Call, OutputGrads, InputGrads);
+  });
+}
 
 void forwardSoftmax(const OpCall &Call) {
   dispatchFloat(Call, operand(Call, Call.Inputs, 0, "input").Type,

@@ -20,6 +20,13 @@ void backwardSoftmax(const OpCall &Call, const Views &OutputGrads,
 void forwardReduce(const OpCall &Call);
 void backwardReduce(const OpCall &Call, const Views &OutputGrads,
                     const Views &InputGrads);
+/// ReduceMax / ReduceMin over `axes`: forward f32, f64, i32, i64 (NaN
+/// wins, as in ONNX's reference and PyTorch's amax); backward f32, f64,
+/// each output's gradient shared evenly by the inputs equal to it (PyTorch's
+/// amax / amin), none where the extreme is NaN (where PyTorch's is NaN).
+void forwardReduceExtreme(const OpCall &Call);
+void backwardReduceExtreme(const OpCall &Call, const Views &OutputGrads,
+                           const Views &InputGrads);
 
 } // namespace onnx2soap::rt::cpu
 

@@ -362,6 +362,9 @@ void forwardNormalization(Context &C, const OpCall &Call) {
   case OpKind::ReduceMean:
   case OpKind::ReduceSum:
     return forwardReduce(C, Call);
+  case OpKind::ReduceMax:
+  case OpKind::ReduceMin:
+    return forwardReduceExtreme(C, Call);
   default:
     failOp(Call, "is not a Normalization op");
   }
@@ -382,6 +385,9 @@ void backwardNormalization(Context &C, const OpCall &Call,
   case OpKind::ReduceMean:
   case OpKind::ReduceSum:
     return backwardReduce(C, Call, OutputGrads, InputGrads);
+  case OpKind::ReduceMax:
+  case OpKind::ReduceMin:
+    return backwardReduceExtreme(C, Call, OutputGrads, InputGrads);
   default:
     failOp(Call, "is not a Normalization op");
   }

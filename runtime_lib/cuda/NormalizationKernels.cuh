@@ -21,6 +21,13 @@ void backwardSoftmax(Context &C, const OpCall &Call, const Views &OutputGrads,
 void forwardReduce(Context &C, const OpCall &Call);
 void backwardReduce(Context &C, const OpCall &Call, const Views &OutputGrads,
                     const Views &InputGrads);
+/// ReduceMax / ReduceMin over `axes`: forward f32, f64, i32, i64 (NaN
+/// wins); backward f32, f64, each output's gradient shared evenly by the
+/// inputs equal to it (none where it is NaN). A thread per output, or a
+/// block for long reductions.
+void forwardReduceExtreme(Context &C, const OpCall &Call);
+void backwardReduceExtreme(Context &C, const OpCall &Call,
+                           const Views &OutputGrads, const Views &InputGrads);
 
 } // namespace onnx2soap::rt::cuda
 

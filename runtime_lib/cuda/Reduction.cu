@@ -8,10 +8,14 @@
 // Backward recomputes the softmax from X rather than reading the forward
 // output. ReduceMean / ReduceSum are the strided reduction of
 // KernelSupport.cuh; their backward broadcasts the output gradient back.
+// ReduceMax / ReduceMin keep the CPU kernel's rule for NaN and share each
+// output's gradient evenly among the inputs equal to it.
 //
 //===----------------------------------------------------------------------===//
 #include "KernelSupport.cuh"
 #include "NormalizationKernels.cuh"
+#include <algorithm>
+#include <type_traits>
 #include <vector>
 
 namespace onnx2soap::rt::cuda {
@@ -205,7 +209,195 @@ void reduceForward(Context &C, const OpCall &Call) {
                            Call.Kind == OpKind::ReduceMean);
 }
 
+//===-- ReduceMax, ReduceMin ----------------------------------------------===//
+
+/// Whether V replaces Best as the running extreme (the CPU kernel's rule):
+/// larger for ReduceMax, smaller for ReduceMin; a NaN replaces anything and
+/// nothing replaces a NaN.
+template <typename T> __device__ bool replaces(T V, T Best, bool Max) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (isnan(Best))
+      return false;
+    if (isnan(V))
+      return true;
+  }
+  return Max ? V > Best : V < Best;
+}
+
+/// The extreme of output O's inputs seen by this thread: all of them
+/// (First 0, Step 1) or every Step-th from First; Found false when none.
+template <typename T>
+__device__ T threadExtreme(const ReducePlan &P, const T *X, int64_t Base,
+                           int64_t First, int64_t Step, bool Max, bool &Found) {
+  T Best{};
+  Found = false;
+  for (int64_t R = First; R < P.reducedCount(); R += Step) {
+    T V = X[Base + offsetOf(R, P.RedRank, P.RedDims, P.RedSrc)];
+    if (!Found || replaces(V, Best, Max)) {
+      Best = V;
+      Found = true;
+    }
+  }
+  return Best;
+}
+
+/// The extreme over the block of each thread's (Best, Found); every thread
+/// gets it. A fixed tree, so deterministic.
+template <typename T> __device__ T blockExtreme(T Best, bool Found, bool Max) {
+  __shared__ T Values[ThreadsPerBlock];
+  __shared__ bool Seen[ThreadsPerBlock];
+  Values[threadIdx.x] = Best;
+  Seen[threadIdx.x] = Found;
+  __syncthreads();
+  for (int Half = ThreadsPerBlock / 2; Half > 0; Half /= 2) {
+    if (threadIdx.x < Half) {
+      T Other = Values[threadIdx.x + Half];
+      bool OtherSeen = Seen[threadIdx.x + Half];
+      if (OtherSeen &&
+          (!Seen[threadIdx.x] || replaces(Other, Values[threadIdx.x], Max))) {
+        Values[threadIdx.x] = Other;
+        Seen[threadIdx.x] = true;
+      }
+    }
+    __syncthreads();
+  }
+  T Result = Values[0];
+  __syncthreads(); // before a later call writes Values again
+  return Result;
+}
+
+template <typename T, bool BlockPerOutput>
+__global__ void extremeForwardKernel(ReducePlan P, const T *X, T *Y, bool Max) {
+  int64_t Kept = P.keptCount();
+  int64_t O = BlockPerOutput ? blockIdx.x
+                             : blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  int64_t Stride =
+      BlockPerOutput ? int64_t(gridDim.x) : int64_t(gridDim.x) * blockDim.x;
+  for (; O < Kept; O += Stride) {
+    int64_t Base = offsetOf(O, P.KeptRank, P.KeptDims, P.KeptSrc);
+    bool Found;
+    T Best = BlockPerOutput ? threadExtreme(P, X, Base, threadIdx.x, blockDim.x,
+                                            Max, Found)
+                            : threadExtreme(P, X, Base, 0, 1, Max, Found);
+    if (BlockPerOutput)
+      Best = blockExtreme(Best, Found, Max);
+    if (!BlockPerOutput || threadIdx.x == 0)
+      Y[offsetOf(O, P.KeptRank, P.KeptDims, P.KeptDst)] = Best;
+  }
+}
+
+/// Each output's gradient, shared evenly by the inputs equal to its
+/// extreme (recomputed from X).
+template <typename T, bool BlockPerOutput>
+__global__ void extremeBackwardKernel(ReducePlan P, const T *X, const T *G,
+                                      T *D, bool Max) {
+  int64_t Kept = P.keptCount(), Red = P.reducedCount();
+  int64_t O = BlockPerOutput ? blockIdx.x
+                             : blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  int64_t Stride =
+      BlockPerOutput ? int64_t(gridDim.x) : int64_t(gridDim.x) * blockDim.x;
+  int64_t First = BlockPerOutput ? threadIdx.x : 0;
+  int64_t Step = BlockPerOutput ? blockDim.x : 1;
+  for (; O < Kept; O += Stride) {
+    int64_t Base = offsetOf(O, P.KeptRank, P.KeptDims, P.KeptSrc);
+    bool Found;
+    T Best = threadExtreme(P, X, Base, First, Step, Max, Found);
+    if (BlockPerOutput)
+      Best = blockExtreme(Best, Found, Max);
+    long long Ties = 0;
+    for (int64_t R = First; R < Red; R += Step)
+      Ties += X[Base + offsetOf(R, P.RedRank, P.RedDims, P.RedSrc)] == Best;
+    if (BlockPerOutput)
+      Ties = blockSum(Ties);
+    if (Ties == 0)
+      continue; // a NaN extreme: no input equals it
+    T Share = G[offsetOf(O, P.KeptRank, P.KeptDims, P.KeptDst)] /
+              static_cast<T>(Ties);
+    for (int64_t R = First; R < Red; R += Step) {
+      int64_t I = Base + offsetOf(R, P.RedRank, P.RedDims, P.RedSrc);
+      if (X[I] == Best)
+        D[I] += Share;
+    }
+  }
+}
+
+/// Blocks for Kept outputs: one per output for long reductions (Red >= 512,
+/// as the sums), else a thread per output.
+bool extremeBlockPerOutput(const ReducePlan &P) {
+  return P.reducedCount() >= 512;
+}
+
+unsigned extremeGrid(const ReducePlan &P) {
+  return extremeBlockPerOutput(P) ? static_cast<unsigned>(std::min<int64_t>(
+                                        P.keptCount(), 65535 * 8))
+                                  : blocksFor(P.keptCount());
+}
+
+template <typename T> void extremeForward(Context &C, const OpCall &Call) {
+  const TensorView &X = operand(Call, Call.Inputs, 0, "input");
+  const TensorView &Y = operand(Call, Call.Outputs, 0, "output");
+  requireType(Call, Y, X.Type, "output");
+  Reduction R = reduction(Call, X, Y);
+  if (R.Reduced == 0)
+    failOp(Call, "reduces an empty set");
+  if (R.Plan.keptCount() == 0)
+    return;
+  bool Max = Call.Kind == OpKind::ReduceMax;
+  if (extremeBlockPerOutput(R.Plan))
+    extremeForwardKernel<T, true>
+        <<<extremeGrid(R.Plan), ThreadsPerBlock, 0, C.Stream>>>(
+            R.Plan, X.as<T>(), Y.as<T>(), Max);
+  else
+    extremeForwardKernel<T, false>
+        <<<extremeGrid(R.Plan), ThreadsPerBlock, 0, C.Stream>>>(
+            R.Plan, X.as<T>(), Y.as<T>(), Max);
+  checkLaunch(Call, "reduce max/min kernel");
+}
+
 } // namespace
+
+void forwardReduceExtreme(Context &C, const OpCall &Call) {
+  switch (operand(Call, Call.Inputs, 0, "input").Type) {
+  case DType::Float32:
+    return extremeForward<float>(C, Call);
+  case DType::Float64:
+    return extremeForward<double>(C, Call);
+  case DType::Int32:
+    return extremeForward<int32_t>(C, Call);
+  case DType::Int64:
+    return extremeForward<int64_t>(C, Call);
+  default:
+    failOp(Call, std::string("element type ") + dtypeName(Call.Inputs[0].Type) +
+                     " is not supported, the CUDA kernel needs f32, f64, "
+                     "i32 or i64");
+  }
+}
+
+void backwardReduceExtreme(Context &C, const OpCall &Call,
+                           const Views &OutputGrads, const Views &InputGrads) {
+  const TensorView &X = operand(Call, Call.Inputs, 0, "input");
+  dispatchFloat(Call, X.Type, "input", [&](auto Zero) {
+    using T = decltype(Zero);
+    TensorView DX = gradientAt(Call, InputGrads, 0, X, "input gradient");
+    if (!DX.present() || OutputGrads.empty() || !OutputGrads[0].present())
+      return;
+    const TensorView &GY = operand(Call, OutputGrads, 0, "output gradient");
+    requireType(Call, GY, X.Type, "output gradient");
+    Reduction R = reduction(Call, X, GY);
+    if (R.Plan.keptCount() == 0 || R.Reduced == 0)
+      return;
+    bool Max = Call.Kind == OpKind::ReduceMax;
+    if (extremeBlockPerOutput(R.Plan))
+      extremeBackwardKernel<T, true>
+          <<<extremeGrid(R.Plan), ThreadsPerBlock, 0, C.Stream>>>(
+              R.Plan, X.as<T>(), GY.as<T>(), DX.as<T>(), Max);
+    else
+      extremeBackwardKernel<T, false>
+          <<<extremeGrid(R.Plan), ThreadsPerBlock, 0, C.Stream>>>(
+              R.Plan, X.as<T>(), GY.as<T>(), DX.as<T>(), Max);
+    checkLaunch(Call, "reduce max/min backward kernel");
+  });
+}
 
 void forwardSoftmax(Context &C, const OpCall &Call) {
   const TensorView &X = operand(Call, Call.Inputs, 0, "input");

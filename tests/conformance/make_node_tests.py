@@ -138,6 +138,24 @@ def cases():
     out.append(case("test_ours_reduce_l2_18_axes_input", "ReduceL2", 18,
                     {"x": x}, {"keepdims": 0},
                     constants={"axes": np.array([-1, 0], np.int64)}))
+    # A zero norm gives zeros (p = 1 against the definition, as above).
+    z = normal(3, 4)
+    z[:, 1] = 0
+    out.append(case("test_ours_lpnormalization_zero_norm_p2",
+                    "LpNormalization", 17, {"x": z}, {"axis": 0}))
+
+    def l1_normalized(i):
+        with np.errstate(invalid="ignore"):
+            return np.nan_to_num(
+                i["x"] / np.abs(i["x"]).sum(axis=0, keepdims=True))
+    out.append(case("test_ours_lpnormalization_zero_norm_p1",
+                    "LpNormalization", 17, {"x": z}, {"axis": 0, "p": 1},
+                    expected=l1_normalized))
+    # Over an empty set ReduceMax gives -inf and ReduceMin +inf.
+    for op in ("ReduceMax", "ReduceMin"):
+        out.append(case("test_ours_%s_empty_set" % op.lower(), op, 13,
+                        {"x": np.zeros((2, 0, 3), np.float32)},
+                        {"axes": [1], "keepdims": 1}))
     return out
 
 

@@ -76,9 +76,10 @@ std::string withoutFinalTranspose(const std::string &Path) {
 
 std::vector<OptimizerRun> runs() {
   std::vector<OptimizerRun> Result;
-  for (const char *F : {"mlp", "cnn_bn", "resnet18", "lstm_lm", "gru",
-                        "transformer", "seq2seq", "inception_mini",
-                        "mobilenet_mini", "unet_mini", "norm_mini", "act_mini"})
+  for (const char *F :
+       {"mlp", "cnn_bn", "resnet18", "lstm_lm", "gru", "transformer", "seq2seq",
+        "inception_mini", "mobilenet_mini", "unet_mini", "norm_mini",
+        "act_mini", "pointnet_mini"})
     for (const char *O : {"sgd", "sgd_momentum", "adam", "adamw"})
       Result.push_back({F, O});
   for (const char *F : {"lstm_lm", "gru", "seq2seq"})

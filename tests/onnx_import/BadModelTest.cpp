@@ -331,6 +331,19 @@ const BadModelCase BadModelCases[] =
            addNode(G, "Tile", {"x", "repeats"}, {"r"}, "tile");
          }),
          "node 'tile' (#0, op Tile): repeats [1,0,1,1] must be positive"},
+        {"TileTooLarge", resizeGraph([](onnx::GraphProto &G) {
+           addInt64Initializer(G, "repeats", {1, 1, int64_t(1) << 62, 1});
+           addNode(G, "Tile", {"x", "repeats"}, {"r"}, "tile");
+         }),
+         "node 'tile' (#0, op Tile): repeats [1,1,4611686018427387904,1] "
+         "make dim 2 of the input [2,4,6,6] too large"},
+        {"ReduceL2OfIntegers", resizeGraph([](onnx::GraphProto &G) {
+           G.clear_input();
+           addInput(G, "x", {"batch", 4}, onnx::TensorProto::INT32);
+           addNode(G, "ReduceL2", {"x"}, {"r"}, "norm");
+         }),
+         "node 'norm' (#0, op ReduceL2): input of type i32 is not supported "
+         "(floating point only)"},
         {"LpNormalizationP3", resizeGraph([](onnx::GraphProto &G) {
            addIntAttr(*addNode(G, "LpNormalization", {"x"}, {"r"}, "norm"),
                       "p", 3);

@@ -1,6 +1,7 @@
 //===- tests/runtime_lib/NormalizationTest.cpp - Normalization kernels ----===//
 //
-// BatchNorm, LayerNorm, Softmax, LogSoftmax, ReduceMean and ReduceSum on the
+// BatchNorm, LayerNorm, Softmax, LogSoftmax, ReduceMean, ReduceSum, ReduceMax
+// and ReduceMin on the
 // CPU backend: forward values against reference loops written here, the
 // gradient check of every differentiable input (f32: epsilon 1e-2, relative
 // tolerance 1e-2; f64: epsilon 1e-5, tolerance 1e-6), and accumulation.
@@ -329,6 +330,66 @@ TEST(ReduceKernel, Gradients) {
   }
 }
 
+//===-- ReduceMax, ReduceMin ----------------------------------------------===//
+
+TEST(ReduceExtremeKernel, ForwardOverAxesNaNWins) {
+  auto B = createCpuBackend(1);
+  HostTensor X = f32({2, 3}, {1, 5, -2, 7, 7, NAN});
+  HostTensor Max = f32({2}), Min = f32({2});
+  OpAttrs Rows =
+      makeAttrs({{"axes", std::vector<int64_t>{1}}, {"keepdims", int64_t(0)}});
+  runForward(*B, OpKind::ReduceMax, Rows, {&X}, {&Max});
+  runForward(*B, OpKind::ReduceMin, Rows, {&X}, {&Min});
+  EXPECT_EQ(Max.at(0), 5);
+  EXPECT_EQ(Min.at(0), -2);
+  EXPECT_TRUE(std::isnan(Max.at(1))); // as numpy's maximum.reduce
+  EXPECT_TRUE(std::isnan(Min.at(1)));
+  HostTensor Xi = i64({2, 3}, {4, -1, 9, 3, 8, 2}), Yi = i64({1, 3});
+  runForward(
+      *B, OpKind::ReduceMin,
+      makeAttrs({{"axes", std::vector<int64_t>{0}}, {"keepdims", int64_t(1)}}),
+      {&Xi}, {&Yi});
+  EXPECT_EQ(Yi.at(0), 3);
+  EXPECT_EQ(Yi.at(1), -1);
+  EXPECT_EQ(Yi.at(2), 2);
+}
+
+// The gradient goes to the inputs equal to the extreme, shared evenly
+// among ties (PyTorch's amax / amin); a NaN row gets none.
+TEST(ReduceExtremeKernel, GradientSharedByTies) {
+  auto B = createCpuBackend(1);
+  HostTensor X = f32({3, 4}, {1, 3, 3, 0, 2, -1, 5, 5, 4, NAN, 4, 1});
+  HostTensor Y = f32({3}), GY = f32({3}, {6, 10, 1}), DX = f32({3, 4});
+  runBackward(
+      *B, OpKind::ReduceMax,
+      makeAttrs({{"axes", std::vector<int64_t>{1}}, {"keepdims", int64_t(0)}}),
+      {&X}, {&Y}, {&GY}, {&DX});
+  float Want[] = {0, 3, 3, 0, 0, 0, 5, 5, 0, 0, 0, 0};
+  for (int64_t I = 0; I < 12; ++I)
+    EXPECT_EQ(DX.at(I), Want[I]) << I;
+  HostTensor YMin = f32({1, 4}), GMin = f32({1, 4}, {1, 2, 3, 4});
+  HostTensor DMin = f32({3, 4});
+  runBackward(
+      *B, OpKind::ReduceMin,
+      makeAttrs({{"axes", std::vector<int64_t>{0}}, {"keepdims", int64_t(1)}}),
+      {&X}, {&YMin}, {&GMin}, {&DMin});
+  // Column minima: 1, NaN (row 2's), 3 and 0, all but the NaN in row 0.
+  float WantMin[] = {1, 0, 3, 4, 0, 0, 0, 0, 0, 0, 0, 0};
+  for (int64_t I = 0; I < 12; ++I)
+    EXPECT_EQ(DMin.at(I), WantMin[I]) << I;
+}
+
+TEST(ReduceExtremeKernel, Gradients) {
+  auto B = createCpuBackend(1);
+  // Distinct values: the extreme moves by less than epsilon.
+  HostTensor X = randomTensor(DType::Float64, {2, 3, 4}, 37);
+  for (OpKind Kind : {OpKind::ReduceMax, OpKind::ReduceMin})
+    gradCheck(*B, Kind,
+              makeAttrs({{"axes", std::vector<int64_t>{0, 2}},
+                         {"keepdims", int64_t(0)}}),
+              {&X}, {HostTensor(DType::Float64, {3})}, {0}, 1e-5, 1e-6);
+}
+
 //===-- Accumulation ------------------------------------------------------===//
 
 /// Backward twice into the same gradients gives twice the gradient.
@@ -376,7 +437,8 @@ TEST(NormalizationKernels, BackwardAccumulates) {
   for (OpKind Kind : {OpKind::Softmax, OpKind::LogSoftmax})
     expectAccumulates(Kind, makeAttrs({{"axis", int64_t(1)}}), {&X},
                       {f32({2, 6})}, 4);
-  for (OpKind Kind : {OpKind::ReduceSum, OpKind::ReduceMean})
+  for (OpKind Kind : {OpKind::ReduceSum, OpKind::ReduceMean, OpKind::ReduceMax,
+                      OpKind::ReduceMin})
     expectAccumulates(Kind,
                       makeAttrs({{"axes", std::vector<int64_t>{1}},
                                  {"keepdims", int64_t(1)}}),

@@ -313,6 +313,27 @@ void normalizationCases(std::mt19937 &Rng, std::vector<Case> &All) {
                  {Random({2, 600})},
                  {f32({2})},
                  {0}});
+  for (OpKind Kind : {OpKind::ReduceMax, OpKind::ReduceMin}) {
+    bool Max = Kind == OpKind::ReduceMax;
+    All.push_back({Max ? "reduce_max" : "reduce_min",
+                   Kind,
+                   Axes02,
+                   {Random({3, 4, 5})},
+                   {f32({4})},
+                   {0}});
+    All.push_back({Max ? "reduce_max_long" : "reduce_min_long",
+                   Kind,
+                   Axes1,
+                   {Random({2, 600})},
+                   {f32({2})},
+                   {0}});
+    All.push_back({Max ? "reduce_max_i64" : "reduce_min_i64",
+                   Kind,
+                   Axes1,
+                   {i64({2, 3}, {1, 2, 4, -7, 3, 5})},
+                   {i64({2})},
+                   {}});
+  }
   All.push_back({"reduce_mean_i64",
                  OpKind::ReduceMean,
                  Axes1,
