@@ -11,6 +11,7 @@
 #include "llvm/Support/FormatVariadic.h"
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 namespace onnx2soap::onnx_import {
 
@@ -174,6 +175,44 @@ static int64_t wrapInt(int64_t V, DType Type) {
   }
 }
 
+/// The integer of T nearest to L (an integral value), as int64 (uint64 by
+/// its bits).
+template <typename T> static int64_t clampTo(long double L) {
+  if (L <= static_cast<long double>(std::numeric_limits<T>::min()))
+    return static_cast<int64_t>(std::numeric_limits<T>::min());
+  if (L >= static_cast<long double>(std::numeric_limits<T>::max()))
+    return static_cast<int64_t>(std::numeric_limits<T>::max());
+  return static_cast<int64_t>(static_cast<T>(L));
+}
+
+/// V truncated toward zero and saturated at Type's range, NaN as 0: what
+/// the kernels' Cast computes (runtime_lib/cpu/Cast.cpp; CUDA's conversions
+/// saturate too), so that a Cast folded at import time gives the values the
+/// program would. ONNX leaves out-of-range casts undefined.
+static int64_t saturatingInt(double V, DType Type) {
+  if (std::isnan(V))
+    return 0;
+  long double L = std::trunc(static_cast<long double>(V));
+  switch (Type) {
+  case DType::Int8:
+    return clampTo<int8_t>(L);
+  case DType::UInt8:
+    return clampTo<uint8_t>(L);
+  case DType::Int16:
+    return clampTo<int16_t>(L);
+  case DType::UInt16:
+    return clampTo<uint16_t>(L);
+  case DType::Int32:
+    return clampTo<int32_t>(L);
+  case DType::UInt32:
+    return clampTo<uint32_t>(L);
+  case DType::UInt64:
+    return clampTo<uint64_t>(L);
+  default:
+    return clampTo<int64_t>(L);
+  }
+}
+
 ConstTensor ConstTensor::cast(DType To) const {
   ConstTensor Out;
   Out.Type = To;
@@ -201,10 +240,8 @@ ConstTensor ConstTensor::cast(DType To) const {
       double V = Floats[I];
       if (To == DType::Bool)
         Out.Ints[I] = V != 0.0;
-      else if (std::isnan(V) || std::fabs(V) >= 9.2e18)
-        Out.Ints[I] = wrapInt(INT64_MIN, To);
       else
-        Out.Ints[I] = wrapInt(static_cast<int64_t>(V), To);
+        Out.Ints[I] = saturatingInt(V, To);
     }
   }
   return Out;

@@ -113,18 +113,36 @@ TEST(ConstTensor, HalfConversionRoundsToNearestEven) {
     EXPECT_EQ(floatToHalf(halfToFloat(Bits)), Bits) << Bits;
 }
 
-TEST(ConstTensor, CastWrapsAndTruncatesLikeC) {
+// Floats to integers truncate toward zero and saturate, NaN giving 0, as
+// the kernels' Cast does: a folded Cast of -1 to uint8 gave 255 where the
+// program computes 0. Integers to narrower integers wrap, as in C.
+TEST(ConstTensor, CastTruncatesAndSaturatesLikeTheKernels) {
   ConstTensor T;
   T.Type = ir::DType::Float32;
-  T.Dims = {4};
-  T.Floats = {-1.7, 2.9, 300.0, 0.0};
+  T.Dims = {6};
+  T.Floats = {-1.7, 2.9, 300.0, 0.0, -300.0, NAN};
   ConstTensor I = T.cast(ir::DType::Int8);
-  EXPECT_THAT(I.Ints, ::testing::ElementsAre(-1, 2, 44, 0));
+  EXPECT_THAT(I.Ints, ::testing::ElementsAre(-1, 2, 127, 0, -128, 0));
+  ConstTensor U = T.cast(ir::DType::UInt8);
+  EXPECT_THAT(U.Ints, ::testing::ElementsAre(0, 2, 255, 0, 0, 0));
   ConstTensor B = T.cast(ir::DType::Bool);
-  EXPECT_THAT(B.Ints, ::testing::ElementsAre(1, 1, 1, 0));
+  EXPECT_THAT(B.Ints, ::testing::ElementsAre(1, 1, 1, 0, 1, 1));
   std::vector<char> Bytes = I.toBytes();
-  ASSERT_EQ(Bytes.size(), 4u);
-  EXPECT_EQ(static_cast<int8_t>(Bytes[2]), 44);
+  ASSERT_EQ(Bytes.size(), 6u);
+  EXPECT_EQ(static_cast<int8_t>(Bytes[2]), 127);
+  T.Floats = {1e30, -1e30, 3e9, -5.5, 1e20, 9.3e18};
+  ConstTensor L = T.cast(ir::DType::Int64);
+  EXPECT_THAT(L.Ints, ::testing::ElementsAre(INT64_MAX, INT64_MIN, 3000000000,
+                                             -5, INT64_MAX, INT64_MAX));
+  ConstTensor W = T.cast(ir::DType::UInt32);
+  EXPECT_THAT(W.Ints, ::testing::ElementsAre(4294967295, 0, 3000000000, 0,
+                                             4294967295, 4294967295));
+  ConstTensor Wide;
+  Wide.Type = ir::DType::Int64;
+  Wide.Dims = {2};
+  Wide.Ints = {300, -1};
+  EXPECT_THAT(Wide.cast(ir::DType::UInt8).Ints,
+              ::testing::ElementsAre(44, 255));
 }
 
 // Folded integer Pow is the product modulo 2^64 whatever the exponent: it
