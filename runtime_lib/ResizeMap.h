@@ -132,6 +132,121 @@ struct ResizeGeometry {
   bool Linear = false;
 };
 
+/// The two input indices output index O of spatial dim D reads and their
+/// weights, as floats: nearest's one tap is I0 (I1 the same, weight 0).
+struct ResizeDimTaps {
+  int64_t I0, I1;
+  float W0, W1;
+};
+
+ONNX2SOAP_RESIZE_HD inline ResizeDimTaps resizeDimTaps(const ResizeGeometry &G,
+                                                       int D, int64_t O) {
+  if (G.Linear) {
+    ResizeTaps T = resizeLinear(G.Coordinates, O, G.InDims[D], G.Scales[D]);
+    return {T.I0, T.I1, static_cast<float>(1 - T.Weight1),
+            static_cast<float>(T.Weight1)};
+  }
+  int64_t I =
+      resizeNearest(G.Coordinates, G.Rounding, O, G.InDims[D], G.Scales[D]);
+  return {I, I, 1.0f, 0.0f};
+}
+
+/// Calls Fn(input offset within the plane, weight) for each tap of output
+/// element Index (row-major over the output's spatial dims): nearest has
+/// one tap, linear 2^Spatial in corner order (dim 0's choice the most
+/// significant bit), those of zero weight skipped. Forward sums them;
+/// the gradient of an input is the sum of what they give it.
+template <typename F>
+ONNX2SOAP_RESIZE_HD void resizeForEachTap(const ResizeGeometry &G,
+                                          int64_t Index, F &&Fn) {
+  ResizeDimTaps Taps[MaxRank];
+  for (int D = G.Spatial - 1; D >= 0; --D) {
+    Taps[D] = resizeDimTaps(G, D, Index % G.OutDims[D]);
+    Index /= G.OutDims[D];
+  }
+  int Corners = G.Linear ? 1 << G.Spatial : 1;
+  for (int Corner = 0; Corner < Corners; ++Corner) {
+    int64_t Offset = 0;
+    float Weight = 1;
+    for (int D = 0; D < G.Spatial; ++D) {
+      bool Second = (Corner >> (G.Spatial - 1 - D)) & 1;
+      Offset = Offset * G.InDims[D] + (Second ? Taps[D].I1 : Taps[D].I0);
+      Weight *= Second ? Taps[D].W1 : Taps[D].W0;
+    }
+    if (Weight != 0)
+      Fn(Offset, Weight);
+  }
+}
+
+/// The output indices of spatial dim D whose taps may read input index I:
+/// [Lo, Hi], empty when Lo > Hi. Taps are non-decreasing in the output
+/// index and I1 - I0 <= 1, so they are the outputs with I0 <= I <= I1,
+/// found by bisection.
+ONNX2SOAP_RESIZE_HD inline void resizeTappedBy(const ResizeGeometry &G, int D,
+                                               int64_t I, int64_t &Lo,
+                                               int64_t &Hi) {
+  int64_t Out = G.OutDims[D];
+  // Lo: the first output whose I1 >= I (Out when none).
+  int64_t A = 0, B = Out;
+  while (A < B) {
+    int64_t M = A + (B - A) / 2;
+    if (resizeDimTaps(G, D, M).I1 >= I)
+      B = M;
+    else
+      A = M + 1;
+  }
+  Lo = A;
+  // Hi: the last output whose I0 <= I (-1 when none).
+  A = 0, B = Out;
+  while (A < B) {
+    int64_t M = A + (B - A) / 2;
+    if (resizeDimTaps(G, D, M).I0 <= I)
+      A = M + 1;
+    else
+      B = M;
+  }
+  Hi = A - 1;
+}
+
+/// Acc plus the gradient input element In (an offset within its plane)
+/// gets from the plane's output gradient Grad: every output that reads it,
+/// in increasing output order, adding W * Grad[output] for each of its taps
+/// that reads In in corner order: the order in which adding each output
+/// gradient into its taps would add them, and the same whatever thread
+/// computes which input, so the gradient is deterministic.
+ONNX2SOAP_RESIZE_HD inline float resizeGatherGradient(const ResizeGeometry &G,
+                                                      const float *Grad,
+                                                      int64_t In, float Acc) {
+  int64_t Lo[MaxRank], Hi[MaxRank], Coord[MaxRank];
+  int64_t Rest = In;
+  for (int D = G.Spatial - 1; D >= 0; --D) {
+    resizeTappedBy(G, D, Rest % G.InDims[D], Lo[D], Hi[D]);
+    Rest /= G.InDims[D];
+    if (Lo[D] > Hi[D])
+      return Acc;
+    Coord[D] = Lo[D];
+  }
+  // The outputs of the box [Lo, Hi] in row-major order.
+  for (;;) {
+    int64_t Index = 0;
+    for (int D = 0; D < G.Spatial; ++D)
+      Index = Index * G.OutDims[D] + Coord[D];
+    float Gradient = Grad[Index];
+    resizeForEachTap(G, Index, [&](int64_t Offset, float Weight) {
+      if (Offset == In)
+        Acc += Weight * Gradient;
+    });
+    int D = G.Spatial - 1;
+    while (D >= 0 && Coord[D] == Hi[D]) {
+      Coord[D] = Lo[D];
+      --D;
+    }
+    if (D < 0)
+      return Acc;
+    ++Coord[D];
+  }
+}
+
 /// Fills G from Call's operands X -> Y (present) and attributes; returns
 /// what is wrong with them, or "".
 inline std::string describeResize(const OpCall &Call, ResizeGeometry &G) {

@@ -10,8 +10,10 @@
 //===----------------------------------------------------------------------===//
 #include "KernelTestUtil.h"
 #include "runtime_lib/Error.h"
+#include "runtime_lib/ResizeMap.h"
 #include <algorithm>
 #include <numeric>
+#include <random>
 
 using namespace onnx2soap::rt;
 using namespace onnx2soap::rt::test;
@@ -345,6 +347,53 @@ TEST(PoolResize, GradientsCheck) {
   }
   expectBackwardAccumulates(OpKind::Resize, Cases[0].Attrs, Cases[0].X,
                             Cases[0].Y);
+}
+
+// Backward gathers each input's gradient from the outputs that read it
+// (ResizeMap.h, the CUDA kernel's thread per input); it must add exactly
+// what adding each output gradient into its taps adds, in the same order:
+// downsampling and upsampling, non-integer scales, every coordinate mode
+// and nearest rounding, 1-D to 3-D, onto a gradient already holding values.
+TEST(PoolResize, GatheredGradientEqualsScatteredToTheBit) {
+  std::mt19937 Rng(41);
+  std::uniform_int_distribution<int> Size(1, 7), Mode(0, 3), Spatial(1, 3);
+  std::uniform_real_distribution<double> Scale(0.3, 3.2);
+  int Checked = 0;
+  for (int Case = 0; Case < 400; ++Case) {
+    ResizeGeometry G;
+    G.Planes = 2;
+    G.Spatial = Spatial(Rng);
+    G.Linear = Case % 2;
+    G.Coordinates = static_cast<ResizeCoordinates>(Mode(Rng));
+    G.Rounding = static_cast<ResizeRounding>(Mode(Rng));
+    for (int D = 0; D < G.Spatial; ++D) {
+      G.InDims[D] = Size(Rng);
+      // Sizes given (scale Out / In), or scales (Out = floor(scale * In)).
+      double S = Scale(Rng);
+      G.OutDims[D] = std::max<int64_t>(1, int64_t(S * double(G.InDims[D])));
+      G.Scales[D] = Case % 3 ? double(G.OutDims[D]) / double(G.InDims[D]) : S;
+      G.InPlane *= G.InDims[D];
+      G.OutPlane *= G.OutDims[D];
+    }
+    std::uniform_real_distribution<float> Value(-1, 1);
+    std::vector<float> Grad(G.OutPlane), Scattered(G.InPlane);
+    for (float &V : Grad)
+      V = Value(Rng);
+    for (float &V : Scattered)
+      V = Value(Rng);
+    std::vector<float> Gathered = Scattered;
+    for (int64_t I = 0; I < G.OutPlane; ++I)
+      resizeForEachTap(G, I, [&](int64_t Offset, float W) {
+        Scattered[Offset] += W * Grad[I];
+      });
+    for (int64_t I = 0; I < G.InPlane; ++I)
+      Gathered[I] = resizeGatherGradient(G, Grad.data(), I, Gathered[I]);
+    for (int64_t I = 0; I < G.InPlane; ++I)
+      ASSERT_EQ(Gathered[I], Scattered[I])
+          << "case " << Case << " element " << I;
+    ++Checked;
+  }
+  EXPECT_EQ(Checked, 400);
 }
 
 TEST(PoolAll, BadOperandsNameTheOp) {
