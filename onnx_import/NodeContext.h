@@ -98,6 +98,8 @@ public:
   //===-- Inputs
   //-----------------------------------------------------------===//
   unsigned numInputs() const { return Node.input_size(); }
+  /// The name of input I in the model.
+  llvm::StringRef inputName(unsigned I) const { return Node.input(I); }
   /// Input I is given (optional inputs may be absent or named "").
   bool hasInput(unsigned I) const {
     return I < static_cast<unsigned>(Node.input_size()) &&

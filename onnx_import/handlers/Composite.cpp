@@ -19,6 +19,14 @@
 //   ReduceL1, ReduceL2   ReduceSum(|x|), sqrt(ReduceSum(x * x))
 //   LpNormalization      x / ReduceL1 or ReduceL2 over the axis (1 where
 //                        that is 0, so that zeros stay zeros)
+//   ReduceLogSumExp      log(ReduceSum(exp(x - m))) + m, m = ReduceMax(x)
+//   Sign                 (x > 0) - (x < 0), NaN kept
+//   Trilu                Where(constant triangle of the last two dims, x, 0)
+//   DepthToSpace,        Reshape to 6 dims, Transpose, Reshape (ONNX's
+//   SpaceToDepth         definitions, DCR and CRD)
+//
+// ReduceProd is computed only where its input is known at import time
+// (exporters' shape arithmetic, such as the element count of a variance).
 //
 // PRelu's form passes s * gradient where x <= 0, as PyTorch's prelu does.
 //
@@ -132,6 +140,12 @@ ir::Attributes withAlpha(double Alpha) {
 ir::Attributes withShape(const ir::Shape &Dims) {
   ir::Attributes Attrs;
   Attrs.set("shape", ir::IntList(Dims.begin(), Dims.end()));
+  return Attrs;
+}
+
+ir::Attributes withPerm(ir::IntList Perm) {
+  ir::Attributes Attrs;
+  Attrs.set("perm", std::move(Perm));
   return Attrs;
 }
 
@@ -375,6 +389,197 @@ llvm::Error lpNormalization(NodeContext &C) {
   TAKE(Divisor, apply(C, OpKind::Where, {Zero, scalar(Type, 1.0), Norm}));
   TAKE(Y, apply(C, OpKind::Div, {X, Divisor}));
   return bindPart(C, std::move(Y));
+}
+
+llvm::Error reduceLogSumExp(NodeContext &C) {
+  if (auto E = requireFloat(C))
+    return E;
+  auto Reduction = reduceAttributes(C, 18);
+  if (!Reduction)
+    return Reduction.takeError();
+  TAKE(X, inputPart(C, 0));
+  // Nothing reduced: log(exp(x)) is x.
+  if (!*Reduction)
+    return bindPart(C, std::move(X));
+  ir::Attributes Kept = **Reduction;
+  bool KeepDims = Kept.getInt("keepdims");
+  Kept.set("keepdims", int64_t(1));
+  TAKE(Max, apply(C, OpKind::ReduceMax, {X}, Kept));
+  TAKE(Shifted, apply(C, OpKind::Sub, {X, Max}));
+  TAKE(Exp, apply(C, OpKind::Exp, {Shifted}));
+  TAKE(Sum, apply(C, OpKind::ReduceSum, {Exp}, std::move(**Reduction)));
+  TAKE(Log, apply(C, OpKind::Log, {Sum}));
+  if (!KeepDims) {
+    TAKE(Flat, apply(C, OpKind::Reshape, {Max}, withShape(Log.Type.Dims)));
+    Max = std::move(Flat);
+  }
+  TAKE(Y, apply(C, OpKind::Add, {Log, Max}));
+  return bindPart(C, std::move(Y));
+}
+
+llvm::Error sign(NodeContext &C) {
+  if (auto E = C.checkAttributes({}))
+    return E;
+  ir::DType Type = C.inputType(0).Type;
+  if (Type == ir::DType::Bool)
+    return C.error("input of type bool is not supported (numbers only)");
+  TAKE(X, inputPart(C, 0));
+  ir::Attributes To;
+  To.set("to", ir::dtypeName(Type).str());
+  TAKE(Above, apply(C, OpKind::Greater, {X, scalar(Type, 0.0)}));
+  TAKE(Below, apply(C, OpKind::Less, {X, scalar(Type, 0.0)}));
+  TAKE(Plus, apply(C, OpKind::Cast, {Above}, To));
+  TAKE(Minus, apply(C, OpKind::Cast, {Below}, To));
+  TAKE(Y, apply(C, OpKind::Sub, {Plus, Minus}));
+  if (ir::isFloatingPoint(Type)) {
+    // NaN is neither above nor below 0, and its sign is NaN.
+    TAKE(Number, apply(C, OpKind::Equal, {X, X}));
+    TAKE(Kept, apply(C, OpKind::Where, {Number, Y, X}));
+    Y = std::move(Kept);
+  }
+  return bindPart(C, std::move(Y));
+}
+
+llvm::Error trilu(NodeContext &C) {
+  if (auto E = C.checkAttributes({"upper"}))
+    return E;
+  auto Upper = C.getInt("upper", 1);
+  if (!Upper)
+    return Upper.takeError();
+  const ir::TensorType &In = C.inputType(0);
+  if (In.rank() < 2)
+    return C.error("input {0} has fewer than 2 dims", ir::formatShape(In.Dims));
+  int64_t K = 0;
+  if (C.hasInput(1)) {
+    auto Value = intsOf(C, 1, "k");
+    if (!Value)
+      return Value.takeError();
+    if (Value->size() != 1)
+      return C.error("k must be a scalar, it has {0} values", Value->size());
+    K = (*Value)[0];
+  }
+  int64_t Rows = In.Dims[In.rank() - 2], Cols = In.Dims[In.rank() - 1];
+  if (Rows * Cols > MaxFoldedElements)
+    return C.error("the last two dims of {0} make a mask of more than {1} "
+                   "values",
+                   ir::formatShape(In.Dims), MaxFoldedElements);
+  Part Mask;
+  Mask.Type = ir::TensorType{ir::DType::Bool, {Rows, Cols}};
+  ConstTensor Keep;
+  Keep.Type = ir::DType::Bool;
+  Keep.Dims = {Rows, Cols};
+  for (int64_t I = 0; I < Rows; ++I)
+    for (int64_t J = 0; J < Cols; ++J)
+      Keep.Ints.push_back(*Upper ? J - I >= K : J - I <= K);
+  Mask.Known = std::move(Keep);
+  TAKE(X, inputPart(C, 0));
+  TAKE(Y, apply(C, OpKind::Where, {Mask, X, scalar(In.Type, 0.0)}));
+  return bindPart(C, std::move(Y));
+}
+
+llvm::Error depthSpace(NodeContext &C, bool ToSpace) {
+  if (auto E = C.checkAttributes(
+          ToSpace ? llvm::ArrayRef<llvm::StringRef>({"blocksize", "mode"})
+                  : llvm::ArrayRef<llvm::StringRef>({"blocksize"})))
+    return E;
+  auto Block = C.getInt("blocksize", 0);
+  auto Mode = C.getString("mode", "DCR");
+  if (!Block)
+    return Block.takeError();
+  if (!Mode)
+    return Mode.takeError();
+  if (!C.attr("blocksize"))
+    return C.error("the attribute 'blocksize' is required");
+  if (*Mode != "DCR" && *Mode != "CRD")
+    return C.error("mode '{0}' is not DCR or CRD", *Mode);
+  const ir::TensorType &In = C.inputType(0);
+  if (In.rank() != 4)
+    return C.error("input {0} is not [N, C, H, W]", ir::formatShape(In.Dims));
+  int64_t B = *Block, N = In.Dims[0], Ch = In.Dims[1], H = In.Dims[2],
+          W = In.Dims[3];
+  if (B < 1 || B > 4096)
+    return C.error("blocksize {0} is not between 1 and 4096", B);
+  TAKE(X, inputPart(C, 0));
+  ir::Shape Six, Out;
+  ir::IntList Perm;
+  if (ToSpace) {
+    if (Ch % (B * B))
+      return C.error("blocksize {0} squared does not divide the {1} channels",
+                     B, Ch);
+    if (*Mode == "DCR") {
+      Six = {N, B, B, Ch / (B * B), H, W};
+      Perm = {0, 3, 4, 1, 5, 2};
+    } else {
+      Six = {N, Ch / (B * B), B, B, H, W};
+      Perm = {0, 1, 4, 2, 5, 3};
+    }
+    Out = {N, Ch / (B * B), H * B, W * B};
+  } else {
+    if (H % B || W % B)
+      return C.error("blocksize {0} does not divide the spatial dims of {1}", B,
+                     ir::formatShape(In.Dims));
+    Six = {N, Ch, H / B, B, W / B, B};
+    Perm = {0, 3, 5, 1, 2, 4};
+    Out = {N, Ch * B * B, H / B, W / B};
+  }
+  TAKE(Split, apply(C, OpKind::Reshape, {X}, withShape(Six)));
+  TAKE(Moved, apply(C, OpKind::Transpose, {Split}, withPerm(std::move(Perm))));
+  TAKE(Y, apply(C, OpKind::Reshape, {Moved}, withShape(Out)));
+  return bindPart(C, std::move(Y));
+}
+
+llvm::Error reduceProd(NodeContext &C) {
+  auto Reduction = reduceAttributes(C, 18);
+  if (!Reduction)
+    return Reduction.takeError();
+  const ConstTensor *X = C.constant(0);
+  if (!X)
+    return C.error("ReduceProd of '{0}', known only at run time, is not "
+                   "supported (only of values known at import time, as in "
+                   "shape computations)",
+                   C.inputName(0));
+  if (!*Reduction) {
+    C.bindConstant(0, *X);
+    return llvm::Error::success();
+  }
+  auto Axes = (*Reduction)->getInts("axes");
+  bool KeepDims = (*Reduction)->getInt("keepdims");
+  const ir::Shape &Dims = X->Dims;
+  ConstTensor Y;
+  Y.Type = X->Type;
+  ir::Shape Strides(Dims.size(), 0); // of each kept dim in Y
+  int64_t Count = 1;
+  for (size_t D = Dims.size(); D-- > 0;)
+    if (!llvm::is_contained(Axes, int64_t(D))) {
+      Strides[D] = Count;
+      Count *= Dims[D];
+    }
+  for (size_t D = 0; D < Dims.size(); ++D)
+    if (!llvm::is_contained(Axes, int64_t(D)))
+      Y.Dims.push_back(Dims[D]);
+    else if (KeepDims)
+      Y.Dims.push_back(1);
+  if (Y.isFloat())
+    Y.Floats.assign(Count, 1.0);
+  else
+    Y.Ints.assign(Count, 1);
+  for (int64_t I = 0; I < X->numElements(); ++I) {
+    int64_t Rest = I, At = 0;
+    for (size_t D = Dims.size(); D-- > 0;) {
+      At += (Rest % Dims[D]) * Strides[D];
+      Rest /= Dims[D];
+    }
+    if (Y.isFloat())
+      Y.Floats[At] *= X->Floats[I];
+    else
+      Y.Ints[At] = static_cast<int64_t>(static_cast<uint64_t>(Y.Ints[At]) *
+                                        static_cast<uint64_t>(X->Ints[I]));
+  }
+  if (Y.Type == ir::DType::Float32)
+    for (double &V : Y.Floats)
+      V = static_cast<float>(V);
+  C.bindConstant(0, std::move(Y));
+  return llvm::Error::success();
 }
 
 } // namespace onnx2soap::onnx_import::handlers

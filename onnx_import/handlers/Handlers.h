@@ -63,6 +63,12 @@ llvm::Error sumOrMean(NodeContext &C, bool Mean);
 llvm::Error tile(NodeContext &C);
 llvm::Error reduceComposite(NodeContext &C, ReduceForm Form);
 llvm::Error lpNormalization(NodeContext &C);
+llvm::Error reduceLogSumExp(NodeContext &C);
+llvm::Error sign(NodeContext &C);
+llvm::Error trilu(NodeContext &C);
+/// DepthToSpace (ToSpace) or SpaceToDepth.
+llvm::Error depthSpace(NodeContext &C, bool ToSpace);
+llvm::Error reduceProd(NodeContext &C);
 
 // Shape.cpp
 llvm::Error reshape(NodeContext &C);

@@ -156,6 +156,13 @@ def cases():
         out.append(case("test_ours_%s_empty_set" % op.lower(), op, 13,
                         {"x": np.zeros((2, 0, 3), np.float32)},
                         {"axes": [1], "keepdims": 1}))
+    # Sign keeps NaN and gives 0 for both zeros.
+    out.append(case("test_ours_sign_nan_and_zeros", "Sign", 17,
+                    {"x": np.array([-2.5, -0.0, 0.0, 3.0, np.nan, -np.inf],
+                                   np.float32)}))
+    out.append(case("test_ours_reducelogsumexp_axes_input", "ReduceLogSumExp",
+                    18, {"x": normal(2, 3, 4)}, {"keepdims": 0},
+                    constants={"axes": np.array([0, 2], np.int64)}))
     return out
 
 

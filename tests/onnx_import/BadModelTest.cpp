@@ -344,6 +344,34 @@ const BadModelCase BadModelCases[] =
          }),
          "node 'norm' (#0, op ReduceL2): input of type i32 is not supported "
          "(floating point only)"},
+        {"DepthToSpaceNoBlocksize", resizeGraph([](onnx::GraphProto &G) {
+           addNode(G, "DepthToSpace", {"x"}, {"r"}, "shuffle");
+         }),
+         "node 'shuffle' (#0, op DepthToSpace): the attribute 'blocksize' is "
+         "required"},
+        {"DepthToSpaceChannels", resizeGraph([](onnx::GraphProto &G) {
+           addIntAttr(*addNode(G, "DepthToSpace", {"x"}, {"r"}, "shuffle"),
+                      "blocksize", 3);
+         }),
+         "node 'shuffle' (#0, op DepthToSpace): blocksize 3 squared does not "
+         "divide the 4 channels"},
+        {"SpaceToDepthSpatial", resizeGraph([](onnx::GraphProto &G) {
+           addIntAttr(*addNode(G, "SpaceToDepth", {"x"}, {"r"}, "unshuffle"),
+                      "blocksize", 4);
+         }),
+         "node 'unshuffle' (#0, op SpaceToDepth): blocksize 4 does not divide "
+         "the spatial dims of [2,4,6,6]"},
+        {"TriluVectorK", resizeGraph([](onnx::GraphProto &G) {
+           addInt64Initializer(G, "k", {1, 2});
+           addNode(G, "Trilu", {"x", "k"}, {"r"}, "mask");
+         }),
+         "node 'mask' (#0, op Trilu): k must be a scalar, it has 2 values"},
+        {"ReduceProdAtRunTime", resizeGraph([](onnx::GraphProto &G) {
+           addNode(G, "ReduceProd", {"x"}, {"r"}, "prod");
+         }),
+         "node 'prod' (#0, op ReduceProd): ReduceProd of 'x', known only at "
+         "run time, is not supported (only of values known at import time, "
+         "as in shape computations)"},
         {"LpNormalizationP3", resizeGraph([](onnx::GraphProto &G) {
            addIntAttr(*addNode(G, "LpNormalization", {"x"}, {"r"}, "norm"),
                       "p", 3);
