@@ -147,8 +147,9 @@ static const OnnxOp Table[] = {
      "Mul, ReduceSum, Sqrt",
      "sqrt(ReduceSum(x * x)); floating point only; its gradient at 0 is NaN"},
     {"ReduceLogSumExp", MinOpset, MaxOpset, 1, 2, reduceLogSumExp,
-     "ReduceMax, Sub, Exp, ReduceSum, Log, Add",
-     "log(ReduceSum(exp(x - max))) + max; floating point"},
+     "ReduceMax, Abs, Less, Where, Sub, Exp, ReduceSum, Log, Add",
+     "log(ReduceSum(exp(x - max))) + max, the max 0 where not finite; f32, "
+     "f64; an empty set gives -inf"},
     {"ReduceMax", MinOpset, MaxOpset, 1, 2,
      [](NodeContext &C) { return reduce(C, OpKind::ReduceMax); }, "ReduceMax",
      "axes attribute (<18) or known input (18+); f32, f64, i32, i64; the "
@@ -180,7 +181,8 @@ static const OnnxOp Table[] = {
     {"Shape", MinOpset, MaxOpset, 1, 1, shape, "", "start/end (15+)"},
     UNARY("Sigmoid", Sigmoid),
     {"Sign", MinOpset, MaxOpset, 1, 1, sign,
-     "Greater, Less, Cast, Sub, Equal, Where", "NaN stays NaN; no gradient"},
+     "Greater, Less, Cast, Sub, Equal, Where",
+     "f32, f64, i32, i64; NaN stays NaN; no gradient"},
     {"Size", MinOpset, MaxOpset, 1, 1, size, "", ""},
     {"Slice", MinOpset, MaxOpset, 3, 5, slice, "Slice",
      "starts/ends/axes/steps known at import time"},

@@ -36,6 +36,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
+#include <cmath>
 #include <limits>
 #include <optional>
 
@@ -147,6 +148,14 @@ ir::Attributes withPerm(ir::IntList Perm) {
   ir::Attributes Attrs;
   Attrs.set("perm", std::move(Perm));
   return Attrs;
+}
+
+llvm::Error requireF32OrF64(NodeContext &C) {
+  ir::DType Type = C.inputType(0).Type;
+  if (Type != ir::DType::Float32 && Type != ir::DType::Float64)
+    return C.error("input of type {0} is not supported (float or double)",
+                   ir::dtypeName(Type));
+  return llvm::Error::success();
 }
 
 llvm::Error requireFloat(NodeContext &C) {
@@ -392,7 +401,7 @@ llvm::Error lpNormalization(NodeContext &C) {
 }
 
 llvm::Error reduceLogSumExp(NodeContext &C) {
-  if (auto E = requireFloat(C))
+  if (auto E = requireF32OrF64(C))
     return E;
   auto Reduction = reduceAttributes(C, 18);
   if (!Reduction)
@@ -401,10 +410,25 @@ llvm::Error reduceLogSumExp(NodeContext &C) {
   // Nothing reduced: log(exp(x)) is x.
   if (!*Reduction)
     return bindPart(C, std::move(X));
+  // log(0) over an empty set.
+  auto Empty = emptyReduction(C, **Reduction, -INFINITY, 0);
+  if (!Empty)
+    return Empty.takeError();
+  if (*Empty) {
+    C.bindConstant(0, std::move(**Empty));
+    return llvm::Error::success();
+  }
+  ir::DType Type = X.Type.Type;
   ir::Attributes Kept = **Reduction;
   bool KeepDims = Kept.getInt("keepdims");
   Kept.set("keepdims", int64_t(1));
-  TAKE(Max, apply(C, OpKind::ReduceMax, {X}, Kept));
+  TAKE(Largest, apply(C, OpKind::ReduceMax, {X}, Kept));
+  // The shift is 0 where the maximum is not finite, as in PyTorch: +inf
+  // gives +inf and a slice all -inf gives -inf, not inf - inf.
+  TAKE(Magnitude, apply(C, OpKind::Abs, {Largest}));
+  TAKE(Finite,
+       apply(C, OpKind::Less, {Magnitude, scalar(Type, double(INFINITY))}));
+  TAKE(Max, apply(C, OpKind::Where, {Finite, Largest, scalar(Type, 0.0)}));
   TAKE(Shifted, apply(C, OpKind::Sub, {X, Max}));
   TAKE(Exp, apply(C, OpKind::Exp, {Shifted}));
   TAKE(Sum, apply(C, OpKind::ReduceSum, {Exp}, std::move(**Reduction)));
@@ -421,8 +445,10 @@ llvm::Error sign(NodeContext &C) {
   if (auto E = C.checkAttributes({}))
     return E;
   ir::DType Type = C.inputType(0).Type;
-  if (Type == ir::DType::Bool)
-    return C.error("input of type bool is not supported (numbers only)");
+  if (Type != ir::DType::Float32 && Type != ir::DType::Float64 &&
+      Type != ir::DType::Int32 && Type != ir::DType::Int64)
+    return C.error("input of type {0} is not supported (f32, f64, i32 or i64)",
+                   ir::dtypeName(Type));
   TAKE(X, inputPart(C, 0));
   ir::Attributes To;
   To.set("to", ir::dtypeName(Type).str());
@@ -459,7 +485,7 @@ llvm::Error trilu(NodeContext &C) {
     K = (*Value)[0];
   }
   int64_t Rows = In.Dims[In.rank() - 2], Cols = In.Dims[In.rank() - 1];
-  if (Rows * Cols > MaxFoldedElements)
+  if (Cols != 0 && Rows > MaxFoldedElements / Cols)
     return C.error("the last two dims of {0} make a mask of more than {1} "
                    "values",
                    ir::formatShape(In.Dims), MaxFoldedElements);
@@ -569,16 +595,16 @@ llvm::Error reduceProd(NodeContext &C) {
       At += (Rest % Dims[D]) * Strides[D];
       Rest /= Dims[D];
     }
-    if (Y.isFloat())
+    if (Y.Type == ir::DType::Float32)
+      Y.Floats[At] = static_cast<float>(Y.Floats[At] * X->Floats[I]);
+    else if (Y.isFloat())
       Y.Floats[At] *= X->Floats[I];
     else
       Y.Ints[At] = static_cast<int64_t>(static_cast<uint64_t>(Y.Ints[At]) *
                                         static_cast<uint64_t>(X->Ints[I]));
   }
-  if (Y.Type == ir::DType::Float32)
-    for (double &V : Y.Floats)
-      V = static_cast<float>(V);
-  C.bindConstant(0, std::move(Y));
+  // Back into the element type: integers wrap, f16 and bf16 round.
+  C.bindConstant(0, Y.cast(Y.Type));
   return llvm::Error::success();
 }
 

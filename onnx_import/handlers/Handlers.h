@@ -49,6 +49,12 @@ llvm::Error reduce(NodeContext &C, ir::OpKind Kind);
 /// scalar input, or no axes with noop_with_empty_axes).
 llvm::Expected<std::optional<ir::Attributes>>
 reduceAttributes(NodeContext &C, int64_t AxesBecameInput);
+/// The result of a reduction (attributes Attrs) over an empty set, filled
+/// with Float (or Int for integer types), when one of its axes is empty;
+/// nullopt otherwise.
+llvm::Expected<std::optional<ConstTensor>>
+emptyReduction(NodeContext &C, const ir::Attributes &Attrs, double Float,
+               int64_t Int);
 llvm::Error softmaxCrossEntropyLoss(NodeContext &C);
 
 // Composite.cpp: ONNX ops written as several IR ops.

@@ -338,15 +338,13 @@ reduceAttributes(NodeContext &C, int64_t AxesBecameInput) {
   return Attrs;
 }
 
-/// ReduceMax / ReduceMin; over an empty set ONNX gives -inf / +inf (the
-/// type's lowest / highest integer), known at import time.
-static llvm::Error reduceExtreme(NodeContext &C, OpKind Kind,
-                                 ir::Attributes Attrs) {
+llvm::Expected<std::optional<ConstTensor>>
+emptyReduction(NodeContext &C, const ir::Attributes &Attrs, double Float,
+               int64_t Int) {
   const ir::TensorType &X = C.inputType(0);
   auto Axes = Attrs.getInts("axes");
-  bool Empty = llvm::any_of(Axes, [&](int64_t A) { return X.Dims[A] == 0; });
-  if (!Empty)
-    return C.emitOrFold(Kind, {0}, std::move(Attrs));
+  if (llvm::none_of(Axes, [&](int64_t A) { return X.Dims[A] == 0; }))
+    return std::nullopt;
   ConstTensor Fill;
   Fill.Type = X.Type;
   for (size_t I = 0; I < X.Dims.size(); ++I)
@@ -358,18 +356,30 @@ static llvm::Error reduceExtreme(NodeContext &C, OpKind Kind,
     return C.error("reduces an empty set into {0} values; at most {1} are "
                    "supported",
                    Fill.numElements(), MaxFoldedElements);
-  bool Max = Kind == OpKind::ReduceMax;
   if (Fill.isFloat())
-    Fill.Floats.assign(Fill.numElements(), Max ? -INFINITY : INFINITY);
-  else if (X.Type == ir::DType::Int32)
-    Fill.Ints.assign(Fill.numElements(),
-                     Max ? std::numeric_limits<int32_t>::lowest()
-                         : std::numeric_limits<int32_t>::max());
+    Fill.Floats.assign(Fill.numElements(), Float);
   else
-    Fill.Ints.assign(Fill.numElements(),
-                     Max ? std::numeric_limits<int64_t>::lowest()
-                         : std::numeric_limits<int64_t>::max());
-  C.bindConstant(0, std::move(Fill));
+    Fill.Ints.assign(Fill.numElements(), Int);
+  return Fill;
+}
+
+/// ReduceMax / ReduceMin; over an empty set ONNX gives -inf / +inf (the
+/// type's lowest / highest integer), known at import time.
+static llvm::Error reduceExtreme(NodeContext &C, OpKind Kind,
+                                 ir::Attributes Attrs) {
+  bool Max = Kind == OpKind::ReduceMax;
+  bool Int32 = C.inputType(0).Type == ir::DType::Int32;
+  int64_t Lowest = Int32 ? std::numeric_limits<int32_t>::lowest()
+                         : std::numeric_limits<int64_t>::lowest();
+  int64_t Highest = Int32 ? std::numeric_limits<int32_t>::max()
+                          : std::numeric_limits<int64_t>::max();
+  auto Empty = emptyReduction(C, Attrs, Max ? -INFINITY : INFINITY,
+                              Max ? Lowest : Highest);
+  if (!Empty)
+    return Empty.takeError();
+  if (!*Empty)
+    return C.emitOrFold(Kind, {0}, std::move(Attrs));
+  C.bindConstant(0, std::move(**Empty));
   return llvm::Error::success();
 }
 

@@ -56,6 +56,23 @@ def case(name, op, opset, inputs, attrs=None, constants=None, expected=None):
     return name, model, inputs, y
 
 
+def graph_case(name, opset, inputs, nodes):
+    """A test of several nodes over float inputs, ending in output y."""
+    graph = helper.make_graph(
+        nodes, name,
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, a.shape)
+         for n, a in inputs.items()],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = IR_VERSION
+    (y,) = ReferenceEvaluator(model).run(None, inputs)
+    model.graph.output[0].CopyFrom(
+        helper.make_tensor_value_info("y", TensorProto.FLOAT, y.shape))
+    onnx.checker.check_model(model, full_check=True)
+    return name, model, inputs, y
+
+
 def cases():
     rng = np.random.default_rng(20261201)
 
@@ -163,6 +180,29 @@ def cases():
     out.append(case("test_ours_reducelogsumexp_axes_input", "ReduceLogSumExp",
                     18, {"x": normal(2, 3, 4)}, {"keepdims": 0},
                     constants={"axes": np.array([0, 2], np.int64)}))
+    # Infinite maxima: +inf gives +inf and a slice all -inf gives -inf (the
+    # function body's log(sum(exp(x))) and PyTorch's; onnx.reference's
+    # shifted form gives NaN for the latter); an empty set gives -inf.
+    inf = np.inf
+    out.append(case("test_ours_reducelogsumexp_infinities", "ReduceLogSumExp",
+                    17, {"x": np.array([[-inf, -inf, -inf], [1, 2, -inf],
+                                        [inf, 1, 2], [inf, -inf, 0]],
+                                       np.float32)},
+                    {"axes": [1], "keepdims": 0},
+                    expected=lambda i: np.array([-inf, np.logaddexp(1, 2),
+                                                 inf, inf])))
+    out.append(case("test_ours_reducelogsumexp_empty_set", "ReduceLogSumExp",
+                    17, {"x": np.zeros((2, 0, 3), np.float32)},
+                    {"axes": [1], "keepdims": 1}))
+    # A folded ReduceProd wraps in its element type: 65536 * 65536 * 3 is 0
+    # in int32.
+    out.append(graph_case(
+        "test_ours_reduceprod_int32_wraps", 17, {"x": normal(1)},
+        [helper.make_node("Constant", [], ["c"], value=numpy_helper.from_array(
+            np.array([65536, 65536, 3], np.int32), "c")),
+         helper.make_node("ReduceProd", ["c"], ["p"], keepdims=0),
+         helper.make_node("Cast", ["p"], ["f"], to=TensorProto.FLOAT),
+         helper.make_node("Add", ["x", "f"], ["y"])]))
     return out
 
 

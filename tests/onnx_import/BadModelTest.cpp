@@ -366,6 +366,28 @@ const BadModelCase BadModelCases[] =
            addNode(G, "Trilu", {"x", "k"}, {"r"}, "mask");
          }),
          "node 'mask' (#0, op Trilu): k must be a scalar, it has 2 values"},
+        {"TriluMaskTooLarge", resizeGraph([](onnx::GraphProto &G) {
+           G.clear_input();
+           addInput(G, "x", {int64_t(0), int64_t(1) << 33, int64_t(1) << 33});
+           addNode(G, "Trilu", {"x"}, {"r"}, "mask");
+         }),
+         "node 'mask' (#0, op Trilu): the last two dims of "
+         "[0,8589934592,8589934592] make a mask of more than 4194304 values",
+         ImportOptions()},
+        {"SignOfUInt8", resizeGraph([](onnx::GraphProto &G) {
+           G.clear_input();
+           addInput(G, "x", {"batch", 4}, onnx::TensorProto::UINT8);
+           addNode(G, "Sign", {"x"}, {"r"}, "sign");
+         }),
+         "node 'sign' (#0, op Sign): input of type u8 is not supported (f32, "
+         "f64, i32 or i64)"},
+        {"ReduceLogSumExpOfHalves", resizeGraph([](onnx::GraphProto &G) {
+           G.clear_input();
+           addInput(G, "x", {"batch", 4}, onnx::TensorProto::FLOAT16);
+           addNode(G, "ReduceLogSumExp", {"x"}, {"r"}, "lse");
+         }),
+         "node 'lse' (#0, op ReduceLogSumExp): input of type f16 is not "
+         "supported (float or double)"},
         {"ReduceProdAtRunTime", resizeGraph([](onnx::GraphProto &G) {
            addNode(G, "ReduceProd", {"x"}, {"r"}, "prod");
          }),
