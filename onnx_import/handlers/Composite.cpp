@@ -20,6 +20,7 @@
 //   LpNormalization      x / ReduceL1 or ReduceL2 over the axis (1 where
 //                        that is 0, so that zeros stay zeros)
 //   ReduceLogSumExp      log(ReduceSum(exp(x - m))) + m, m = ReduceMax(x)
+//                        where finite, else 0 (an empty set gives -inf)
 //   Sign                 (x > 0) - (x < 0), NaN kept
 //   Trilu                Where(constant triangle of the last two dims, x, 0)
 //   DepthToSpace,        Reshape to 6 dims, Transpose, Reshape (ONNX's
