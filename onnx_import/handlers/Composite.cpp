@@ -151,14 +151,6 @@ ir::Attributes withPerm(ir::IntList Perm) {
   return Attrs;
 }
 
-llvm::Error requireF32OrF64(NodeContext &C) {
-  ir::DType Type = C.inputType(0).Type;
-  if (Type != ir::DType::Float32 && Type != ir::DType::Float64)
-    return C.error("input of type {0} is not supported (float or double)",
-                   ir::dtypeName(Type));
-  return llvm::Error::success();
-}
-
 llvm::Error requireFloat(NodeContext &C) {
   if (!ir::isFloatingPoint(C.inputType(0).Type))
     return C.error("input of type {0} is not supported (floating point only)",
@@ -402,7 +394,7 @@ llvm::Error lpNormalization(NodeContext &C) {
 }
 
 llvm::Error reduceLogSumExp(NodeContext &C) {
-  if (auto E = requireF32OrF64(C))
+  if (auto E = requireInputType(C, FloatKernelTypes, "float or double"))
     return E;
   auto Reduction = reduceAttributes(C, 18);
   if (!Reduction)
@@ -445,11 +437,9 @@ llvm::Error reduceLogSumExp(NodeContext &C) {
 llvm::Error sign(NodeContext &C) {
   if (auto E = C.checkAttributes({}))
     return E;
+  if (auto E = requireInputType(C, NumberKernelTypes, "f32, f64, i32 or i64"))
+    return E;
   ir::DType Type = C.inputType(0).Type;
-  if (Type != ir::DType::Float32 && Type != ir::DType::Float64 &&
-      Type != ir::DType::Int32 && Type != ir::DType::Int64)
-    return C.error("input of type {0} is not supported (f32, f64, i32 or i64)",
-                   ir::dtypeName(Type));
   TAKE(X, inputPart(C, 0));
   ir::Attributes To;
   To.set("to", ir::dtypeName(Type).str());

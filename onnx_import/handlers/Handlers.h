@@ -22,6 +22,17 @@ llvm::Expected<ir::IntList> intsOf(NodeContext &C, unsigned I,
 llvm::Error normalizeAxes(NodeContext &C, ir::IntList &Axes, unsigned Rank,
                           bool Unique = true);
 
+/// Fails, naming Names, unless input 0's element type is one of Types
+/// (what the kernels of the IR ops a handler emits take).
+llvm::Error requireInputType(NodeContext &C, llvm::ArrayRef<ir::DType> Types,
+                             llvm::StringRef Names);
+/// The element types the float-only kernels take, and the float and
+/// integer ones.
+inline constexpr ir::DType FloatKernelTypes[] = {ir::DType::Float32,
+                                                 ir::DType::Float64};
+inline constexpr ir::DType NumberKernelTypes[] = {
+    ir::DType::Float32, ir::DType::Float64, ir::DType::Int32, ir::DType::Int64};
+
 // Elementwise.cpp
 llvm::Error unary(NodeContext &C, ir::OpKind Kind);
 llvm::Error nary(NodeContext &C, ir::OpKind Kind);

@@ -137,10 +137,9 @@ normalizeFromDim2(NodeContext &C, ir::TensorId X, double Epsilon) {
 /// (of Size elements).
 static llvm::Error checkGroupedInputs(NodeContext &C, unsigned MinRank,
                                       int64_t Size, llvm::StringRef SizeIs) {
+  if (auto E = requireInputType(C, FloatKernelTypes, "float or double"))
+    return E;
   const ir::TensorType &X = C.inputType(0);
-  if (X.Type != ir::DType::Float32 && X.Type != ir::DType::Float64)
-    return C.error("input of type {0} is not supported (float or double)",
-                   ir::dtypeName(X.Type));
   if (X.rank() < MinRank)
     return C.error("input {0} has fewer than {1} dims ([N, C{2}] expected)",
                    ir::formatShape(X.Dims), MinRank,
@@ -384,14 +383,9 @@ static llvm::Error reduceExtreme(NodeContext &C, OpKind Kind,
 }
 
 llvm::Error reduce(NodeContext &C, OpKind Kind) {
-  if (Kind == OpKind::ReduceMax || Kind == OpKind::ReduceMin) {
-    ir::DType Type = C.inputType(0).Type;
-    if (Type != ir::DType::Float32 && Type != ir::DType::Float64 &&
-        Type != ir::DType::Int32 && Type != ir::DType::Int64)
-      return C.error("input of type {0} is not supported (f32, f64, i32 or "
-                     "i64)",
-                     ir::dtypeName(Type));
-  }
+  if (Kind == OpKind::ReduceMax || Kind == OpKind::ReduceMin)
+    if (auto E = requireInputType(C, NumberKernelTypes, "f32, f64, i32 or i64"))
+      return E;
   // ReduceSum takes its axes as an input from opset 13, the others from 18.
   auto Attrs = reduceAttributes(C, Kind == OpKind::ReduceSum ? 13 : 18);
   if (!Attrs)

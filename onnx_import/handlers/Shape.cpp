@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "onnx_import/handlers/Handlers.h"
+#include "llvm/ADT/STLExtras.h"
 #include <algorithm>
 #include <cmath>
 
@@ -25,6 +26,15 @@ llvm::Expected<IntList> intsOf(NodeContext &C, unsigned I,
   if ((*Value)->isFloat())
     return C.error("{0} must be an integer tensor", What);
   return IntList((*Value)->Ints.begin(), (*Value)->Ints.end());
+}
+
+llvm::Error requireInputType(NodeContext &C, llvm::ArrayRef<ir::DType> Types,
+                             llvm::StringRef Names) {
+  ir::DType Type = C.inputType(0).Type;
+  if (!llvm::is_contained(Types, Type))
+    return C.error("input of type {0} is not supported ({1})",
+                   ir::dtypeName(Type), Names);
+  return llvm::Error::success();
 }
 
 llvm::Error normalizeAxes(NodeContext &C, IntList &Axes, unsigned Rank,
