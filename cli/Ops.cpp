@@ -1,11 +1,12 @@
 //===- cli/Ops.cpp - `onnx2soap ops` --------------------------------------===//
 //
 // Prints the importer's operator table; `--markdown` is how
-// docs/onnx-support.md is generated.
+// docs/onnx-support.md is generated (with the kernels' element types).
 //
 //===----------------------------------------------------------------------===//
 #include "cli/Subcommands.h"
 #include "onnx_import/OpTable.h"
+#include "runtime_lib/KernelTypes.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -24,7 +25,8 @@ static cl::opt<bool> Markdown("markdown",
 
 llvm::Error runOps() {
   if (Markdown) {
-    llvm::outs() << onnx_import::onnxSupportMarkdown();
+    llvm::outs() << onnx_import::onnxSupportMarkdown()
+                 << rt::kernelTypesMarkdown();
     return llvm::Error::success();
   }
   for (const onnx_import::OnnxOp &Op : onnx_import::onnxOpTable())

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "cli/Subcommands.h"
+#include "codegen/ProgramPlan.h"
 #include "executor/Executor.h"
 #include "onnx_import/ConstTensor.h"
 #include "llvm/Support/FileSystem.h"
@@ -175,6 +176,8 @@ llvm::Expected<int> runRun() {
   if (!Imported)
     return Imported.takeError();
   const ir::Graph &G = Imported->Graph;
+  if (llvm::Error E = codegen::checkKernelTypes(G))
+    return E;
 
   auto Backend = rt::createCpuBackend(Threads);
   auto Exec = executor::Executor::create(G, *Backend);

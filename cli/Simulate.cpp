@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "cli/Subcommands.h"
+#include "codegen/ProgramPlan.h"
 #include "ir/JsonText.h"
 #include "simulator/ProfileCostModel.h"
 #include "simulator/Trace.h"
@@ -403,6 +404,11 @@ loadPlanning(const std::string &ModelPath) {
   if (!Training) {
     llvm::consumeError(Target.takeError());
     return Training.takeError();
+  }
+  // Plan only what a generated program's kernels can run.
+  if (llvm::Error E = codegen::checkKernelTypes(*Training)) {
+    llvm::consumeError(Target.takeError());
+    return E;
   }
   Result->Training = std::move(*Training);
   if (!Target)

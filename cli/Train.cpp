@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "cli/Subcommands.h"
+#include "codegen/ProgramPlan.h"
 #include "executor/Trainer.h"
 #include "onnx_import/ConstTensor.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -158,6 +159,8 @@ llvm::Error runTrain() {
   auto Training = ir::deriveTraining(std::move(Imported->Graph), *Kind);
   if (!Training)
     return Training.takeError();
+  if (llvm::Error E = codegen::checkKernelTypes(*Training))
+    return E;
   const ir::Graph &G = Training->G;
 
   auto Backend = rt::createCpuBackend(TrainThreads);

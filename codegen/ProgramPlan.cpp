@@ -376,6 +376,8 @@ llvm::Expected<ProgramPlan> buildProgramPlan(const ir::TrainingGraph &T,
                                              const simulator::Machine &M,
                                              const simulator::CostModel &Cost,
                                              const PlanOptions &Options) {
+  if (llvm::Error E = checkKernelTypes(T))
+    return E;
   if (llvm::Error E = simulator::checkStrategy(T.G, S, M.numDevices()))
     return E;
   simulator::Simulator Sim(T, M, Cost, Options.Sim);

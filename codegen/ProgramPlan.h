@@ -115,6 +115,15 @@ llvm::Expected<ProgramPlan> buildProgramPlan(const ir::TrainingGraph &T,
 llvm::Error checkRunnable(const ir::TrainingGraph &T, const ir::Op &O,
                           const simulator::ParallelConfig &C);
 
+/// Why the kernels cannot run G's ops, or success: the first op whose
+/// typed operand (runtime_lib/KernelTypes.h) has an element type no kernel
+/// of its kind takes.
+llvm::Error checkKernelTypes(const ir::Graph &G);
+/// The same for a training step: every op's forward, the backward of every
+/// op with backward work, and the optimizer's update of every weight.
+/// buildProgramPlan checks this first; the CLI checks it before it plans.
+llvm::Error checkKernelTypes(const ir::TrainingGraph &T);
+
 } // namespace onnx2soap::codegen
 
 #endif

@@ -385,6 +385,57 @@ TEST_F(CliTest, PlanningNotesAModelWithoutABatchDim) {
   EXPECT_THAT(With.Err, ::testing::Not(::testing::HasSubstr("note:")));
 }
 
+/// The base model (ModelBuilder.h) reading an f16 x: Cast to f32 first,
+/// or (HalfRelu) a Relu of the f16 x before the Cast.
+onnx::ModelProto halfInputModel(bool HalfRelu) {
+  onnx::ModelProto Model = makeModel();
+  onnx::GraphProto &G = *Model.mutable_graph();
+  G.mutable_input(0)->mutable_type()->mutable_tensor_type()->set_elem_type(
+      onnx::TensorProto::FLOAT16);
+  G.mutable_node(0)->set_input(0, "x32");
+  onnx::NodeProto *Cast =
+      addNode(G, "Cast", {HalfRelu ? "xr" : "x"}, {"x32"}, "to_float");
+  addIntAttr(*Cast, "to", onnx::TensorProto::FLOAT);
+  if (HalfRelu)
+    addNode(G, "Relu", {"x"}, {"xr"}, "half_relu");
+  return Model;
+}
+
+TEST_F(CliTest, EveryCommandRefusesOpsNoKernelTakes) {
+  std::string Half = Dir.file("half.onnx"), Cast = Dir.file("cast.onnx");
+  ASSERT_TRUE(writeModel(halfInputModel(/*HalfRelu=*/true), Half));
+  ASSERT_TRUE(writeModel(halfInputModel(/*HalfRelu=*/false), Cast));
+  std::string Why = "op 'half_relu' (Relu): no kernel takes f16 operands "
+                    "(the kernels take f32, f64, i32 or i64); half precision "
+                    "is not supported yet: export the model in float32";
+  std::vector<std::string> Plan{"--batch", "8",          "--cluster",
+                                "cpu:2",   "--strategy", "data-parallel"};
+  for (const char *Command : {"simulate", "compile"}) {
+    SCOPED_TRACE(Command);
+    std::vector<std::string> Args{Command, Half};
+    Args.insert(Args.end(), Plan.begin(), Plan.end());
+    Args.insert(Args.end(), {"-o", Dir.file("out")});
+    expectUserError(run(Args), Why);
+    EXPECT_FALSE(llvm::sys::fs::exists(Dir.file("out")));
+  }
+  expectUserError(run({"search", Half, "--batch", "8", "--cluster", "cpu:2",
+                       "--budget", "1", "-o", Dir.file("out")}),
+                  Why);
+  expectUserError(run({"calibrate", Half, "--batch", "8", "--cluster", "cpu:2",
+                       "-o", Dir.file("out")}),
+                  Why);
+  // Before the input files are read (these do not exist).
+  expectUserError(run({"train", Half, "--batch", "8", "--inputs",
+                       Dir.file("x.pb"), "--labels", Dir.file("y.pb")}),
+                  Why);
+  EXPECT_FALSE(llvm::sys::fs::exists(Dir.file("out")));
+  // An f16 input cast to f32 before any other op is what the kernels take.
+  std::vector<std::string> Args{"simulate", Cast};
+  Args.insert(Args.end(), Plan.begin(), Plan.end());
+  RunResult Taken = run(Args);
+  EXPECT_EQ(Taken.ExitCode, 0) << Taken.Err;
+}
+
 TEST_F(CliTest, PlanningRefusesBadInput) {
   std::string Model = samplePath("tiny_cnn.onnx");
   expectUserError(
