@@ -326,6 +326,39 @@ evaluate(OpKind Kind, const ir::Attributes &Attrs,
   }
   case OpKind::Cast:
     return std::vector<ConstTensor>{In.cast(Out.Type)};
+  case OpKind::CumSum: {
+    // As the kernels: floats sum in double, integers wrap in their type.
+    int64_t Axis = Attrs.getInt("axis"), Outer = 1, Inner = 1;
+    for (int64_t D = 0; D < Axis; ++D)
+      Outer *= In.Dims[D];
+    for (size_t D = Axis + 1; D < In.Dims.size(); ++D)
+      Inner *= In.Dims[D];
+    int64_t Count = In.Dims[Axis];
+    bool Exclusive = Attrs.getInt("exclusive", 0) != 0,
+         Reverse = Attrs.getInt("reverse", 0) != 0;
+    ConstTensor R = In;
+    for (int64_t O = 0; O < Outer; ++O)
+      for (int64_t I = 0; I < Inner; ++I) {
+        double FloatSum = 0;
+        uint64_t IntSum = 0;
+        for (int64_t K = 0; K < Count; ++K) {
+          int64_t At = (O * Count + (Reverse ? Count - 1 - K : K)) * Inner + I;
+          if (R.isFloat()) {
+            double Before = FloatSum;
+            FloatSum += In.Floats[At];
+            R.Floats[At] = Exclusive ? Before : FloatSum;
+          } else {
+            uint64_t Before = IntSum;
+            IntSum += static_cast<uint64_t>(In.Ints[At]);
+            uint64_t V = Exclusive ? Before : IntSum;
+            R.Ints[At] = R.Type == ir::DType::Int32
+                             ? static_cast<int32_t>(static_cast<uint32_t>(V))
+                             : static_cast<int64_t>(V);
+          }
+        }
+      }
+    return std::vector<ConstTensor>{std::move(R)};
+  }
   case OpKind::Reshape: {
     ConstTensor R = In;
     R.Dims = Out.Dims;

@@ -52,6 +52,9 @@ static const OnnxOp Table[] = {
     {"ConvTranspose", MinOpset, MaxOpset, 2, 3, convTranspose, "ConvTranspose",
      "output_shape, output_padding (less than the stride or the dilation), "
      "auto_pad (SAME not where it would pad before the first output)"},
+    {"CumSum", MinOpset, MaxOpset, 2, 2, cumSum, "CumSum",
+     "axis known at import time; exclusive, reverse; f32, f64, i32, i64 "
+     "(integers wrap on overflow); the axis is never split"},
     {"DepthToSpace", MinOpset, MaxOpset, 1, 1,
      [](NodeContext &C) { return depthSpace(C, true); }, "Reshape, Transpose",
      "DCR and CRD; rank 4"},

@@ -76,6 +76,7 @@ inline OpFamily opFamily(OpKind Kind) {
   case OpKind::ReduceSum:
   case OpKind::ReduceMax:
   case OpKind::ReduceMin:
+  case OpKind::CumSum:
     return OpFamily::Normalization;
   case OpKind::Reshape:
   case OpKind::Transpose:

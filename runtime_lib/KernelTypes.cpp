@@ -65,6 +65,7 @@ KernelTypes typesOf(OpKind Kind) {
   case OpKind::ReduceSum:
   case OpKind::ReduceMax:
   case OpKind::ReduceMin:
+  case OpKind::CumSum:
     return {0, Numbers, Floats};
   case OpKind::Equal:
   case OpKind::Less:

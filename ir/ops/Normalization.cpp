@@ -8,7 +8,8 @@
 // normalized dim, non-negative), `epsilon` (outputs Y, Mean, InvStdDev).
 // Softmax / LogSoftmax `axis` (non-negative). ReduceMean / ReduceSum /
 // ReduceMax / ReduceMin `axes` (sorted, non-negative, non-empty) and
-// `keepdims`.
+// `keepdims`. CumSum `axis` (non-negative), `exclusive` and `reverse`
+// (0/1): like Softmax, its axis cannot be split.
 //
 //===----------------------------------------------------------------------===//
 #include "ir/ops/OpHelpers.h"
@@ -289,6 +290,47 @@ const OpKindInfo &infoReduceMax() {
 
 const OpKindInfo &infoReduceMin() {
   static const OpKindInfo Info = reduceInfo(OpKind::ReduceMin);
+  return Info;
+}
+
+//===-- CumSum ------------------------------------------------------------===//
+
+static llvm::Expected<OutputTypes> inferCumSum(const Attributes &Attrs,
+                                               InputTypes In) {
+  int64_t Axis = Attrs.getInt("axis");
+  if (Axis < 0 || Axis >= static_cast<int64_t>(In[0]->Dims.size()))
+    return fail("axis {0} is out of range for input {1}", Axis,
+                formatShape(In[0]->Dims));
+  for (const char *Flag : {"exclusive", "reverse"}) {
+    int64_t V = Attrs.getInt(Flag, 0);
+    if (V != 0 && V != 1)
+      return fail("{0} must be 0 or 1, got {1}", Flag, V);
+  }
+  DType T = In[0]->Type;
+  if (T != DType::Float32 && T != DType::Float64 && T != DType::Int32 &&
+      T != DType::Int64)
+    return fail("expects an f32, f64, i32 or i64 input, got {0}", dtypeName(T));
+  return OutputTypes{*In[0]};
+}
+
+/// One add per element each way.
+static OpCost cumSumCost(const Graph &G, const Op &O) {
+  double In = G.inputType(O, 0)->numElements();
+  double Bytes = ioBytes(G, O);
+  return {In, In, Bytes, Bytes};
+}
+
+const OpKindInfo &infoCumSum() {
+  static const OpKindInfo Info = [] {
+    OpKindInfo I;
+    I.Kind = OpKind::CumSum;
+    I.MinInputs = I.MaxInputs = 1;
+    I.InferTypes = inferCumSum;
+    I.Cost = cumSumCost;
+    I.Parallel = softmaxParallel;
+    I.InputRegion = softmaxRegion;
+    return I;
+  }();
   return Info;
 }
 

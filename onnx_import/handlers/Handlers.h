@@ -55,6 +55,8 @@ llvm::Error instanceNormalization(NodeContext &C);
 llvm::Error groupNormalization(NodeContext &C);
 llvm::Error softmax(NodeContext &C, ir::OpKind Kind);
 llvm::Error reduce(NodeContext &C, ir::OpKind Kind);
+/// CumSum over an axis known at import time.
+llvm::Error cumSum(NodeContext &C);
 /// The IR `axes` and `keepdims` of a Reduce* node whose axes became an
 /// input at opset AxesBecameInput; nullopt when it reduces nothing (a
 /// scalar input, or no axes with noop_with_empty_axes).

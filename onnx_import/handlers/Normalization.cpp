@@ -278,6 +278,36 @@ llvm::Error softmax(NodeContext &C, OpKind Kind) {
   return C.emitOrFold(Kind, {0}, std::move(Attrs));
 }
 
+llvm::Error cumSum(NodeContext &C) {
+  if (auto E = C.checkAttributes({"exclusive", "reverse"}))
+    return E;
+  if (auto E = requireInputType(C, NumberKernelTypes, "f32, f64, i32 or i64"))
+    return E;
+  auto Axis = C.requireConstant(1, "axis");
+  if (!Axis)
+    return Axis.takeError();
+  const ConstTensor &A = **Axis;
+  if (A.isFloat() || A.numElements() != 1 || A.Dims.size() > 1)
+    return C.error("axis must be one integer, got {0} {1}",
+                   ir::dtypeName(A.Type), ir::formatShape(A.Dims));
+  int64_t Rank = C.inputType(0).rank();
+  auto Normalized = ir::normalizeAxis(A.Ints[0], Rank);
+  if (!Normalized || Rank == 0)
+    return C.error("axis {0} is out of range for input {1}", A.Ints[0],
+                   ir::formatShape(C.inputType(0).Dims));
+  ir::Attributes Attrs;
+  Attrs.set("axis", static_cast<int64_t>(*Normalized));
+  for (const char *Flag : {"exclusive", "reverse"}) {
+    auto V = C.getInt(Flag, 0);
+    if (!V)
+      return V.takeError();
+    if (*V != 0 && *V != 1)
+      return C.error("{0} {1} is not supported (0 or 1)", Flag, *V);
+    Attrs.set(Flag, *V);
+  }
+  return C.emitOrFold(OpKind::CumSum, {0}, std::move(Attrs));
+}
+
 llvm::Expected<std::optional<ir::Attributes>>
 reduceAttributes(NodeContext &C, int64_t AxesBecameInput) {
   if (auto E = C.checkAttributes({"axes", "keepdims", "noop_with_empty_axes"}))

@@ -2,8 +2,8 @@
 //
 // CPU kernels of the Normalization family (ir/ops/Normalization.cpp):
 // LayerNorm here, BatchNorm in BatchNorm.cpp, Softmax, LogSoftmax,
-// ReduceMean, ReduceSum, ReduceMax and ReduceMin in Reduction.cpp, as plain
-// loops over f32 or f64 operands. Loops rather than oneDNN because every
+// ReduceMean, ReduceSum, ReduceMax, ReduceMin and CumSum in Reduction.cpp, as
+// plain loops over f32 or f64 operands. Loops rather than oneDNN because every
 // output of these ops may carry a gradient (BatchNorm's running statistics,
 // LayerNorm's Mean and InvStdDev) and LayerNorm's scale may broadcast, which
 // oneDNN's primitives do not cover. Statistics accumulate in double.
@@ -265,6 +265,8 @@ void forwardNormalization(Context &C, const OpCall &Call) {
   case OpKind::ReduceMax:
   case OpKind::ReduceMin:
     return forwardReduceExtreme(Call);
+  case OpKind::CumSum:
+    return forwardCumSum(Call);
   default:
     failOp(Call, "is not a Normalization op");
   }
@@ -288,6 +290,8 @@ void backwardNormalization(Context &C, const OpCall &Call,
   case OpKind::ReduceMax:
   case OpKind::ReduceMin:
     return backwardReduceExtreme(Call, OutputGrads, InputGrads);
+  case OpKind::CumSum:
+    return backwardCumSum(Call, OutputGrads, InputGrads);
   default:
     failOp(Call, "is not a Normalization op");
   }

@@ -307,6 +307,83 @@ void backwardReduceExtreme(const OpCall &Call, const Views &OutputGrads,
   });
 }
 
+//===-- CumSum ------------------------------------------------------------===//
+
+namespace {
+
+/// Writes into Out (stride Stride) the running sums of the Count elements
+/// of In (the same stride), from the last one back when Reverse, each sum
+/// without its own element when Exclusive; with Accumulate, adds them to
+/// Out instead. Floats sum in double, integers in uint64 (wrapping, as the
+/// type does when stored back).
+template <typename T>
+void scanLane(const T *In, T *Out, int64_t Stride, int64_t Count,
+              bool Exclusive, bool Reverse, bool Accumulate) {
+  using Sum = std::conditional_t<std::is_floating_point_v<T>, double, uint64_t>;
+  Sum Running = 0;
+  for (int64_t K = 0; K < Count; ++K) {
+    int64_t At = (Reverse ? Count - 1 - K : K) * Stride;
+    Sum Before = Running;
+    Running += static_cast<Sum>(In[At]);
+    T V = static_cast<T>(Exclusive ? Before : Running);
+    Out[At] = Accumulate ? static_cast<T>(Out[At] + V) : V;
+  }
+}
+
+template <typename T>
+void cumSum(const OpCall &Call, const TensorView &X, const TensorView &Y,
+            bool Reverse, bool Accumulate) {
+  Lanes L = softmaxLanes(Call, X);
+  bool Exclusive = Call.Attrs.getInt("exclusive", 0) != 0;
+  for (int64_t O = 0; O < L.Outer; ++O)
+    for (int64_t I = 0; I < L.Inner; ++I) {
+      int64_t Base = O * L.Axis * L.Inner + I;
+      scanLane(X.as<T>() + Base, Y.as<T>() + Base, L.Inner, L.Axis, Exclusive,
+               Reverse, Accumulate);
+    }
+}
+
+} // namespace
+
+void forwardCumSum(const OpCall &Call) {
+  const TensorView &X = operand(Call, Call.Inputs, 0, "input");
+  const TensorView &Y = operand(Call, Call.Outputs, 0, "output");
+  requireType(Call, Y, X.Type, "output");
+  if (Y.numElements() != X.numElements())
+    failOp(Call, "output does not match the input's shape");
+  bool Reverse = Call.Attrs.getInt("reverse", 0) != 0;
+  switch (X.Type) {
+  case DType::Float32:
+    return cumSum<float>(Call, X, Y, Reverse, false);
+  case DType::Float64:
+    return cumSum<double>(Call, X, Y, Reverse, false);
+  case DType::Int32:
+    return cumSum<int32_t>(Call, X, Y, Reverse, false);
+  case DType::Int64:
+    return cumSum<int64_t>(Call, X, Y, Reverse, false);
+  default:
+    failOp(Call, std::string("element type ") + dtypeName(X.Type) +
+                     " is not supported, the CPU kernel needs f32, f64, "
+                     "i32 or i64");
+  }
+}
+
+void backwardCumSum(const OpCall &Call, const Views &OutputGrads,
+                    const Views &InputGrads) {
+  const TensorView &X = operand(Call, Call.Inputs, 0, "input");
+  dispatchFloat(Call, X.Type, [&](auto T) {
+    using U = decltype(T);
+    TensorView DX = gradientAt(Call, InputGrads, 0, X, "input gradient");
+    TensorView GY = gradientAt(Call, OutputGrads, 0, X, "output gradient");
+    if (!DX.present() || !GY.present())
+      return;
+    // Element i reaches the outputs after it (before it when reversed):
+    // its gradient is theirs summed the other way, as exclusive as the op.
+    bool Reverse = Call.Attrs.getInt("reverse", 0) != 0;
+    cumSum<U>(Call, GY, DX, !Reverse, true);
+  });
+}
+
 void forwardSoftmax(const OpCall &Call) {
   dispatchFloat(Call, operand(Call, Call.Inputs, 0, "input").Type,
                 [&](auto T) { softmaxForward<decltype(T)>(Call); });

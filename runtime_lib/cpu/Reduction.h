@@ -28,6 +28,13 @@ void forwardReduceExtreme(const OpCall &Call);
 void backwardReduceExtreme(const OpCall &Call, const Views &OutputGrads,
                            const Views &InputGrads);
 
+/// CumSum along `axis`, `exclusive` and `reverse` as ONNX: forward f32,
+/// f64, i32, i64 (sums in double, integers in int64, stored back in the
+/// type); backward f32, f64, the gradient's cumulative sum the other way.
+void forwardCumSum(const OpCall &Call);
+void backwardCumSum(const OpCall &Call, const Views &OutputGrads,
+                    const Views &InputGrads);
+
 } // namespace onnx2soap::rt::cpu
 
 #endif

@@ -365,6 +365,8 @@ void forwardNormalization(Context &C, const OpCall &Call) {
   case OpKind::ReduceMax:
   case OpKind::ReduceMin:
     return forwardReduceExtreme(C, Call);
+  case OpKind::CumSum:
+    return forwardCumSum(C, Call);
   default:
     failOp(Call, "is not a Normalization op");
   }
@@ -388,6 +390,8 @@ void backwardNormalization(Context &C, const OpCall &Call,
   case OpKind::ReduceMax:
   case OpKind::ReduceMin:
     return backwardReduceExtreme(C, Call, OutputGrads, InputGrads);
+  case OpKind::CumSum:
+    return backwardCumSum(C, Call, OutputGrads, InputGrads);
   default:
     failOp(Call, "is not a Normalization op");
   }

@@ -29,6 +29,12 @@ void forwardReduceExtreme(Context &C, const OpCall &Call);
 void backwardReduceExtreme(Context &C, const OpCall &Call,
                            const Views &OutputGrads, const Views &InputGrads);
 
+/// CumSum along `axis` (`exclusive`, `reverse`): forward f32, f64, i32,
+/// i64, backward f32, f64; a thread per lane.
+void forwardCumSum(Context &C, const OpCall &Call);
+void backwardCumSum(Context &C, const OpCall &Call, const Views &OutputGrads,
+                    const Views &InputGrads);
+
 } // namespace onnx2soap::rt::cuda
 
 #endif

@@ -399,6 +399,86 @@ void backwardReduceExtreme(Context &C, const OpCall &Call,
   });
 }
 
+//===-- CumSum ------------------------------------------------------------===//
+
+namespace {
+
+/// A thread per lane scans it in order, as the CPU kernel does: floats sum
+/// in double, integers in unsigned 64 bits (wrapping as the type does).
+/// Accumulate adds the sums to Out (backward) rather than writing them.
+template <typename T>
+__global__ void cumSumKernel(Lanes L, const T *In, T *Out, bool Exclusive,
+                             bool Reverse, bool Accumulate) {
+  using Sum = std::conditional_t<std::is_floating_point_v<T>, double,
+                                 unsigned long long>;
+  int64_t Count = L.Outer * L.Inner;
+  for (int64_t Lane = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+       Lane < Count; Lane += int64_t(gridDim.x) * blockDim.x) {
+    int64_t Base = (Lane / L.Inner) * L.Axis * L.Inner + Lane % L.Inner;
+    Sum Running = 0;
+    for (int64_t K = 0; K < L.Axis; ++K) {
+      int64_t At = Base + (Reverse ? L.Axis - 1 - K : K) * L.Inner;
+      Sum Before = Running;
+      Running += static_cast<Sum>(In[At]);
+      T V = static_cast<T>(Exclusive ? Before : Running);
+      Out[At] = Accumulate ? static_cast<T>(Out[At] + V) : V;
+    }
+  }
+}
+
+template <typename T>
+void cumSum(Context &C, const OpCall &Call, const TensorView &X,
+            const TensorView &Y, bool Reverse, bool Accumulate) {
+  Lanes L = softmaxLanes(Call, X);
+  if (X.numElements() == 0)
+    return;
+  bool Exclusive = Call.Attrs.getInt("exclusive", 0) != 0;
+  cumSumKernel<T>
+      <<<blocksFor(L.Outer * L.Inner), ThreadsPerBlock, 0, C.Stream>>>(
+          L, X.as<T>(), Y.as<T>(), Exclusive, Reverse, Accumulate);
+  checkLaunch(Call, Accumulate ? "cumsum backward kernel" : "cumsum kernel");
+}
+
+} // namespace
+
+void forwardCumSum(Context &C, const OpCall &Call) {
+  const TensorView &X = operand(Call, Call.Inputs, 0, "input");
+  const TensorView &Y = operand(Call, Call.Outputs, 0, "output");
+  requireType(Call, Y, X.Type, "output");
+  if (Y.numElements() != X.numElements())
+    failOp(Call, "output does not match the input's shape");
+  bool Reverse = Call.Attrs.getInt("reverse", 0) != 0;
+  switch (X.Type) {
+  case DType::Float32:
+    return cumSum<float>(C, Call, X, Y, Reverse, false);
+  case DType::Float64:
+    return cumSum<double>(C, Call, X, Y, Reverse, false);
+  case DType::Int32:
+    return cumSum<int32_t>(C, Call, X, Y, Reverse, false);
+  case DType::Int64:
+    return cumSum<int64_t>(C, Call, X, Y, Reverse, false);
+  default:
+    failOp(Call, std::string("element type ") + dtypeName(X.Type) +
+                     " is not supported, the CUDA kernel needs f32, f64, "
+                     "i32 or i64");
+  }
+}
+
+void backwardCumSum(Context &C, const OpCall &Call, const Views &OutputGrads,
+                    const Views &InputGrads) {
+  const TensorView &X = operand(Call, Call.Inputs, 0, "input");
+  dispatchFloat(Call, X.Type, "input", [&](auto Zero) {
+    using T = decltype(Zero);
+    TensorView DX = gradientAt(Call, InputGrads, 0, X, "input gradient");
+    TensorView GY = gradientAt(Call, OutputGrads, 0, X, "output gradient");
+    if (!DX.present() || !GY.present())
+      return;
+    // The gradient's cumulative sum the other way (see the CPU kernel).
+    bool Reverse = Call.Attrs.getInt("reverse", 0) != 0;
+    cumSum<T>(C, Call, GY, DX, !Reverse, true);
+  });
+}
+
 void forwardSoftmax(Context &C, const OpCall &Call) {
   const TensorView &X = operand(Call, Call.Inputs, 0, "input");
   dispatchFloat(Call, X.Type, "input", [&](auto Zero) {

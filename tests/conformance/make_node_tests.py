@@ -203,6 +203,43 @@ def cases():
          helper.make_node("ReduceProd", ["c"], ["p"], keepdims=0),
          helper.make_node("Cast", ["p"], ["f"], to=TensorProto.FLOAT),
          helper.make_node("Add", ["x", "f"], ["y"])]))
+    # CumSum over the middle axis of a 3-D input, each way.
+    for exclusive in (0, 1):
+        for reverse in (0, 1):
+            out.append(case(
+                "test_ours_cumsum_middle_axis_exclusive%d_reverse%d"
+                % (exclusive, reverse), "CumSum", 14, {"x": normal(2, 5, 3)},
+                {"exclusive": exclusive, "reverse": reverse},
+                constants={"axis": np.array(-2, np.int64)}))
+    # Position ids as RoBERTa makes them from a padding mask: a cumulative
+    # sum of int64s known only at run time; plus whether a folded one of
+    # int32s wrapped (2^31 - 1 + 1 is negative).
+    out.append(graph_case(
+        "test_ours_cumsum_int_positions", 17, {"x": normal(4, 3)},
+        [helper.make_node("Constant", [], ["zero"],
+                          value=numpy_helper.from_array(
+                              np.array(0, np.float32), "zero")),
+         helper.make_node("Greater", ["x", "zero"], ["positive"]),
+         helper.make_node("Cast", ["positive"], ["mask"], to=TensorProto.INT64),
+         helper.make_node("Constant", [], ["axis"],
+                          value=numpy_helper.from_array(
+                              np.array(1, np.int32), "axis")),
+         helper.make_node("CumSum", ["mask", "axis"], ["running"]),
+         helper.make_node("Mul", ["running", "mask"], ["positions"]),
+         helper.make_node("Cast", ["positions"], ["p"], to=TensorProto.FLOAT),
+         helper.make_node("Constant", [], ["big"],
+                          value=numpy_helper.from_array(
+                              np.array([2147483647, 1, 5], np.int32), "big")),
+         helper.make_node("Constant", [], ["axis0"],
+                          value=numpy_helper.from_array(
+                              np.array(0, np.int64), "axis0")),
+         helper.make_node("CumSum", ["big", "axis0"], ["wrapped"]),
+         helper.make_node("Constant", [], ["izero"],
+                          value=numpy_helper.from_array(
+                              np.array(0, np.int32), "izero")),
+         helper.make_node("Less", ["wrapped", "izero"], ["negative"]),
+         helper.make_node("Cast", ["negative"], ["n"], to=TensorProto.FLOAT),
+         helper.make_node("Add", ["p", "n"], ["y"])]))
     return out
 
 

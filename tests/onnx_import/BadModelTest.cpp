@@ -410,6 +410,37 @@ const BadModelCase BadModelCases[] =
          },
          "node 'norm' (#0, op ReduceL2): the 'axes' attribute was replaced by "
          "an input in opset 18; this model uses opset 18"},
+        {"CumSumAxisAtRunTime", resizeGraph([](onnx::GraphProto &G) {
+           addInput(G, "axis", {}, onnx::TensorProto::INT64);
+           addNode(G, "CumSum", {"x", "axis"}, {"r"}, "scan");
+         }),
+         "node 'scan' (#0, op CumSum): input 'axis' (axis) must be a constant "
+         "or computable from static shapes at import time"},
+        {"CumSumTwoAxes", resizeGraph([](onnx::GraphProto &G) {
+           addInt64Initializer(G, "axis", {1, 2});
+           addNode(G, "CumSum", {"x", "axis"}, {"r"}, "scan");
+         }),
+         "node 'scan' (#0, op CumSum): axis must be one integer, got i64 [2]"},
+        {"CumSumAxisOutOfRange", resizeGraph([](onnx::GraphProto &G) {
+           addInt64Initializer(G, "axis", {-5});
+           addNode(G, "CumSum", {"x", "axis"}, {"r"}, "scan");
+         }),
+         "node 'scan' (#0, op CumSum): axis -5 is out of range for input "
+         "[2,4,6,6]"},
+        {"CumSumExclusiveTwo", resizeGraph([](onnx::GraphProto &G) {
+           addInt64Initializer(G, "axis", {1});
+           addIntAttr(*addNode(G, "CumSum", {"x", "axis"}, {"r"}, "scan"),
+                      "exclusive", 2);
+         }),
+         "node 'scan' (#0, op CumSum): exclusive 2 is not supported (0 or 1)"},
+        {"CumSumOfHalves", resizeGraph([](onnx::GraphProto &G) {
+           G.clear_input();
+           addInput(G, "x", {"batch", 4}, onnx::TensorProto::FLOAT16);
+           addInt64Initializer(G, "axis", {1});
+           addNode(G, "CumSum", {"x", "axis"}, {"r"}, "scan");
+         }),
+         "node 'scan' (#0, op CumSum): input of type f16 is not supported "
+         "(f32, f64, i32 or i64)"},
         {"ResizeCubic", resizeGraph([](onnx::GraphProto &G) {
            addFloatInitializer(G, "scales", {4});
            onnx::NodeProto *N =

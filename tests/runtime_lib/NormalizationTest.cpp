@@ -1,14 +1,15 @@
 //===- tests/runtime_lib/NormalizationTest.cpp - Normalization kernels ----===//
 //
-// BatchNorm, LayerNorm, Softmax, LogSoftmax, ReduceMean, ReduceSum, ReduceMax
-// and ReduceMin on the
-// CPU backend: forward values against reference loops written here, the
-// gradient check of every differentiable input (f32: epsilon 1e-2, relative
-// tolerance 1e-2; f64: epsilon 1e-5, tolerance 1e-6), and accumulation.
+// BatchNorm, LayerNorm, Softmax, LogSoftmax, ReduceMean, ReduceSum,
+// ReduceMax, ReduceMin and CumSum on the CPU backend: forward values against
+// reference loops written here, the gradient check of every differentiable
+// input (f32: epsilon 1e-2, relative tolerance 1e-2; f64: epsilon 1e-5,
+// tolerance 1e-6), and accumulation.
 //
 //===----------------------------------------------------------------------===//
 #include "KernelTestUtil.h"
 #include "runtime_lib/Error.h"
+#include <limits>
 
 using namespace onnx2soap::rt;
 using namespace onnx2soap::rt::test;
@@ -390,6 +391,74 @@ TEST(ReduceExtremeKernel, Gradients) {
               {&X}, {HostTensor(DType::Float64, {3})}, {0}, 1e-5, 1e-6);
 }
 
+//===-- CumSum ------------------------------------------------------------===//
+
+OpAttrs scanAttrs(int64_t Axis, bool Exclusive, bool Reverse) {
+  return makeAttrs({{"axis", Axis},
+                    {"exclusive", int64_t(Exclusive)},
+                    {"reverse", int64_t(Reverse)}});
+}
+
+// ONNX's examples (the operator's documentation) over rows of [2, 3].
+TEST(CumSumKernel, ForwardAsOnnxSaysInEachDirection) {
+  auto B = createCpuBackend(1);
+  HostTensor X = f32({2, 3}, {1, 2, 3, 4, 5, 6});
+  struct {
+    bool Exclusive, Reverse;
+    float Want[6];
+  } Cases[] = {{false, false, {1, 3, 6, 4, 9, 15}},
+               {true, false, {0, 1, 3, 0, 4, 9}},
+               {false, true, {6, 5, 3, 15, 11, 6}},
+               {true, true, {5, 3, 0, 11, 6, 0}}};
+  for (const auto &C : Cases) {
+    HostTensor Y = f32({2, 3});
+    runForward(*B, OpKind::CumSum, scanAttrs(1, C.Exclusive, C.Reverse), {&X},
+               {&Y});
+    for (int64_t I = 0; I < 6; ++I)
+      EXPECT_EQ(Y.at(I), C.Want[I]) << "exclusive " << C.Exclusive
+                                    << " reverse " << C.Reverse << " " << I;
+  }
+  // Down the columns.
+  HostTensor Y = f32({2, 3});
+  runForward(*B, OpKind::CumSum, scanAttrs(0, false, false), {&X}, {&Y});
+  float Want[] = {1, 2, 3, 5, 7, 9};
+  for (int64_t I = 0; I < 6; ++I)
+    EXPECT_EQ(Y.at(I), Want[I]) << I;
+}
+
+// Integers stay exact, and wrap as their type does (ONNX Runtime's and
+// numpy's int32 cumsum).
+TEST(CumSumKernel, IntegersAreExactAndWrap) {
+  auto B = createCpuBackend(1);
+  HostTensor X = i64({4}, {int64_t(1) << 62, int64_t(1) << 62, 5, -7});
+  HostTensor Y = i64({4});
+  runForward(*B, OpKind::CumSum, scanAttrs(0, false, false), {&X}, {&Y});
+  EXPECT_EQ(Y.data<int64_t>()[0], int64_t(1) << 62);
+  EXPECT_EQ(Y.data<int64_t>()[1], std::numeric_limits<int64_t>::min());
+  EXPECT_EQ(Y.data<int64_t>()[2], std::numeric_limits<int64_t>::min() + 5);
+  EXPECT_EQ(Y.data<int64_t>()[3], std::numeric_limits<int64_t>::max() - 1);
+  HostTensor X32(DType::Int32, {3}), Y32(DType::Int32, {3});
+  int32_t In[] = {std::numeric_limits<int32_t>::max(), 1, 1};
+  std::memcpy(X32.Bytes.data(), In, sizeof In);
+  runForward(*B, OpKind::CumSum, scanAttrs(0, false, false), {&X32}, {&Y32});
+  EXPECT_EQ(Y32.data<int32_t>()[1], std::numeric_limits<int32_t>::min());
+  EXPECT_EQ(Y32.data<int32_t>()[2], std::numeric_limits<int32_t>::min() + 1);
+}
+
+TEST(CumSumKernel, Gradients) {
+  auto B = createCpuBackend(1);
+  HostTensor X = randomTensor(DType::Float64, {3, 4, 2}, 41);
+  for (int64_t Axis : {0, 1, 2})
+    for (bool Exclusive : {false, true})
+      for (bool Reverse : {false, true}) {
+        SCOPED_TRACE(::testing::Message()
+                     << "axis " << Axis << " exclusive " << Exclusive
+                     << " reverse " << Reverse);
+        gradCheck(*B, OpKind::CumSum, scanAttrs(Axis, Exclusive, Reverse), {&X},
+                  {HostTensor(DType::Float64, {3, 4, 2})}, {0}, 1e-5, 1e-6);
+      }
+}
+
 //===-- Accumulation ------------------------------------------------------===//
 
 /// Backward twice into the same gradients gives twice the gradient.
@@ -443,6 +512,8 @@ TEST(NormalizationKernels, BackwardAccumulates) {
                       makeAttrs({{"axes", std::vector<int64_t>{1}},
                                  {"keepdims", int64_t(1)}}),
                       {&X}, {f32({2, 1})}, 5);
+  expectAccumulates(OpKind::CumSum, scanAttrs(1, true, true), {&X},
+                    {f32({2, 6})}, 6);
 }
 
 TEST(NormalizationKernels, AbsentGradientsAreSkipped) {

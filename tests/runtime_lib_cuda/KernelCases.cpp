@@ -39,6 +39,7 @@ std::vector<Case> cases() {
   movementCases(Rng, All);
   normalizationCases(Rng, All);
   recurrentCases(Rng, All);
+  scanCases(Rng, All);
   return All;
 }
 
@@ -392,6 +393,42 @@ void recurrentCases(std::mt19937 &Rng, std::vector<Case> &All) {
                   Random({1, 3, 5, 5}), Random({1, 6, 5})},
                  {f32({2, 5})},
                  {0, 1, 2, 3, 4}});
+}
+
+/// CumSum over inner and outer axes, exclusive and reversed.
+void scanCases(std::mt19937 &Rng, std::vector<Case> &All) {
+  RandomF32 Random{Rng};
+  auto Scan = [](int64_t Axis, bool Exclusive, bool Reverse) {
+    OpAttrs A;
+    A.set("axis", Axis);
+    A.set("exclusive", int64_t(Exclusive));
+    A.set("reverse", int64_t(Reverse));
+    return A;
+  };
+  All.push_back({"cumsum_last_axis",
+                 OpKind::CumSum,
+                 Scan(2, false, false),
+                 {Random({2, 3, 7})},
+                 {f32({2, 3, 7})},
+                 {0}});
+  All.push_back({"cumsum_middle_axis_exclusive",
+                 OpKind::CumSum,
+                 Scan(1, true, false),
+                 {Random({2, 5, 3})},
+                 {f32({2, 5, 3})},
+                 {0}});
+  All.push_back({"cumsum_first_axis_reverse_exclusive",
+                 OpKind::CumSum,
+                 Scan(0, true, true),
+                 {Random({6, 4})},
+                 {f32({6, 4})},
+                 {0}});
+  All.push_back({"cumsum_i64_reverse",
+                 OpKind::CumSum,
+                 Scan(1, false, true),
+                 {i64({2, 3}, {1, 2, 4, -7, 3, 5})},
+                 {i64({2, 3})},
+                 {}});
 }
 
 } // namespace onnx2soap::rt::test

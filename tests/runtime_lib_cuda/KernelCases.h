@@ -50,6 +50,8 @@ void movementCases(std::mt19937 &Rng, std::vector<Case> &All);
 void normalizationCases(std::mt19937 &Rng, std::vector<Case> &All);
 /// Recurrent layers and cells.
 void recurrentCases(std::mt19937 &Rng, std::vector<Case> &All);
+/// Cumulative sums.
+void scanCases(std::mt19937 &Rng, std::vector<Case> &All);
 
 /// Every case, the groups above in turn.
 std::vector<Case> cases();
