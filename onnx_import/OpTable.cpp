@@ -30,6 +30,9 @@ using ir::OpKind;
 static const OnnxOp Table[] = {
     UNARY("Abs", Abs),
     NARY("Add", Add, 2, 2),
+    {"And", MinOpset, MaxOpset, 2, 2,
+     [](NodeContext &C) { return logical(C, Logic::And); }, "Where",
+     "bool; Where(a, b, false)"},
     {"AveragePool", MinOpset, MaxOpset, 1, 1,
      [](NodeContext &C) { return pool(C, OpKind::AveragePool); }, "AveragePool",
      "auto_pad, ceil_mode, count_include_pad; dilations (19)"},
@@ -87,6 +90,9 @@ static const OnnxOp Table[] = {
      [](NodeContext &C) { return globalPool(C, OpKind::GlobalMaxPool); },
      "GlobalMaxPool", ""},
     NARY("Greater", Greater, 2, 2),
+    {"GreaterOrEqual", MinOpset, MaxOpset, 2, 2,
+     [](NodeContext &C) { return compareOrEqual(C, OpKind::Greater); },
+     "Greater, Equal, Where", "Where(a > b, true, a == b): false for NaN"},
     {"GroupNormalization", 18, MaxOpset, 3, 3, groupNormalization,
      "Reshape, LayerNorm, Mul, Add",
      "LayerNorm over [N, groups, rest] between Reshapes, then Mul and Add by "
@@ -112,6 +118,9 @@ static const OnnxOp Table[] = {
      [](NodeContext &C) { return unary(C, OpKind::LeakyRelu); }, "LeakyRelu",
      ""},
     NARY("Less", Less, 2, 2),
+    {"LessOrEqual", MinOpset, MaxOpset, 2, 2,
+     [](NodeContext &C) { return compareOrEqual(C, OpKind::Less); },
+     "Less, Equal, Where", "Where(a < b, true, a == b): false for NaN"},
     UNARY("Log", Log),
     {"LogSoftmax", MinOpset, MaxOpset, 1, 1,
      [](NodeContext &C) { return softmax(C, OpKind::LogSoftmax); },
@@ -134,6 +143,9 @@ static const OnnxOp Table[] = {
     NARY("Mul", Mul, 2, 2),
     UNARY("Neg", Neg),
     UNARY("Not", Not),
+    {"Or", MinOpset, MaxOpset, 2, 2,
+     [](NodeContext &C) { return logical(C, Logic::Or); }, "Where",
+     "bool; Where(a, true, b)"},
     {"PRelu", MinOpset, MaxOpset, 2, 2, prelu, "Greater, Mul, Where",
      "Where(x > 0, x, slope * x): the gradient at 0 is PyTorch's (slope)"},
     {"Pad", MinOpset, MaxOpset, 2, 4, pad, "Pad",
@@ -222,6 +234,9 @@ static const OnnxOp Table[] = {
     {"Where", MinOpset, MaxOpset, 3, 3,
      [](NodeContext &C) { return nary(C, OpKind::Where); }, "Where",
      "numpy broadcasting"},
+    {"Xor", MinOpset, MaxOpset, 2, 2,
+     [](NodeContext &C) { return logical(C, Logic::Xor); }, "Not, Where",
+     "bool; Where(a, not b, b)"},
 };
 
 #undef UNARY

@@ -22,6 +22,10 @@
 //   ReduceLogSumExp      log(ReduceSum(exp(x - m))) + m, m = ReduceMax(x)
 //                        where finite, else 0 (an empty set gives -inf)
 //   Sign                 (x > 0) - (x < 0), NaN kept
+//   And, Or, Xor (bool)  Where(a, b, false), Where(a, true, b),
+//                        Where(a, not b, b)
+//   LessOrEqual,         Where(a < b, true, a == b) (and a > b): false
+//   GreaterOrEqual       where either is NaN
 //   Trilu                Where(constant triangle of the last two dims, x, 0)
 //   DepthToSpace,        Reshape to 6 dims, Transpose, Reshape (ONNX's
 //   SpaceToDepth         definitions, DCR and CRD)
@@ -454,6 +458,46 @@ llvm::Error sign(NodeContext &C) {
     TAKE(Kept, apply(C, OpKind::Where, {Number, Y, X}));
     Y = std::move(Kept);
   }
+  return bindPart(C, std::move(Y));
+}
+
+llvm::Error logical(NodeContext &C, Logic Form) {
+  if (auto E = C.checkAttributes({}))
+    return E;
+  for (unsigned I = 0; I < 2; ++I)
+    if (C.inputType(I).Type != ir::DType::Bool)
+      return C.error("input {0} of type {1} is not supported (bool only)", I,
+                     ir::dtypeName(C.inputType(I).Type));
+  TAKE(A, inputPart(C, 0));
+  TAKE(B, inputPart(C, 1));
+  Part True = scalar(ir::DType::Bool, 1), False = scalar(ir::DType::Bool, 0);
+  if (Form == Logic::And) {
+    TAKE(Y, apply(C, OpKind::Where, {A, B, False}));
+    return bindPart(C, std::move(Y));
+  }
+  if (Form == Logic::Or) {
+    TAKE(Y, apply(C, OpKind::Where, {A, True, B}));
+    return bindPart(C, std::move(Y));
+  }
+  TAKE(NotB, apply(C, OpKind::Not, {B}));
+  TAKE(Y, apply(C, OpKind::Where, {A, NotB, B}));
+  return bindPart(C, std::move(Y));
+}
+
+llvm::Error compareOrEqual(NodeContext &C, OpKind Strict) {
+  if (auto E = C.checkAttributes({}))
+    return E;
+  static constexpr ir::DType Types[] = {ir::DType::Float32, ir::DType::Float64,
+                                        ir::DType::UInt8, ir::DType::Int32,
+                                        ir::DType::Int64};
+  if (auto E = requireInputType(C, Types, "f32, f64, u8, i32 or i64"))
+    return E;
+  TAKE(A, inputPart(C, 0));
+  TAKE(B, inputPart(C, 1));
+  // NaN is neither: false, as ONNX's and PyTorch's a <= b.
+  TAKE(Below, apply(C, Strict, {A, B}));
+  TAKE(Same, apply(C, OpKind::Equal, {A, B}));
+  TAKE(Y, apply(C, OpKind::Where, {Below, scalar(ir::DType::Bool, 1), Same}));
   return bindPart(C, std::move(Y));
 }
 

@@ -84,6 +84,10 @@ llvm::Error reduceComposite(NodeContext &C, ReduceForm Form);
 llvm::Error lpNormalization(NodeContext &C);
 llvm::Error reduceLogSumExp(NodeContext &C);
 llvm::Error sign(NodeContext &C);
+enum class Logic { And, Or, Xor };
+llvm::Error logical(NodeContext &C, Logic Form);
+/// LessOrEqual (Strict Less) or GreaterOrEqual (Strict Greater).
+llvm::Error compareOrEqual(NodeContext &C, ir::OpKind Strict);
 llvm::Error trilu(NodeContext &C);
 /// DepthToSpace (ToSpace) or SpaceToDepth.
 llvm::Error depthSpace(NodeContext &C, bool ToSpace);

@@ -240,6 +240,25 @@ def cases():
          helper.make_node("Less", ["wrapped", "izero"], ["negative"]),
          helper.make_node("Cast", ["negative"], ["n"], to=TensorProto.FLOAT),
          helper.make_node("Add", ["p", "n"], ["y"])]))
+    # And, Or and Xor of masks broadcast against each other, as 1, 2 and 4.
+    logic = [helper.make_node("Constant", [], ["zero"],
+                              value=numpy_helper.from_array(
+                                  np.array(0.5, np.float32), "zero")),
+             helper.make_node("Greater", ["x", "zero"], ["a"]),
+             helper.make_node("Greater", ["z", "zero"], ["b"])]
+    for i, op in enumerate(["And", "Or", "Xor"]):
+        logic += [helper.make_node(op, ["a", "b"], [op + "_m"]),
+                  helper.make_node("Cast", [op + "_m"], [op + "_f"],
+                                   to=TensorProto.FLOAT),
+                  helper.make_node("Constant", [], [op + "_w"],
+                                   value=numpy_helper.from_array(
+                                       np.array(2.0 ** i, np.float32),
+                                       op + "_w")),
+                  helper.make_node("Mul", [op + "_f", op + "_w"], [op + "_v"])]
+    logic += [helper.make_node("Add", ["And_v", "Or_v"], ["ao"]),
+              helper.make_node("Add", ["ao", "Xor_v"], ["y"])]
+    out.append(graph_case("test_ours_and_or_xor_broadcast", 17,
+                          {"x": normal(3, 4), "z": normal(4)}, logic))
     return out
 
 

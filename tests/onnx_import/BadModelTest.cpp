@@ -410,6 +410,18 @@ const BadModelCase BadModelCases[] =
          },
          "node 'norm' (#0, op ReduceL2): the 'axes' attribute was replaced by "
          "an input in opset 18; this model uses opset 18"},
+        {"AndOfFloats", resizeGraph([](onnx::GraphProto &G) {
+           addNode(G, "And", {"x", "x"}, {"r"}, "both");
+         }),
+         "node 'both' (#0, op And): input 0 of type f32 is not supported "
+         "(bool only)"},
+        {"LessOrEqualOfBools", resizeGraph([](onnx::GraphProto &G) {
+           G.clear_input();
+           addInput(G, "x", {"batch", 4}, onnx::TensorProto::BOOL);
+           addNode(G, "LessOrEqual", {"x", "x"}, {"r"}, "le");
+         }),
+         "node 'le' (#0, op LessOrEqual): input of type bool is not supported "
+         "(f32, f64, u8, i32 or i64)"},
         {"CumSumAxisAtRunTime", resizeGraph([](onnx::GraphProto &G) {
            addInput(G, "axis", {}, onnx::TensorProto::INT64);
            addNode(G, "CumSum", {"x", "axis"}, {"r"}, "scan");
