@@ -113,6 +113,16 @@ std::optional<double> unaryFloat(OpKind Kind, double X,
     return X > 0 ? X : Attrs.getFloat("alpha", 1.0) * std::expm1(X);
   case OpKind::Softplus:
     return X > 20 ? X : std::log1p(std::exp(X));
+  case OpKind::Sin:
+    return std::sin(X);
+  case OpKind::Cos:
+    return std::cos(X);
+  case OpKind::Floor:
+    return std::floor(X);
+  case OpKind::Ceil:
+    return std::ceil(X);
+  case OpKind::Round:
+    return std::nearbyint(X); // halves to even, as ONNX
   default:
     return std::nullopt;
   }
@@ -307,6 +317,11 @@ evaluate(OpKind Kind, const ir::Attributes &Attrs,
   case OpKind::HardSwish:
   case OpKind::Elu:
   case OpKind::Softplus:
+  case OpKind::Sin:
+  case OpKind::Cos:
+  case OpKind::Floor:
+  case OpKind::Ceil:
+  case OpKind::Round:
   case OpKind::Not:
   case OpKind::Add:
   case OpKind::Sub:

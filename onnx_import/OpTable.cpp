@@ -39,6 +39,9 @@ static const OnnxOp Table[] = {
     {"BatchNormalization", MinOpset, MaxOpset, 5, 5, batchNormalization,
      "BatchNorm", "inference and training_mode (14+) with running stats"},
     {"Cast", MinOpset, MaxOpset, 1, 1, cast, "Cast", "no-op casts removed"},
+    {"Ceil", MinOpset, MaxOpset, 1, 1,
+     [](NodeContext &C) { return unary(C, OpKind::Ceil); }, "Ceil",
+     "gradient 0, as PyTorch"},
     {"Celu", MinOpset, MaxOpset, 1, 1, celu, "Div, Elu, Mul",
      "alpha * Elu(x / alpha)"},
     {"Clip", MinOpset, MaxOpset, 1, 3, clip, "Clip",
@@ -55,6 +58,7 @@ static const OnnxOp Table[] = {
     {"ConvTranspose", MinOpset, MaxOpset, 2, 3, convTranspose, "ConvTranspose",
      "output_shape, output_padding (less than the stride or the dilation), "
      "auto_pad (SAME not where it would pad before the first output)"},
+    UNARY("Cos", Cos),
     {"CumSum", MinOpset, MaxOpset, 2, 2, cumSum, "CumSum",
      "axis known at import time; exclusive, reverse; f32, f64, i32, i64 "
      "(integers wrap on overflow); the axis is never split"},
@@ -72,6 +76,9 @@ static const OnnxOp Table[] = {
     {"Expand", MinOpset, MaxOpset, 2, 2, expand, "Expand",
      "shape known at import time"},
     {"Flatten", MinOpset, MaxOpset, 1, 1, flatten, "Reshape", ""},
+    {"Floor", MinOpset, MaxOpset, 1, 1,
+     [](NodeContext &C) { return unary(C, OpKind::Floor); }, "Floor",
+     "gradient 0, as PyTorch"},
     {"GRU", MinOpset, MaxOpset, 3, 6,
      [](NodeContext &C) { return recurrent(C, OpKind::GRU); }, "GRU",
      "default activations; no clip"},
@@ -191,6 +198,9 @@ static const OnnxOp Table[] = {
      "nearest and linear over the spatial dims; scales or sizes known at "
      "import time; half_pixel, pytorch_half_pixel, align_corners, asymmetric; "
      "no antialias"},
+    {"Round", MinOpset, MaxOpset, 1, 1,
+     [](NodeContext &C) { return unary(C, OpKind::Round); }, "Round",
+     "halves to even; gradient 0, as PyTorch"},
     {"Selu", MinOpset, MaxOpset, 1, 1, selu, "Elu, Mul",
      "gamma * Elu(x, alpha)"},
     {"Shape", MinOpset, MaxOpset, 1, 1, shape, "", "start/end (15+)"},
@@ -198,6 +208,7 @@ static const OnnxOp Table[] = {
     {"Sign", MinOpset, MaxOpset, 1, 1, sign,
      "Greater, Less, Cast, Sub, Equal, Where",
      "f32, f64, i32, i64; NaN stays NaN; no gradient"},
+    UNARY("Sin", Sin),
     {"Size", MinOpset, MaxOpset, 1, 1, size, "", ""},
     {"Slice", MinOpset, MaxOpset, 3, 5, slice, "Slice",
      "starts/ends/axes/steps known at import time"},

@@ -56,6 +56,11 @@ inline OpFamily opFamily(OpKind Kind) {
   case OpKind::Less:
   case OpKind::Greater:
   case OpKind::Where:
+  case OpKind::Sin:
+  case OpKind::Cos:
+  case OpKind::Floor:
+  case OpKind::Ceil:
+  case OpKind::Round:
     return OpFamily::Elementwise;
   case OpKind::Conv:
   case OpKind::ConvTranspose:

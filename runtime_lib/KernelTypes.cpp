@@ -37,6 +37,11 @@ KernelTypes typesOf(OpKind Kind) {
   case OpKind::HardSwish:
   case OpKind::Elu:
   case OpKind::Softplus:
+  case OpKind::Sin:
+  case OpKind::Cos:
+  case OpKind::Floor:
+  case OpKind::Ceil:
+  case OpKind::Round:
   case OpKind::Dropout:
   // Normalizations, softmaxes, the loss and recurrent layers.
   case OpKind::BatchNorm:

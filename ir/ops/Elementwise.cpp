@@ -71,6 +71,11 @@ UNARY_KIND(HardSigmoid, 4, 2, true)
 UNARY_KIND(HardSwish, 5, 4, true)
 UNARY_KIND(Elu, 8, 8, true)
 UNARY_KIND(Softplus, 16, 8, true)
+UNARY_KIND(Sin, 12, 12, true)
+UNARY_KIND(Cos, 12, 12, true)
+UNARY_KIND(Floor, 1, 0, true)
+UNARY_KIND(Ceil, 1, 0, true)
+UNARY_KIND(Round, 1, 0, true)
 #undef UNARY_KIND
 
 static llvm::Expected<OutputTypes> inferClip(const Attributes &,

@@ -176,6 +176,18 @@ template <typename T> void forwardFloatUnary(const OpCall &Call) {
     // PyTorch's threshold of 20, where log1p(exp(x)) rounds to x.
     return mapUnary<T>(
         X, Y, [](T V) { return V > T(20) ? V : std::log1p(std::exp(V)); });
+  case OpKind::Sin:
+    return mapUnary<T>(X, Y, [](T V) { return std::sin(V); });
+  case OpKind::Cos:
+    return mapUnary<T>(X, Y, [](T V) { return std::cos(V); });
+  case OpKind::Floor:
+    return mapUnary<T>(X, Y, [](T V) { return std::floor(V); });
+  case OpKind::Ceil:
+    return mapUnary<T>(X, Y, [](T V) { return std::ceil(V); });
+  case OpKind::Round:
+    // Halves to even (ONNX's and PyTorch's round): the default rounding
+    // mode, which nothing here changes.
+    return mapUnary<T>(X, Y, [](T V) { return std::nearbyint(V); });
   default:
     failOp(Call, "is not a unary elementwise op");
   }
@@ -269,6 +281,16 @@ void backwardFloatUnary(const OpCall &Call, const TensorView &DY,
       T E = std::exp(V);
       return G * E / (E + T(1));
     });
+  case OpKind::Sin:
+    return accumulateUnary<T>(X, DY, DX,
+                              [](T V, T G) { return G * std::cos(V); });
+  case OpKind::Cos:
+    return accumulateUnary<T>(X, DY, DX,
+                              [](T V, T G) { return -G * std::sin(V); });
+  case OpKind::Floor:
+  case OpKind::Ceil:
+  case OpKind::Round:
+    return; // a step function: zero almost everywhere, as PyTorch's
   default:
     failOp(Call, "is not a unary elementwise op");
   }
@@ -533,6 +555,11 @@ void forwardElementwise(Context &, const OpCall &Call) {
   case OpKind::HardSwish:
   case OpKind::Elu:
   case OpKind::Softplus:
+  case OpKind::Sin:
+  case OpKind::Cos:
+  case OpKind::Floor:
+  case OpKind::Ceil:
+  case OpKind::Round:
     return forwardUnary(Call);
   case OpKind::Not:
     return forwardNot(Call);
@@ -566,6 +593,11 @@ void backwardElementwise(Context &, const OpCall &Call,
   case OpKind::HardSwish:
   case OpKind::Elu:
   case OpKind::Softplus:
+  case OpKind::Sin:
+  case OpKind::Cos:
+  case OpKind::Floor:
+  case OpKind::Ceil:
+  case OpKind::Round:
     return backwardUnary(Call, OutputGrads, InputGrads);
   case OpKind::Not:
     return; // bool in, bool out: no gradient

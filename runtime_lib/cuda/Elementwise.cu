@@ -47,6 +47,11 @@ ONNX2SOAP_DEVICE_MATH(mathLog, logf, log)
 ONNX2SOAP_DEVICE_MATH(mathAbs, fabsf, fabs)
 ONNX2SOAP_DEVICE_MATH(mathExpm1, expm1f, expm1)
 ONNX2SOAP_DEVICE_MATH(mathLog1p, log1pf, log1p)
+ONNX2SOAP_DEVICE_MATH(mathSin, sinf, sin)
+ONNX2SOAP_DEVICE_MATH(mathCos, cosf, cos)
+ONNX2SOAP_DEVICE_MATH(mathFloor, floorf, floor)
+ONNX2SOAP_DEVICE_MATH(mathCeil, ceilf, ceil)
+ONNX2SOAP_DEVICE_MATH(mathRint, rintf, rint)
 #undef ONNX2SOAP_DEVICE_MATH
 
 enum class Unary {
@@ -67,7 +72,12 @@ enum class Unary {
   HardSigmoid,
   HardSwish,
   Elu,
-  Softplus
+  Softplus,
+  Sin,
+  Cos,
+  Floor,
+  Ceil,
+  Round
 };
 
 /// Op at V. Alpha and Beta are the kind's parameters (unaryParams): Clip's
@@ -119,6 +129,16 @@ __device__ T unaryForward(T V, T Alpha, T Beta) {
     return V > 0 ? V : Alpha * mathExpm1(V);
   } else if constexpr (Op == Unary::Softplus) {
     return V > T(20) ? V : mathLog1p(mathExp(V)); // PyTorch's threshold
+  } else if constexpr (Op == Unary::Sin) {
+    return mathSin(V);
+  } else if constexpr (Op == Unary::Cos) {
+    return mathCos(V);
+  } else if constexpr (Op == Unary::Floor) {
+    return mathFloor(V);
+  } else if constexpr (Op == Unary::Ceil) {
+    return mathCeil(V);
+  } else if constexpr (Op == Unary::Round) {
+    return mathRint(V); // halves to even, as ONNX
   } else {
     static_assert(Op == Unary::Reciprocal);
     return T(1) / V;
@@ -173,6 +193,13 @@ __device__ T unaryBackward(T V, T G, T Alpha, T Beta) {
       return G;
     T E = mathExp(V);
     return G * E / (E + T(1));
+  } else if constexpr (Op == Unary::Sin) {
+    return G * mathCos(V);
+  } else if constexpr (Op == Unary::Cos) {
+    return -G * mathSin(V);
+  } else if constexpr (Op == Unary::Floor || Op == Unary::Ceil ||
+                       Op == Unary::Round) {
+    return T(0); // a step function, as PyTorch's gradient
   } else {
     static_assert(Op == Unary::Reciprocal);
     return -G / (V * V);
@@ -264,6 +291,16 @@ Unary unaryOf(const OpCall &Call) {
     return Unary::Elu;
   case OpKind::Softplus:
     return Unary::Softplus;
+  case OpKind::Sin:
+    return Unary::Sin;
+  case OpKind::Cos:
+    return Unary::Cos;
+  case OpKind::Floor:
+    return Unary::Floor;
+  case OpKind::Ceil:
+    return Unary::Ceil;
+  case OpKind::Round:
+    return Unary::Round;
   default:
     failOp(Call, "is not a unary elementwise op");
   }
@@ -295,6 +332,11 @@ void launchUnary(Context &C, const OpCall &Call, Unary Op, int64_t Count,
     ONNX2SOAP_UNARY_CASE(HardSwish)
     ONNX2SOAP_UNARY_CASE(Elu)
     ONNX2SOAP_UNARY_CASE(Softplus)
+    ONNX2SOAP_UNARY_CASE(Sin)
+    ONNX2SOAP_UNARY_CASE(Cos)
+    ONNX2SOAP_UNARY_CASE(Floor)
+    ONNX2SOAP_UNARY_CASE(Ceil)
+    ONNX2SOAP_UNARY_CASE(Round)
   }
 #undef ONNX2SOAP_UNARY_CASE
 }
@@ -589,6 +631,11 @@ void forwardElementwise(Context &C, const OpCall &Call) {
   case OpKind::HardSwish:
   case OpKind::Elu:
   case OpKind::Softplus:
+  case OpKind::Sin:
+  case OpKind::Cos:
+  case OpKind::Floor:
+  case OpKind::Ceil:
+  case OpKind::Round:
     return forwardUnary(C, Call);
   case OpKind::Not:
     return forwardNot(C, Call);
@@ -622,6 +669,11 @@ void backwardElementwise(Context &C, const OpCall &Call,
   case OpKind::HardSwish:
   case OpKind::Elu:
   case OpKind::Softplus:
+  case OpKind::Sin:
+  case OpKind::Cos:
+  case OpKind::Floor:
+  case OpKind::Ceil:
+  case OpKind::Round:
     return backwardUnary(C, Call, OutputGrads, InputGrads);
   case OpKind::Not:
     return; // bool in, bool out: no gradient

@@ -259,6 +259,13 @@ def cases():
               helper.make_node("Add", ["ao", "Xor_v"], ["y"])]
     out.append(graph_case("test_ours_and_or_xor_broadcast", 17,
                           {"x": normal(3, 4), "z": normal(4)}, logic))
+    # Round takes halves to even; Sin and Cos at the opset PyTorch exports.
+    out.append(case("test_ours_round_halves", "Round", 17,
+                    {"x": np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 2.51,
+                                    -0.49], np.float32)}))
+    for op in ("Sin", "Cos"):
+        out.append(case("test_ours_%s" % op.lower(), op, 17,
+                        {"x": normal(3, 4) * 3}))
     return out
 
 

@@ -113,6 +113,14 @@ std::vector<UnaryCase> unaryCases() {
        {},
        [](double X, const OpAttrs &) { return std::log(1 + std::exp(X)); },
        false},
+      {OpKind::Sin,
+       {},
+       [](double X, const OpAttrs &) { return std::sin(X); },
+       false},
+      {OpKind::Cos,
+       {},
+       [](double X, const OpAttrs &) { return std::cos(X); },
+       false},
   };
 }
 
@@ -156,6 +164,35 @@ TEST_F(ElementwiseTest, UnaryGradientF64) {
   randomize(X, Rng, 0.5, 2);
   gradCheck(*B, OpKind::Tanh, noAttrs(), {&X},
             {HostTensor(DType::Float64, {6})}, {0}, 1e-5, 1e-6);
+}
+
+// Floor, Ceil and Round (halves to even, as ONNX and PyTorch) keep NaN
+// and infinities; their gradient is zero, as PyTorch's.
+TEST_F(ElementwiseTest, RoundingStepsAndTheirZeroGradient) {
+  const double Inf = INFINITY;
+  HostTensor X = f32({9}, {-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 2.7, -Inf, NAN});
+  struct {
+    OpKind Kind;
+    double Want[8];
+  } Cases[] = {{OpKind::Floor, {-3, -2, -1, 0, 1, 2, 2, -Inf}},
+               {OpKind::Ceil, {-2, -1, -0.0, 1, 2, 3, 3, -Inf}},
+               {OpKind::Round, {-2, -2, -0.0, 0, 2, 2, 3, -Inf}}};
+  for (const auto &C : Cases) {
+    SCOPED_TRACE(opKindName(C.Kind));
+    HostTensor Y = f32({9});
+    runForward(*B, C.Kind, noAttrs(), {&X}, {&Y});
+    for (int I = 0; I < 8; ++I)
+      EXPECT_EQ(Y.at(I), C.Want[I]) << I;
+    EXPECT_TRUE(std::isnan(Y.at(8)));
+    HostTensor GY = f32({9}), DX = f32({9}, {1, 1, 1, 1, 1, 1, 1, 1, 1});
+    for (int I = 0; I < 9; ++I)
+      GY.set(I, 3);
+    OpAttrs None;
+    OpCall Call{C.Kind, None, "test", {X.view()}, {Y.view()}, 1};
+    B->backward(Call, {GY.view()}, {DX.view()});
+    for (int I = 0; I < 9; ++I)
+      EXPECT_EQ(DX.at(I), 1) << "the gradient added something at " << I;
+  }
 }
 
 TEST_F(ElementwiseTest, IntegerReluNegAbs) {

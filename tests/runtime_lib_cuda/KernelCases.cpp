@@ -40,6 +40,14 @@ std::vector<Case> cases() {
   normalizationCases(Rng, All);
   recurrentCases(Rng, All);
   scanCases(Rng, All);
+  for (auto [Name, Kind] :
+       {std::pair{"sin", OpKind::Sin}, std::pair{"cos", OpKind::Cos},
+        std::pair{"floor", OpKind::Floor}, std::pair{"ceil", OpKind::Ceil},
+        std::pair{"round", OpKind::Round}}) {
+    HostTensor X = f32({4, 5});
+    randomize(X, Rng, -4.0, 4.0);
+    All.push_back({Name, Kind, {}, {X}, {f32({4, 5})}, {0}});
+  }
   return All;
 }
 
