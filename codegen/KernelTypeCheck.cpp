@@ -9,6 +9,7 @@
 #include "ir/Error.h"
 #include "runtime_lib/KernelTypes.h"
 #include "llvm/Support/FormatVariadic.h"
+#include <optional>
 
 namespace onnx2soap::codegen {
 
@@ -27,22 +28,39 @@ std::string hint(ir::DType Type) {
   return "";
 }
 
-/// The type of O's operand that selects its kernel.
-ir::DType typedType(const ir::Graph &G, const ir::Op &O) {
-  auto Kind = static_cast<rt::OpKind>(O.Kind);
-  unsigned Typed = rt::kernelTypes(Kind).TypedInput;
-  return G.tensor(O.Inputs[Typed]).Type.Type;
+/// The type of O's input I, or none when it is absent.
+std::optional<ir::DType> inputType(const ir::Graph &G, const ir::Op &O, int I) {
+  if (I < 0 || static_cast<size_t>(I) >= O.Inputs.size() ||
+      O.Inputs[I] == ir::NoTensor)
+    return std::nullopt;
+  return G.tensor(O.Inputs[I]).Type.Type;
+}
+
+llvm::Error refuse(const ir::Op &O, const char *Kernels, ir::DType Type,
+                   rt::TypeSet Takes) {
+  return fail(llvm::formatv("op '{0}' ({1}): no {2} takes {3} operands (the "
+                            "{2}s take {4}){5}",
+                            O.Name, ir::opKindName(O.Kind), Kernels,
+                            ir::dtypeName(Type), rt::typeSetText(Takes),
+                            hint(Type)));
 }
 
 llvm::Error checkForward(const ir::Graph &G, const ir::Op &O) {
   const rt::KernelTypes &Row = rt::kernelTypes(static_cast<rt::OpKind>(O.Kind));
-  ir::DType Type = typedType(G, O);
-  if (Row.Forward & typeBit(Type))
-    return llvm::Error::success();
-  return fail(llvm::formatv("op '{0}' ({1}): no kernel takes {2} operands "
-                            "(the kernels take {3}){4}",
-                            O.Name, ir::opKindName(O.Kind), ir::dtypeName(Type),
-                            rt::typeSetText(Row.Forward), hint(Type)));
+  std::optional<ir::DType> Type = inputType(G, O, Row.TypedInput);
+  if (!Type)
+    return fail(llvm::formatv("op '{0}' ({1}): input {2} is absent", O.Name,
+                              ir::opKindName(O.Kind), Row.TypedInput));
+  if (!(Row.Forward & typeBit(*Type)))
+    return refuse(O, "kernel", *Type, Row.Forward);
+  std::optional<ir::DType> Other = inputType(G, O, Row.OtherInput);
+  if (Other && !(Row.Other & typeBit(*Other)))
+    return fail(llvm::formatv("op '{0}' ({1}): no kernel takes an {2} input "
+                              "{3} (the kernels take {4} there){5}",
+                              O.Name, ir::opKindName(O.Kind),
+                              ir::dtypeName(*Other), Row.OtherInput,
+                              rt::typeSetText(Row.Other), hint(*Other)));
+  return llvm::Error::success();
 }
 
 } // namespace
@@ -63,13 +81,9 @@ llvm::Error checkKernelTypes(const ir::TrainingGraph &T) {
       continue;
     const rt::KernelTypes &Row =
         rt::kernelTypes(static_cast<rt::OpKind>(O.Kind));
-    ir::DType Type = typedType(G, O);
+    ir::DType Type = *inputType(G, O, Row.TypedInput); // checkForward's
     if (!(Row.Backward & typeBit(Type)))
-      return fail(llvm::formatv(
-          "op '{0}' ({1}): no gradient kernel takes {2} operands (the "
-          "gradient kernels take {3}){4}",
-          O.Name, ir::opKindName(O.Kind), ir::dtypeName(Type),
-          rt::typeSetText(Row.Backward), hint(Type)));
+      return refuse(O, "gradient kernel", Type, Row.Backward);
   }
   for (ir::TensorId P : T.Parameters) {
     const ir::Tensor &W = G.tensor(P);

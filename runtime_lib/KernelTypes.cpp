@@ -63,7 +63,6 @@ KernelTypes typesOf(OpKind Kind) {
   case OpKind::Sub:
   case OpKind::Mul:
   case OpKind::Div:
-  case OpKind::Pow:
   case OpKind::Max:
   case OpKind::Min:
   case OpKind::ReduceMean:
@@ -72,6 +71,8 @@ KernelTypes typesOf(OpKind Kind) {
   case OpKind::ReduceMin:
   case OpKind::CumSum:
     return {0, Numbers, Floats};
+  case OpKind::Pow: // the exponent's type need not be the base's
+    return {0, Numbers, Floats, 1, Numbers};
   case OpKind::Equal:
   case OpKind::Less:
   case OpKind::Greater:
@@ -108,10 +109,15 @@ KernelTypes typesOf(OpKind Kind) {
   return {};
 }
 
+constexpr unsigned NumKinds = 0
+#define OP_KIND(Name) +1
+#include "OpKinds.def"
+    ;
+
 struct Table {
-  KernelTypes Kinds[256];
+  KernelTypes Kinds[NumKinds];
   Table() {
-    for (unsigned K = 0; K < 256; ++K)
+    for (unsigned K = 0; K < NumKinds; ++K)
       Kinds[K] = typesOf(static_cast<OpKind>(K));
   }
 };
@@ -120,7 +126,9 @@ struct Table {
 
 const KernelTypes &kernelTypes(OpKind Kind) {
   static const Table T;
-  return T.Kinds[static_cast<unsigned>(Kind)];
+  static const KernelTypes None;
+  unsigned K = static_cast<unsigned>(Kind);
+  return K < NumKinds ? T.Kinds[K] : None;
 }
 
 TypeSet optimizerTypes() { return Floats; }
@@ -154,15 +162,18 @@ std::string kernelTypesMarkdown() {
   Out += "). A model that fails the check is refused with the op's name "
          "before anything is planned or written. The type is that of the "
          "op's input 0 (Where: its input 1); indices, labels and conditions "
-         "have their own. Half precision (f16, bf16) is not supported yet: "
+         "have their own, and Pow's exponent its own types (input 1). Half "
+         "precision (f16, bf16) is not supported yet: "
          "export the model in float32.\n\n";
   Out += "| IR op | forward | gradient |\n|---|---|---|\n";
-  for (unsigned K = 0; K < 256; ++K) {
+  for (unsigned K = 0; K < NumKinds; ++K) {
     const KernelTypes &Row = kernelTypes(static_cast<OpKind>(K));
-    if (!Row.Forward)
-      break;
+    std::string Forward = typeSetText(Row.Forward);
+    if (Row.OtherInput >= 0)
+      Forward += "; input " + std::to_string(Row.OtherInput) + ": " +
+                 typeSetText(Row.Other);
     Out += std::string("| ") + opKindName(static_cast<OpKind>(K)) + " | " +
-           typeSetText(Row.Forward) + " | " +
+           Forward + " | " +
            (Row.Backward ? typeSetText(Row.Backward) : "(none)") + " |\n";
   }
   return Out;

@@ -4,9 +4,10 @@
 // one table the compiler checks a model against before it plans, trains or
 // generates anything, so that a model the kernels cannot run is refused up
 // front with the op's name, not by a generated program on the cluster.
-// tests/runtime_lib_cuda/KernelTypesTest.cpp runs every kernel case of the
-// CPU backend at every element type and fails where the kernels and this
-// table disagree (the CUDA backend's the same way, where a GPU is present).
+// tests/runtime_lib/KernelTypesTest.cpp runs every kernel case of the CPU
+// backend at every element type and fails where the kernels and this table
+// disagree (tests/runtime_lib_cuda/ the CUDA backend's, where a GPU is
+// present).
 //
 //===----------------------------------------------------------------------===//
 #ifndef ONNX2SOAP_RUNTIME_KERNELTYPES_H
@@ -37,6 +38,10 @@ struct KernelTypes {
   /// The floating-point types backward takes for it (a gradient flows only
   /// through floating-point operands; backward is never called at others).
   TypeSet Backward = 0;
+  /// An operand whose type is its own, and the types forward takes for it
+  /// (Pow's exponent); -1 when there is none.
+  int OtherInput = -1;
+  TypeSet Other = 0;
 };
 
 const KernelTypes &kernelTypes(OpKind Kind);

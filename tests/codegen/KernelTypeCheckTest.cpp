@@ -60,6 +60,26 @@ TEST(KernelTypeCheck, TakesWhatTheKernelsTake) {
               "");
 }
 
+// Pow's exponent may have a type of its own; the kernels take four.
+TEST(KernelTypeCheck, PowsExponentHasTypesOfItsOwn) {
+  for (DType Exponent : {DType::Int64, DType::Float16}) {
+    Graph G;
+    TensorId X =
+        G.addTensor("x", typed(DType::Float32, {2, 3}), TensorRole::Input);
+    TensorId E = G.addTensor("e", typed(Exponent, {}), TensorRole::Input);
+    G.addInput(X);
+    G.addInput(E);
+    G.addOutput(add(G, OpKind::Pow, {X, E}, {}, "power"));
+    std::string Why = errorOf(codegen::checkKernelTypes(G));
+    if (Exponent == DType::Int64)
+      EXPECT_EQ(Why, "");
+    else
+      EXPECT_THAT(Why, ::testing::HasSubstr(
+                           "op 'power' (Pow): no kernel takes an f16 input 1 "
+                           "(the kernels take f32, f64, i32 or i64 there)"));
+  }
+}
+
 TEST(KernelTypeCheck, WhereIsTypedByItsDataNotItsCondition) {
   for (DType Type : {DType::Float16, DType::Float32}) {
     Graph G;
