@@ -68,6 +68,10 @@ static const OnnxOp Table[] = {
     NARY("Div", Div, 2, 2),
     {"Dropout", MinOpset, MaxOpset, 1, 3, dropout, "Dropout",
      "ratio / training_mode known at import time; identity in inference"},
+    {"Einsum", MinOpset, MaxOpset, 1, Variadic, einsum,
+     "ReduceSum, Transpose, Reshape, MatMul",
+     "explicit and implicit output, ellipsis; operands contracted pairwise "
+     "left to right as MatMuls; no diagonals (a label twice in one operand)"},
     {"Elu", MinOpset, MaxOpset, 1, 1,
      [](NodeContext &C) { return unary(C, OpKind::Elu); }, "Elu", ""},
     NARY("Equal", Equal, 2, 2),

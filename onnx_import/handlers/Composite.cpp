@@ -29,6 +29,12 @@
 //   Trilu                Where(constant triangle of the last two dims, x, 0)
 //   DepthToSpace,        Reshape to 6 dims, Transpose, Reshape (ONNX's
 //   SpaceToDepth         definitions, DCR and CRD)
+//   Einsum               per pair of operands, left to right: ReduceSum
+//                        of the labels neither the other operand nor the
+//                        rest need, Transposes and Reshapes to
+//                        [batch..., M, K] and [batch..., K, N], a MatMul,
+//                        a Reshape back; then ReduceSum and a Transpose
+//                        to the output's labels (no diagonals)
 //
 // ReduceProd is computed only where its input is known at import time
 // (exporters' shape arithmetic, such as the element count of a variance).
@@ -43,6 +49,7 @@
 #include "llvm/Support/FormatVariadic.h"
 #include <cmath>
 #include <limits>
+#include <map>
 #include <optional>
 
 namespace onnx2soap::onnx_import::handlers {
@@ -641,6 +648,261 @@ llvm::Error reduceProd(NodeContext &C) {
   // Back into the element type: integers wrap, f16 and bf16 round.
   C.bindConstant(0, Y.cast(Y.Type));
   return llvm::Error::success();
+}
+
+//===-- Einsum ------------------------------------------------------------===//
+
+namespace {
+
+/// An operand of an Einsum with one label per dim (ellipsis dims get labels
+/// of their own, '0' + k for the k-th from the right).
+struct Labelled {
+  Part Value;
+  std::string Labels;
+};
+
+constexpr char EllipsisLabel = '0';
+
+/// Term's labels for an operand of Rank dims, the ellipsis (if any) spelled
+/// out; Ellipsis is how many dims it stands for.
+llvm::Expected<std::string> spellOut(NodeContext &C, llvm::StringRef Term,
+                                     unsigned Rank, unsigned Operand) {
+  size_t Dots = Term.find("...");
+  std::string Letters = Term.str();
+  if (Dots != llvm::StringRef::npos)
+    Letters.erase(Dots, 3);
+  for (char L : Letters)
+    if (!llvm::isAlpha(L))
+      return C.error("equation term '{0}' of operand {1} has '{2}'; only "
+                     "letters and one ellipsis are allowed",
+                     Term, Operand, L);
+  if (Dots == llvm::StringRef::npos) {
+    if (Letters.size() != Rank)
+      return C.error("equation term '{0}' has {1} labels for operand {2} of "
+                     "rank {3}",
+                     Term, Letters.size(), Operand, Rank);
+    return Letters;
+  }
+  if (Letters.size() > Rank)
+    return C.error("equation term '{0}' has {1} labels for operand {2} of "
+                   "rank {3}",
+                   Term, Letters.size(), Operand, Rank);
+  unsigned Ellipsis = Rank - Letters.size();
+  std::string Spelled;
+  for (unsigned K = Ellipsis; K > 0; --K)
+    Spelled += static_cast<char>(EllipsisLabel + K - 1);
+  return Letters.substr(0, Dots) + Spelled + Letters.substr(Dots);
+}
+
+int64_t sizeOf(const Labelled &X, char L) {
+  return X.Value.Type.Dims[X.Labels.find(L)];
+}
+
+/// X summed over the labels not in Keep.
+llvm::Expected<Labelled> sumAllBut(NodeContext &C, Labelled X,
+                                   llvm::StringRef Keep) {
+  ir::IntList Axes;
+  std::string Left;
+  for (size_t D = 0; D < X.Labels.size(); ++D) {
+    if (Keep.contains(X.Labels[D]))
+      Left += X.Labels[D];
+    else
+      Axes.push_back(static_cast<int64_t>(D));
+  }
+  if (Axes.empty())
+    return X;
+  ir::Attributes Attrs;
+  Attrs.set("axes", Axes);
+  Attrs.set("keepdims", int64_t(0));
+  TAKE(Sum, apply(C, OpKind::ReduceSum, {X.Value}, std::move(Attrs)));
+  return Labelled{std::move(Sum), Left};
+}
+
+/// X with its dims in the order of Labels (a permutation of X's).
+llvm::Expected<Labelled> permuteTo(NodeContext &C, Labelled X,
+                                   llvm::StringRef Labels) {
+  if (X.Labels == Labels)
+    return X;
+  ir::IntList Perm;
+  for (char L : Labels)
+    Perm.push_back(static_cast<int64_t>(X.Labels.find(L)));
+  TAKE(Moved, apply(C, OpKind::Transpose, {X.Value}, withPerm(Perm)));
+  return Labelled{std::move(Moved), Labels.str()};
+}
+
+/// X reshaped to Dims (skipped when it has them).
+llvm::Expected<Part> reshapeTo(NodeContext &C, Part X, const ir::Shape &Dims) {
+  if (X.Type.Dims == Dims)
+    return X;
+  return apply(C, OpKind::Reshape, {X}, withShape(Dims));
+}
+
+/// A and B contracted over their shared labels not in Keep, as one MatMul:
+/// A as [batch..., M, K], B as [batch..., K, N], where the batch labels are
+/// shared and kept, M and N those of one operand kept, K those contracted.
+llvm::Expected<Labelled> contract(NodeContext &C, Labelled A, Labelled B,
+                                  llvm::StringRef Keep) {
+  std::string KeepA = Keep.str() + B.Labels, KeepB = Keep.str() + A.Labels;
+  auto SumA = sumAllBut(C, std::move(A), KeepA);
+  if (!SumA)
+    return SumA.takeError();
+  auto SumB = sumAllBut(C, std::move(B), KeepB);
+  if (!SumB)
+    return SumB.takeError();
+  A = std::move(*SumA);
+  B = std::move(*SumB);
+  std::string Batch, OnlyA, OnlyB, Summed;
+  for (char L : A.Labels) {
+    bool InB = B.Labels.find(L) != std::string::npos;
+    (InB ? (Keep.contains(L) ? Batch : Summed) : OnlyA) += L;
+  }
+  for (char L : B.Labels)
+    if (A.Labels.find(L) == std::string::npos)
+      OnlyB += L;
+  ir::Shape BatchA, BatchB, Batch2, Kept;
+  int64_t M = 1, N = 1, K = 1;
+  for (char L : Batch) {
+    int64_t SA = sizeOf(A, L), SB = sizeOf(B, L);
+    if (SA != SB && SA != 1 && SB != 1)
+      return C.error("label '{0}' is {1} in one operand and {2} in another", L,
+                     SA, SB);
+    BatchA.push_back(SA);
+    BatchB.push_back(SB);
+    Batch2.push_back(std::max(SA, SB));
+  }
+  for (char L : Summed) {
+    if (sizeOf(A, L) != sizeOf(B, L))
+      return C.error("summed label '{0}' is {1} in one operand and {2} in "
+                     "another (broadcasting a summed label is not supported)",
+                     L, sizeOf(A, L), sizeOf(B, L));
+    K *= sizeOf(A, L);
+  }
+  Kept = Batch2;
+  for (char L : OnlyA) {
+    M *= sizeOf(A, L);
+    Kept.push_back(sizeOf(A, L));
+  }
+  for (char L : OnlyB) {
+    N *= sizeOf(B, L);
+    Kept.push_back(sizeOf(B, L));
+  }
+  auto PA = permuteTo(C, std::move(A), Batch + OnlyA + Summed);
+  if (!PA)
+    return PA.takeError();
+  auto PB = permuteTo(C, std::move(B), Batch + Summed + OnlyB);
+  if (!PB)
+    return PB.takeError();
+  ir::Shape DimsA = BatchA, DimsB = BatchB;
+  DimsA.append({M, K});
+  DimsB.append({K, N});
+  TAKE(MA, reshapeTo(C, std::move(PA->Value), DimsA));
+  TAKE(MB, reshapeTo(C, std::move(PB->Value), DimsB));
+  TAKE(Product, apply(C, OpKind::MatMul, {MA, MB}));
+  TAKE(Result, reshapeTo(C, std::move(Product), Kept));
+  return Labelled{std::move(Result), Batch + OnlyA + OnlyB};
+}
+
+} // namespace
+
+llvm::Error einsum(NodeContext &C) {
+  if (auto E = C.checkAttributes({"equation"}))
+    return E;
+  if (auto E = requireFloat(C))
+    return E;
+  auto Equation = C.getString("equation", "");
+  if (!Equation)
+    return Equation.takeError();
+  std::string Text;
+  for (char Ch : *Equation)
+    if (!llvm::isSpace(Ch))
+      Text += Ch;
+  llvm::StringRef Eq(Text);
+  auto [Left, Right] = Eq.split("->");
+  bool Explicit = Eq.contains("->");
+  llvm::SmallVector<llvm::StringRef, 4> Terms;
+  Left.split(Terms, ',');
+  if (Terms.size() != C.numInputs())
+    return C.error("equation '{0}' has {1} operand terms for {2} inputs",
+                   *Equation, Terms.size(), C.numInputs());
+  std::vector<Labelled> Operands;
+  unsigned MaxEllipsis = 0;
+  for (unsigned I = 0; I < C.numInputs(); ++I) {
+    if (C.inputType(I).Type != C.inputType(0).Type)
+      return C.error("input {0} is {1}, input 0 {2}", I,
+                     ir::dtypeName(C.inputType(I).Type),
+                     ir::dtypeName(C.inputType(0).Type));
+    auto Labels = spellOut(C, Terms[I], C.inputType(I).rank(), I);
+    if (!Labels)
+      return Labels.takeError();
+    for (size_t D = 0; D < Labels->size(); ++D)
+      if (Labels->find((*Labels)[D], D + 1) != std::string::npos)
+        return C.error("label '{0}' repeats in operand {1} ('{2}'): "
+                       "diagonals are not supported",
+                       (*Labels)[D], I, Terms[I]);
+    MaxEllipsis = std::max<unsigned>(
+        MaxEllipsis,
+        llvm::count_if(*Labels, [](char L) { return !llvm::isAlpha(L); }));
+    TAKE(Value, inputPart(C, I));
+    Operands.push_back({std::move(Value), std::move(*Labels)});
+  }
+  // The output's labels: as written, or (implicit mode) the ellipsis, then
+  // the letters used once, in alphabetical order.
+  std::string Out;
+  std::string Ellipsis;
+  for (unsigned K = MaxEllipsis; K > 0; --K)
+    Ellipsis += static_cast<char>(EllipsisLabel + K - 1);
+  if (Explicit) {
+    if (Right.contains("...") && Right.count("...") > 1)
+      return C.error("equation output '{0}' has two ellipses", Right);
+    std::string Letters = Right.str();
+    size_t Dots = Right.find("...");
+    if (Dots != llvm::StringRef::npos)
+      Letters.replace(Dots, 3, Ellipsis);
+    else if (MaxEllipsis)
+      return C.error("equation '{0}': the output must keep the ellipsis",
+                     *Equation);
+    for (char L : Letters) {
+      if (llvm::isAlpha(L) && llvm::none_of(Operands, [&](const Labelled &X) {
+            return X.Labels.find(L) != std::string::npos;
+          }))
+        return C.error("output label '{0}' is in no operand", L);
+      if (!llvm::isAlpha(L) &&
+          !(L >= EllipsisLabel && L < EllipsisLabel + char(MaxEllipsis)))
+        return C.error("equation output '{0}' has '{1}'", Right, L);
+    }
+    for (size_t D = 0; D < Letters.size(); ++D)
+      if (Letters.find(Letters[D], D + 1) != std::string::npos)
+        return C.error("output label '{0}' repeats", Letters[D]);
+    Out = Letters;
+  } else {
+    std::map<char, int> Uses;
+    for (const Labelled &X : Operands)
+      for (char L : X.Labels)
+        if (llvm::isAlpha(L))
+          ++Uses[L];
+    Out = Ellipsis;
+    for (auto [L, N] : Uses)
+      if (N == 1)
+        Out += L;
+  }
+  // Left to right, keeping what the output or a later operand needs.
+  Labelled Acc = std::move(Operands[0]);
+  for (size_t I = 1; I < Operands.size(); ++I) {
+    std::string Keep = Out;
+    for (size_t J = I + 1; J < Operands.size(); ++J)
+      Keep += Operands[J].Labels;
+    auto Next = contract(C, std::move(Acc), std::move(Operands[I]), Keep);
+    if (!Next)
+      return Next.takeError();
+    Acc = std::move(*Next);
+  }
+  auto Summed = sumAllBut(C, std::move(Acc), Out);
+  if (!Summed)
+    return Summed.takeError();
+  auto Final = permuteTo(C, std::move(*Summed), Out);
+  if (!Final)
+    return Final.takeError();
+  return bindPart(C, std::move(Final->Value));
 }
 
 } // namespace onnx2soap::onnx_import::handlers

@@ -92,6 +92,7 @@ llvm::Error trilu(NodeContext &C);
 /// DepthToSpace (ToSpace) or SpaceToDepth.
 llvm::Error depthSpace(NodeContext &C, bool ToSpace);
 llvm::Error reduceProd(NodeContext &C);
+llvm::Error einsum(NodeContext &C);
 
 // Shape.cpp
 llvm::Error reshape(NodeContext &C);

@@ -266,6 +266,24 @@ def cases():
     for op in ("Sin", "Cos"):
         out.append(case("test_ours_%s" % op.lower(), op, 17,
                         {"x": normal(3, 4) * 3}))
+    # Einsum: attention's two products, transposes and sums, implicit
+    # outputs, a broadcast ellipsis, an outer product and three operands.
+    for name, equation, shapes in [
+            ("attention_scores", "bhqd,bhkd->bhqk", [(2, 3, 4, 5), (2, 3, 6, 5)]),
+            ("attention_values", "bhqk,bhkd->bhqd", [(2, 3, 4, 6), (2, 3, 6, 5)]),
+            ("transpose", "ij->ji", [(3, 4)]),
+            ("sum_all", "ij->", [(3, 4)]),
+            ("implicit_inner", "i,i", [(5,), (5,)]),
+            ("implicit_sorted", "ba,ca", [(3, 4), (2, 4)]),
+            ("ellipsis_broadcast", "...ij,...jk->...ik",
+             [(2, 1, 3, 4), (1, 5, 4, 2)]),
+            ("sum_one_side", "ijk,ik->j", [(2, 3, 4), (2, 4)]),
+            ("outer", "bi,bj->bij", [(2, 3), (2, 4)]),
+            ("three_operands", "ij,jk,kl->li", [(2, 3), (3, 4), (4, 5)])]:
+        names = ["a", "b", "c"][:len(shapes)]
+        out.append(case("test_ours_einsum_" + name, "Einsum", 17,
+                        {n: normal(*shape) for n, shape in zip(names, shapes)},
+                        {"equation": equation}))
     return out
 
 

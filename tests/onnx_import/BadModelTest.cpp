@@ -422,6 +422,36 @@ const BadModelCase BadModelCases[] =
          }),
          "node 'le' (#0, op LessOrEqual): input of type bool is not supported "
          "(f32, f64, u8, i32 or i64)"},
+        {"EinsumDiagonal", resizeGraph([](onnx::GraphProto &G) {
+           addStringAttr(*addNode(G, "Einsum", {"x"}, {"r"}, "sum"),
+                         "equation", "biij->bj");
+         }),
+         "node 'sum' (#0, op Einsum): label 'i' repeats in operand 0 "
+         "('biij'): diagonals are not supported"},
+        {"EinsumTermsForInputs", resizeGraph([](onnx::GraphProto &G) {
+           addStringAttr(*addNode(G, "Einsum", {"x", "x"}, {"r"}, "sum"),
+                         "equation", "bcij->bc");
+         }),
+         "node 'sum' (#0, op Einsum): equation 'bcij->bc' has 1 operand "
+         "terms for 2 inputs"},
+        {"EinsumLabelsForRank", resizeGraph([](onnx::GraphProto &G) {
+           addStringAttr(*addNode(G, "Einsum", {"x"}, {"r"}, "sum"),
+                         "equation", "bij->b");
+         }),
+         "node 'sum' (#0, op Einsum): equation term 'bij' has 3 labels for "
+         "operand 0 of rank 4"},
+        {"EinsumOutputLabelInNoOperand", resizeGraph([](onnx::GraphProto &G) {
+           addStringAttr(*addNode(G, "Einsum", {"x"}, {"r"}, "sum"),
+                         "equation", "bcij->bk");
+         }),
+         "node 'sum' (#0, op Einsum): output label 'k' is in no operand"},
+        {"EinsumBroadcastSummedLabel", resizeGraph([](onnx::GraphProto &G) {
+           addFloatInitializer(G, "w", {1, 5});
+           addStringAttr(*addNode(G, "Einsum", {"x", "w"}, {"r"}, "mix"),
+                         "equation", "bcij,jk->bcik");
+         }),
+         "node 'mix' (#0, op Einsum): summed label 'j' is 6 in one operand "
+         "and 1 in another (broadcasting a summed label is not supported)"},
         {"CumSumAxisAtRunTime", resizeGraph([](onnx::GraphProto &G) {
            addInput(G, "axis", {}, onnx::TensorProto::INT64);
            addNode(G, "CumSum", {"x", "axis"}, {"r"}, "scan");
