@@ -432,6 +432,27 @@ evaluate(OpKind Kind, const ir::Attributes &Attrs,
           return L;
         })};
   }
+  case OpKind::GatherElements: {
+    const ConstTensor &Indices = *Inputs[1];
+    int64_t Axis = Attrs.getInt("axis"), Extent = In.Dims[Axis];
+    for (int64_t V : Indices.Ints)
+      if (V < -Extent || V >= Extent)
+        return std::nullopt; // the runtime reports out-of-range indices
+    Shape Strides = stridesOf(In.Dims), IndexStrides = stridesOf(Indices.Dims);
+    return std::vector<ConstTensor>{
+        move(In, Out, [&](llvm::ArrayRef<int64_t> Index) {
+          int64_t Pos = 0, L = 0;
+          for (size_t D = 0; D < Index.size(); ++D)
+            Pos += Index[D] * IndexStrides[D];
+          int64_t Row = Indices.Ints[Pos];
+          if (Row < 0)
+            Row += Extent;
+          for (size_t D = 0; D < Index.size(); ++D)
+            L +=
+                (static_cast<int64_t>(D) == Axis ? Row : Index[D]) * Strides[D];
+          return L;
+        })};
+  }
   case OpKind::Concat: {
     int64_t Axis = Attrs.getInt("axis");
     ConstTensor R;

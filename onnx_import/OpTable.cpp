@@ -89,6 +89,9 @@ static const OnnxOp Table[] = {
     {"Gather", MinOpset, MaxOpset, 2, 2, gather, "Gather",
      "embeddings when the "
      "data is a weight"},
+    {"GatherElements", MinOpset, MaxOpset, 2, 2, gatherElements,
+     "GatherElements",
+     "negative indices; the gradient scatter-added into the data's"},
     {"Gelu", 20, MaxOpset, 1, 1,
      [](NodeContext &C) { return unary(C, OpKind::Gelu); }, "Gelu",
      "approximate none or tanh"},

@@ -91,6 +91,7 @@ inline OpFamily opFamily(OpKind Kind) {
   case OpKind::Pad:
   case OpKind::Expand:
   case OpKind::Gather:
+  case OpKind::GatherElements:
     return OpFamily::Movement;
   case OpKind::LSTM:
   case OpKind::GRU:

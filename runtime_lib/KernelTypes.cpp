@@ -99,6 +99,7 @@ KernelTypes typesOf(OpKind Kind) {
   case OpKind::Pad:
   case OpKind::Expand:
   case OpKind::Gather:
+  case OpKind::GatherElements:
     return {0, Every, Floats};
   case OpKind::Where:
     return {1, Every, Floats};

@@ -8,7 +8,7 @@
 // Concat `axis`; Split `axis`, `split` (sizes); Slice `starts`, `ends`,
 // `steps` (one per dim, clamped; a negative step may end at -1); Pad `pads`
 // (begins then ends, negative crops), `mode` ("constant", "reflect", "edge",
-// "wrap"), `value`; Expand `shape`; Gather `axis`.
+// "wrap"), `value`; Expand `shape`; Gather and GatherElements `axis`.
 //
 //===----------------------------------------------------------------------===//
 #include "ir/ops/OpHelpers.h"
@@ -474,6 +474,60 @@ const OpKindInfo &infoGather() {
     I.Cost = gatherCost;
     I.Parallel = gatherParallel;
     I.InputRegion = gatherRegion;
+    return I;
+  }();
+  return Info;
+}
+
+//===-- GatherElements ----------------------------------------------------===//
+
+static llvm::Expected<OutputTypes> inferGatherElements(const Attributes &Attrs,
+                                                       InputTypes In) {
+  const Shape &Data = In[0]->Dims, &Indices = In[1]->Dims;
+  int64_t Axis = Attrs.getInt("axis");
+  if (Axis < 0 || Axis >= static_cast<int64_t>(Data.size()))
+    return fail("axis {0} is out of range for data {1}", Axis,
+                formatShape(Data));
+  if (In[1]->Type != DType::Int64 && In[1]->Type != DType::Int32)
+    return fail("indices must be int32 or int64, got {0}",
+                dtypeName(In[1]->Type));
+  if (Indices.size() != Data.size())
+    return fail("indices {0} must have the rank of data {1}",
+                formatShape(Indices), formatShape(Data));
+  for (size_t D = 0; D < Data.size(); ++D)
+    if (static_cast<int64_t>(D) != Axis && Indices[D] > Data[D])
+      return fail("indices {0} are larger than data {1} in dim {2}",
+                  formatShape(Indices), formatShape(Data), D);
+  return OutputTypes{TensorType{In[0]->Type, Indices}};
+}
+
+static OpCost gatherElementsCost(const Graph &G, const Op &O) {
+  double Out = G.outputType(O).byteSize();
+  double Indices = G.inputType(O, 1)->byteSize();
+  return {0, double(G.outputType(O).numElements()), 2 * Out + Indices,
+          2 * Out + Indices};
+}
+
+/// Output element e reads the data at e's position but along the axis,
+/// where its index says: the whole axis of the data, the same box of the
+/// indices.
+static Region gatherElementsRegion(const Graph &G, const Op &O, unsigned Input,
+                                   llvm::ArrayRef<Interval> Out, Interval) {
+  Region R(Out.begin(), Out.end());
+  if (Input == 0) {
+    size_t Axis = O.Attrs.getInt("axis");
+    R[Axis] = {0, G.inputType(O, 0)->Dims[Axis]};
+  }
+  return R;
+}
+
+const OpKindInfo &infoGatherElements() {
+  static const OpKindInfo Info = [] {
+    OpKindInfo I = movementInfo(OpKind::GatherElements, 2, 2);
+    I.NoGradInputs = 0b10;
+    I.InferTypes = inferGatherElements;
+    I.Cost = gatherElementsCost;
+    I.InputRegion = gatherElementsRegion;
     return I;
   }();
   return Info;

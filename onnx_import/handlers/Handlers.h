@@ -106,6 +106,7 @@ llvm::Error slice(NodeContext &C);
 llvm::Error pad(NodeContext &C);
 llvm::Error expand(NodeContext &C);
 llvm::Error gather(NodeContext &C);
+llvm::Error gatherElements(NodeContext &C);
 // Ops that exist only in shape computations: they always fold.
 llvm::Error shape(NodeContext &C);
 llvm::Error size(NodeContext &C);

@@ -439,6 +439,29 @@ llvm::Error gather(NodeContext &C) {
   return C.emitOrFold(OpKind::Gather, {0, 1}, std::move(Attrs));
 }
 
+llvm::Error gatherElements(NodeContext &C) {
+  if (auto E = C.checkAttributes({"axis"}))
+    return E;
+  auto Axis = C.getInt("axis", 0);
+  if (!Axis)
+    return Axis.takeError();
+  const Shape &Data = C.inputType(0).Dims;
+  auto A = ir::normalizeAxis(*Axis, Data.size());
+  if (!A || Data.empty())
+    return C.error("axis {0} is out of range for data {1}", *Axis,
+                   ir::formatShape(Data));
+  if (const ConstTensor *Indices = C.constant(1))
+    for (int64_t I = 0; I < Indices->numElements(); ++I) {
+      int64_t V = Indices->intAt(I);
+      if (V < -Data[*A] || V >= Data[*A])
+        return C.error("index {0} is out of range for dim {1} of size {2}", V,
+                       *A, Data[*A]);
+    }
+  ir::Attributes Attrs;
+  Attrs.set("axis", static_cast<int64_t>(*A));
+  return C.emitOrFold(OpKind::GatherElements, {0, 1}, std::move(Attrs));
+}
+
 //===-- Ops that always fold ----------------------------------------------===//
 
 static ConstTensor int64Vector(llvm::ArrayRef<int64_t> Values) {

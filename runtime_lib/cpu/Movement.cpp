@@ -346,6 +346,8 @@ void forwardMovement(Context &, const OpCall &Call) {
     return forwardPad(Call);
   case OpKind::Gather:
     return forwardGather(Call);
+  case OpKind::GatherElements:
+    return forwardGatherElements(Call);
   default:
     return forwardTransfers(Call);
   }
@@ -358,6 +360,8 @@ void backwardMovement(Context &, const OpCall &Call, const Views &OutputGrads,
     return backwardPad(Call, OutputGrads, InputGrads);
   case OpKind::Gather:
     return backwardGather(Call, OutputGrads, InputGrads);
+  case OpKind::GatherElements:
+    return backwardGatherElements(Call, OutputGrads, InputGrads);
   default:
     return backwardTransfers(Call, OutputGrads, InputGrads);
   }

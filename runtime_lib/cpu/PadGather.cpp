@@ -257,7 +257,99 @@ GatherShape gatherShape(const OpCall &Call, const TensorView &Y) {
   return Sh;
 }
 
+//===-- GatherElements ----------------------------------------------------===//
+
+/// Output element E of GatherElements reads the data at E's coordinates,
+/// but at its index along the axis.
+struct ElementsMap {
+  int Rank = 0;
+  int64_t Axis = 0, Rows = 0;
+  int64_t OutDims[MaxRank] = {}, DataStrides[MaxRank] = {};
+  /// The data element output element E reads, for its index V in range.
+  int64_t source(int64_t E, int64_t V) const {
+    int64_t Offset = 0;
+    for (int D = Rank - 1; D >= 0; --D) {
+      int64_t Coord = E % OutDims[D];
+      E /= OutDims[D];
+      Offset += (D == Axis ? V : Coord) * DataStrides[D];
+    }
+    return Offset;
+  }
+};
+
+ElementsMap elementsMap(const OpCall &Call, const TensorView &Y) {
+  const TensorView &X = operand(Call, Call.Inputs, 0, "data");
+  const TensorView &I = operand(Call, Call.Inputs, 1, "indices");
+  int64_t Axis = Call.Attrs.getInt("axis");
+  if (Axis < 0 || Axis >= X.Rank)
+    failOp(Call, "axis " + std::to_string(Axis) + " is out of range");
+  if (I.Type != DType::Int32 && I.Type != DType::Int64)
+    failOp(Call,
+           std::string("indices must be i32 or i64, got ") + dtypeName(I.Type));
+  if (I.Rank != X.Rank || Y.Rank != X.Rank)
+    failOp(Call, "data, indices and output must have one rank");
+  ElementsMap M;
+  M.Rank = X.Rank;
+  M.Axis = Axis;
+  M.Rows = X.Dims[Axis];
+  int64_t Stride = 1;
+  for (int D = X.Rank - 1; D >= 0; --D) {
+    if (Y.Dims[D] != I.Dims[D] || (D != Axis && I.Dims[D] > X.Dims[D]))
+      failOp(Call, "output does not match data and indices");
+    M.OutDims[D] = Y.Dims[D];
+    M.DataStrides[D] = Stride;
+    Stride *= X.Dims[D];
+  }
+  return M;
+}
+
+/// Index E of I, counted from the front; fails naming it when out of range.
+int64_t elementIndex(const OpCall &Call, const TensorView &I,
+                     const ElementsMap &M, int64_t E) {
+  int64_t V = I.Type == DType::Int32 ? I.as<int32_t>()[E] : I.as<int64_t>()[E];
+  int64_t N = V < 0 ? V + M.Rows : V;
+  if (N < 0 || N >= M.Rows)
+    failOp(Call, "index " + std::to_string(V) + " (indices element " +
+                     std::to_string(E) + ") is out of range for axis " +
+                     std::to_string(M.Axis) + " of size " +
+                     std::to_string(M.Rows));
+  return N;
+}
+
 } // namespace
+
+void forwardGatherElements(const OpCall &Call) {
+  const TensorView &Y = operand(Call, Call.Outputs, 0, "output");
+  ElementsMap M = elementsMap(Call, Y);
+  const TensorView &X = Call.Inputs[0], &I = Call.Inputs[1];
+  requireType(Call, Y, X.Type, "output");
+  dispatchBytes(X.Type, [&](auto U) {
+    using T = decltype(U);
+    const T *In = X.as<T>();
+    T *Out = Y.as<T>();
+    for (int64_t E = 0; E < Y.numElements(); ++E)
+      Out[E] = In[M.source(E, elementIndex(Call, I, M, E))];
+  });
+}
+
+void backwardGatherElements(const OpCall &Call, const Views &OutputGrads,
+                            const Views &InputGrads) {
+  const TensorView &Y = operand(Call, Call.Outputs, 0, "output");
+  TensorView DX =
+      gradientAt(Call, InputGrads, 0, Call.Inputs[0], "data gradient");
+  TensorView GY = gradientAt(Call, OutputGrads, 0, Y, "output gradient");
+  if (!DX.present() || !GY.present())
+    return;
+  ElementsMap M = elementsMap(Call, Y);
+  const TensorView &I = Call.Inputs[1];
+  dispatchFloat(Call, DX.Type, [&](auto Zero) {
+    using T = decltype(Zero);
+    const T *G = GY.as<T>();
+    T *D = DX.as<T>();
+    for (int64_t E = 0; E < Y.numElements(); ++E)
+      D[M.source(E, elementIndex(Call, I, M, E))] += G[E];
+  });
+}
 
 void forwardPad(const OpCall &Call) {
   const TensorView &X = operand(Call, Call.Inputs, 0, "input");

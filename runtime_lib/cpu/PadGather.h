@@ -22,6 +22,12 @@ void backwardPad(const OpCall &Call, const Views &OutputGrads,
 void forwardGather(const OpCall &Call);
 void backwardGather(const OpCall &Call, const Views &OutputGrads,
                     const Views &InputGrads);
+/// GatherElements: output element e is the data at e's coordinates but at
+/// its i32 / i64 index along the axis (negative ones count from the end;
+/// out of range fails naming it); f32 / f64 backward scatter-adds.
+void forwardGatherElements(const OpCall &Call);
+void backwardGatherElements(const OpCall &Call, const Views &OutputGrads,
+                            const Views &InputGrads);
 
 } // namespace onnx2soap::rt::cpu
 

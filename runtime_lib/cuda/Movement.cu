@@ -323,6 +323,8 @@ void forwardMovement(Context &C, const OpCall &Call) {
     return forwardPad(C, Call);
   case OpKind::Gather:
     return forwardGather(C, Call);
+  case OpKind::GatherElements:
+    return forwardGatherElements(C, Call);
   default:
     return forwardTransfers(C, Call);
   }
@@ -335,6 +337,8 @@ void backwardMovement(Context &C, const OpCall &Call, const Views &OutputGrads,
     return backwardPad(C, Call, OutputGrads, InputGrads);
   case OpKind::Gather:
     return backwardGather(C, Call, OutputGrads, InputGrads);
+  case OpKind::GatherElements:
+    return backwardGatherElements(C, Call, OutputGrads, InputGrads);
   default:
     return backwardTransfers(C, Call, OutputGrads, InputGrads);
   }

@@ -31,6 +31,11 @@ void backwardPad(Context &C, const OpCall &Call, const Views &OutputGrads,
 void forwardGather(Context &C, const OpCall &Call);
 void backwardGather(Context &C, const OpCall &Call, const Views &OutputGrads,
                     const Views &InputGrads);
+/// GatherElements: the CPU kernel's map, its indices checked as Gather's;
+/// f32 / f64 backward scatter-adds with atomics.
+void forwardGatherElements(Context &C, const OpCall &Call);
+void backwardGatherElements(Context &C, const OpCall &Call,
+                            const Views &OutputGrads, const Views &InputGrads);
 
 /// Runs Fn(U{}) with U an unsigned integer as wide as an element of Type.
 template <typename F> void dispatchWidth(DType Type, F &&Fn) {

@@ -234,10 +234,54 @@ __global__ void checkIndicesKernel(const I *Indices, int64_t Count,
   }
 }
 
-/// Checks every index on the device. Reporting a bad one, as the CPU does,
-/// needs its value on the host: this is the one synchronization of the
-/// family (a copy of 8 bytes and a wait for the stream), paid on every
-/// Gather call.
+/// Fails naming the first of I's indices outside [-Rows, Rows), checked on
+/// the device. Reporting it, as the CPU does, needs its value on the host:
+/// this is the one synchronization of the family (a copy of 8 bytes and a
+/// wait for the stream), paid on every Gather and GatherElements call.
+void checkIndices(Context &C, const OpCall &Call, const TensorView &I,
+                  int64_t Rows, int64_t Axis) {
+  int64_t Count = I.numElements();
+  if (Count == 0)
+    return;
+  Scratch<unsigned long long> Bad(Call, C, 1);
+  checkCuda(
+      Call,
+      cudaMemsetAsync(Bad.get(), 0xff, sizeof(unsigned long long), C.Stream),
+      "cudaMemsetAsync (gather check)");
+  if (I.Type == DType::Int32)
+    checkIndicesKernel<<<blocksFor(Count), ThreadsPerBlock, 0, C.Stream>>>(
+        I.as<int32_t>(), Count, Rows, Bad.get());
+  else
+    checkIndicesKernel<<<blocksFor(Count), ThreadsPerBlock, 0, C.Stream>>>(
+        I.as<int64_t>(), Count, Rows, Bad.get());
+  checkLaunch(Call, "gather index check kernel");
+  unsigned long long First = 0;
+  checkCuda(Call,
+            cudaMemcpyAsync(&First, Bad.get(), sizeof First,
+                            cudaMemcpyDeviceToHost, C.Stream),
+            "cudaMemcpyAsync (gather check)");
+  checkCuda(Call, cudaStreamSynchronize(C.Stream),
+            "cudaStreamSynchronize (gather check)");
+  if (First == ~0ull)
+    return;
+  int64_t K = static_cast<int64_t>(First), V = 0;
+  size_t Width = dtypeSize(I.Type);
+  int32_t V32 = 0;
+  checkCuda(Call,
+            cudaMemcpyAsync(Width == 4 ? static_cast<void *>(&V32) : &V,
+                            I.as<unsigned char>() + K * Width, Width,
+                            cudaMemcpyDeviceToHost, C.Stream),
+            "cudaMemcpyAsync (gather check)");
+  checkCuda(Call, cudaStreamSynchronize(C.Stream),
+            "cudaStreamSynchronize (gather check)");
+  if (Width == 4)
+    V = V32;
+  failOp(Call, "index " + std::to_string(V) + " (indices element " +
+                   std::to_string(K) + ") is out of range for axis " +
+                   std::to_string(Axis) + " of size " + std::to_string(Rows));
+}
+
+/// Gather's shape, its indices checked (checkIndices).
 GatherShape checkGather(Context &C, const OpCall &Call, const TensorView &Y) {
   const TensorView &X = operand(Call, Call.Inputs, 0, "data");
   const TensorView &I = operand(Call, Call.Inputs, 1, "indices");
@@ -253,45 +297,8 @@ GatherShape checkGather(Context &C, const OpCall &Call, const TensorView &Y) {
            std::string("indices must be i32 or i64, got ") + dtypeName(I.Type));
   if (Y.numElements() != Sh.Outer * Sh.Count * Sh.Inner)
     failOp(Call, "output does not match data and indices");
-  if (Sh.Count == 0)
-    return Sh;
-  Scratch<unsigned long long> Bad(Call, C, 1);
-  checkCuda(
-      Call,
-      cudaMemsetAsync(Bad.get(), 0xff, sizeof(unsigned long long), C.Stream),
-      "cudaMemsetAsync (gather check)");
-  if (I.Type == DType::Int32)
-    checkIndicesKernel<<<blocksFor(Sh.Count), ThreadsPerBlock, 0, C.Stream>>>(
-        I.as<int32_t>(), Sh.Count, Sh.Rows, Bad.get());
-  else
-    checkIndicesKernel<<<blocksFor(Sh.Count), ThreadsPerBlock, 0, C.Stream>>>(
-        I.as<int64_t>(), Sh.Count, Sh.Rows, Bad.get());
-  checkLaunch(Call, "gather index check kernel");
-  unsigned long long First = 0;
-  checkCuda(Call,
-            cudaMemcpyAsync(&First, Bad.get(), sizeof First,
-                            cudaMemcpyDeviceToHost, C.Stream),
-            "cudaMemcpyAsync (gather check)");
-  checkCuda(Call, cudaStreamSynchronize(C.Stream),
-            "cudaStreamSynchronize (gather check)");
-  if (First == ~0ull)
-    return Sh;
-  int64_t K = static_cast<int64_t>(First), V = 0;
-  size_t Width = dtypeSize(I.Type);
-  int32_t V32 = 0;
-  checkCuda(Call,
-            cudaMemcpyAsync(Width == 4 ? static_cast<void *>(&V32) : &V,
-                            I.as<unsigned char>() + K * Width, Width,
-                            cudaMemcpyDeviceToHost, C.Stream),
-            "cudaMemcpyAsync (gather check)");
-  checkCuda(Call, cudaStreamSynchronize(C.Stream),
-            "cudaStreamSynchronize (gather check)");
-  if (Width == 4)
-    V = V32;
-  failOp(Call, "index " + std::to_string(V) + " (indices element " +
-                   std::to_string(K) + ") is out of range for axis " +
-                   std::to_string(Axis) + " of size " +
-                   std::to_string(Sh.Rows));
+  checkIndices(C, Call, I, Sh.Rows, Axis);
+  return Sh;
 }
 
 /// Source row of output element E (indices already checked).
@@ -321,6 +328,73 @@ __global__ void gatherBackwardKernel(GatherShape Sh, const I *Indices,
   for (int64_t E = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; E < Count;
        E += int64_t(gridDim.x) * blockDim.x)
     atomicAdd(D + gatherSource(Sh, Indices, E), G[E]);
+}
+
+//===-- GatherElements ----------------------------------------------------===//
+
+/// Output element E reads the data at E's coordinates, but at its index
+/// along the axis (the CPU kernel's map).
+struct ElementsMap {
+  int Rank = 0;
+  int64_t Axis = 0, Rows = 0;
+  int64_t OutDims[MaxRank] = {}, DataStrides[MaxRank] = {};
+  template <typename I>
+  __device__ int64_t source(const I *Indices, int64_t E) const {
+    int64_t V = Indices[E];
+    if (V < 0)
+      V += Rows;
+    int64_t Offset = 0;
+    for (int D = Rank - 1; D >= 0; --D) {
+      int64_t Coord = E % OutDims[D];
+      E /= OutDims[D];
+      Offset += (D == Axis ? V : Coord) * DataStrides[D];
+    }
+    return Offset;
+  }
+};
+
+ElementsMap elementsMap(Context &C, const OpCall &Call, const TensorView &Y) {
+  const TensorView &X = operand(Call, Call.Inputs, 0, "data");
+  const TensorView &I = operand(Call, Call.Inputs, 1, "indices");
+  int64_t Axis = Call.Attrs.getInt("axis");
+  if (Axis < 0 || Axis >= X.Rank)
+    failOp(Call, "axis " + std::to_string(Axis) + " is out of range");
+  if (I.Type != DType::Int32 && I.Type != DType::Int64)
+    failOp(Call,
+           std::string("indices must be i32 or i64, got ") + dtypeName(I.Type));
+  if (I.Rank != X.Rank || Y.Rank != X.Rank)
+    failOp(Call, "data, indices and output must have one rank");
+  ElementsMap M;
+  M.Rank = X.Rank;
+  M.Axis = Axis;
+  M.Rows = X.Dims[Axis];
+  int64_t Stride = 1;
+  for (int D = X.Rank - 1; D >= 0; --D) {
+    if (Y.Dims[D] != I.Dims[D] || (D != Axis && I.Dims[D] > X.Dims[D]))
+      failOp(Call, "output does not match data and indices");
+    M.OutDims[D] = Y.Dims[D];
+    M.DataStrides[D] = Stride;
+    Stride *= X.Dims[D];
+  }
+  checkIndices(C, Call, I, M.Rows, Axis);
+  return M;
+}
+
+template <typename U, typename I>
+__global__ void elementsForwardKernel(ElementsMap M, const I *Indices,
+                                      int64_t Count, const U *In, U *Out) {
+  for (int64_t E = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; E < Count;
+       E += int64_t(gridDim.x) * blockDim.x)
+    Out[E] = In[M.source(Indices, E)];
+}
+
+/// Indices that repeat add into the same element: atomics.
+template <typename T, typename I>
+__global__ void elementsBackwardKernel(ElementsMap M, const I *Indices,
+                                       int64_t Count, const T *G, T *D) {
+  for (int64_t E = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; E < Count;
+       E += int64_t(gridDim.x) * blockDim.x)
+    atomicAdd(D + M.source(Indices, E), G[E]);
 }
 
 template <typename F> void dispatchIndex(DType Type, F &&Fn) {
@@ -421,6 +495,51 @@ void backwardGather(Context &C, const OpCall &Call, const Views &OutputGrads,
     });
   });
   checkLaunch(Call, "gather backward kernel");
+}
+
+void forwardGatherElements(Context &C, const OpCall &Call) {
+  const TensorView &Y = operand(Call, Call.Outputs, 0, "output");
+  ElementsMap M = elementsMap(C, Call, Y);
+  const TensorView &X = Call.Inputs[0], &I = Call.Inputs[1];
+  requireType(Call, Y, X.Type, "output");
+  int64_t Count = Y.numElements();
+  if (Count == 0)
+    return;
+  dispatchWidth(X.Type, [&](auto Zero) {
+    using U = decltype(Zero);
+    dispatchIndex(I.Type, [&](auto IndexZero) {
+      using Ix = decltype(IndexZero);
+      elementsForwardKernel<U, Ix>
+          <<<blocksFor(Count), ThreadsPerBlock, 0, C.Stream>>>(
+              M, I.as<Ix>(), Count, X.as<U>(), Y.as<U>());
+    });
+  });
+  checkLaunch(Call, "gather elements kernel");
+}
+
+void backwardGatherElements(Context &C, const OpCall &Call,
+                            const Views &OutputGrads, const Views &InputGrads) {
+  const TensorView &Y = operand(Call, Call.Outputs, 0, "output");
+  TensorView DX =
+      gradientAt(Call, InputGrads, 0, Call.Inputs[0], "data gradient");
+  TensorView GY = gradientAt(Call, OutputGrads, 0, Y, "output gradient");
+  if (!DX.present() || !GY.present())
+    return;
+  ElementsMap M = elementsMap(C, Call, Y);
+  const TensorView &I = Call.Inputs[1];
+  int64_t Count = Y.numElements();
+  if (Count == 0)
+    return;
+  dispatchFloat(Call, DX.Type, "the gradient", [&](auto Zero) {
+    using T = decltype(Zero);
+    dispatchIndex(I.Type, [&](auto IndexZero) {
+      using Ix = decltype(IndexZero);
+      elementsBackwardKernel<T, Ix>
+          <<<blocksFor(Count), ThreadsPerBlock, 0, C.Stream>>>(
+              M, I.as<Ix>(), Count, GY.as<T>(), DX.as<T>());
+    });
+  });
+  checkLaunch(Call, "gather elements backward kernel");
 }
 
 } // namespace onnx2soap::rt::cuda

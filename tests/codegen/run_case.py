@@ -236,8 +236,11 @@ def build_project(env, project, jobs=1, cuda=False, timeout=600):
 
 
 def fixture_data_flags(fixture):
-    return ["--inputs", fixture_path(fixture, "input_0.pb"),
-            "--labels", fixture_path(fixture, "labels.pb")]
+    """--inputs for each of the fixture's inputs, in order, and --labels."""
+    flags = []
+    for i in range(len(fixture_info(fixture)["inputs"])):
+        flags += ["--inputs", fixture_path(fixture, "input_%d.pb" % i)]
+    return flags + ["--labels", fixture_path(fixture, "labels.pb")]
 
 
 def train(env, program, fixture, ranks, steps=STEPS, extra=(), timeout=300,

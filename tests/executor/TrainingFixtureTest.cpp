@@ -88,7 +88,7 @@ std::vector<OptimizerRun> runs() {
        {"mlp", "cnn_bn", "resnet18", "lstm_lm", "gru", "transformer", "seq2seq",
         "inception_mini", "mobilenet_mini", "unet_mini", "norm_mini",
         "act_mini", "pointnet_mini", "shuffle_mini", "scan_mini", "wave_mini",
-        "einsum_mini"})
+        "einsum_mini", "gather_mini"})
     for (const char *O : {"sgd", "sgd_momentum", "adam", "adamw"})
       Result.push_back({F, O});
   for (const char *F : {"lstm_lm", "gru", "seq2seq"})

@@ -452,6 +452,23 @@ const BadModelCase BadModelCases[] =
          }),
          "node 'mix' (#0, op Einsum): summed label 'j' is 6 in one operand "
          "and 1 in another (broadcasting a summed label is not supported)"},
+        {"GatherElementsRank", resizeGraph([](onnx::GraphProto &G) {
+           addInt64Initializer(G, "idx", {0, 1});
+           addNode(G, "GatherElements", {"x", "idx"}, {"r"}, "pick");
+         }),
+         "node 'pick' (#0, op GatherElements): indices [2] must have the rank "
+         "of data [2,4,6,6]"},
+        {"GatherElementsIndexOutOfRange",
+         resizeGraph([](onnx::GraphProto &G) {
+           onnx::TensorProto *Idx = addInt64Initializer(G, "idx", {0, 6});
+           Idx->clear_dims();
+           for (int64_t D : {1, 1, 1, 2})
+             Idx->add_dims(D);
+           addIntAttr(*addNode(G, "GatherElements", {"x", "idx"}, {"r"}, "pick"),
+                      "axis", -1);
+         }),
+         "node 'pick' (#0, op GatherElements): index 6 is out of range for dim "
+         "3 of size 6"},
         {"CumSumAxisAtRunTime", resizeGraph([](onnx::GraphProto &G) {
            addInput(G, "axis", {}, onnx::TensorProto::INT64);
            addNode(G, "CumSum", {"x", "axis"}, {"r"}, "scan");

@@ -230,6 +230,37 @@ TEST(GatherKernel, GathersRowsWithNegativeIndices) {
             {f32({4, 3})}, {0}, Eps, Tol);
 }
 
+// ONNX's examples: torch.gather along each axis, indices smaller than the
+// data, negative ones; repeated indices accumulate into the data gradient.
+TEST(GatherElementsKernel, TakesAlongTheAxisWithNegativeIndices) {
+  auto B = createCpuBackend(1);
+  HostTensor X = iota({3, 3}); // 0 1 2 / 3 4 5 / 6 7 8
+  HostTensor I = i64({2, 3}, {1, 2, 0, 2, 0, -3}), Y = f32({2, 3});
+  runForward(*B, OpKind::GatherElements, makeAttrs({{"axis", int64_t(0)}}),
+             {&X, &I}, {&Y});
+  expectValues(Y, {3, 7, 2, 6, 1, 2});
+  HostTensor I1 = i64({3, 2}, {0, 0, 1, 0, -1, 2}), Y1 = f32({3, 2});
+  runForward(*B, OpKind::GatherElements, makeAttrs({{"axis", int64_t(1)}}),
+             {&X, &I1}, {&Y1});
+  expectValues(Y1, {0, 0, 4, 3, 8, 8});
+  HostTensor D = randomF32({4, 3, 2}, 13);
+  HostTensor Dup = i64({2, 3, 2}, {3, 0, 0, 0, -1, 2, 1, 1, 3, 3, 0, 0});
+  gradCheck(*B, OpKind::GatherElements, makeAttrs({{"axis", int64_t(0)}}),
+            {&D, &Dup}, {f32({2, 3, 2})}, {0}, Eps, Tol);
+  HostTensor Along1 = i64({4, 2, 1}, {2, 0, 1, 1, 0, 2, -1, -3});
+  gradCheck(*B, OpKind::GatherElements, makeAttrs({{"axis", int64_t(1)}}),
+            {&D, &Along1}, {f32({4, 2, 1})}, {0}, Eps, Tol);
+  HostTensor Out = i64({1, 3}, {0, 5, 1}), Y2 = f32({1, 3});
+  try {
+    runForward(*B, OpKind::GatherElements, makeAttrs({{"axis", int64_t(1)}}),
+               {&X, &Out}, {&Y2});
+    FAIL() << "no error";
+  } catch (const RuntimeError &E) {
+    EXPECT_THAT(E.what(), testing::HasSubstr("op 'test' (GatherElements)"));
+    EXPECT_THAT(E.what(), testing::HasSubstr("index 5 (indices element 1)"));
+  }
+}
+
 TEST(GatherKernel, OutOfRangeIndexNamesOpAndIndex) {
   auto B = createCpuBackend(1);
   HostTensor X = iota({3, 2}), I = i64({2}, {1, 3}), Y = f32({2, 2});

@@ -48,6 +48,23 @@ std::vector<Case> cases() {
     randomize(X, Rng, -4.0, 4.0);
     All.push_back({Name, Kind, {}, {X}, {f32({4, 5})}, {0}});
   }
+  for (int64_t Axis : {0, 2}) {
+    HostTensor X = f32({4, 3, 5});
+    randomize(X, Rng);
+    OpAttrs A;
+    A.set("axis", Axis);
+    HostTensor I = Axis == 0
+                       ? i64({3, 2, 4}, {3, 0, 0, 1, -1, 2, 2,  2, 0, 1, 3, -4,
+                                         1, 1, 0, 2, 3,  3, -2, 0, 2, 1, 0, 1})
+                       : i64({2, 3, 2}, {4, 0, -1, 1, 2, 2, 0, 3, -5, 4, 1, 1});
+    All.push_back(
+        {Axis == 0 ? "gather_elements_axis0" : "gather_elements_axis2",
+         OpKind::GatherElements,
+         A,
+         {X, I},
+         {f32(I.Dims)},
+         {0}});
+  }
   return All;
 }
 
