@@ -55,11 +55,11 @@ llvm::Error checkForward(const ir::Graph &G, const ir::Op &O) {
     return refuse(O, "kernel", *Type, Row.Forward);
   std::optional<ir::DType> Other = inputType(G, O, Row.OtherInput);
   if (Other && !(Row.Other & typeBit(*Other)))
-    return fail(llvm::formatv("op '{0}' ({1}): no kernel takes an {2} input "
-                              "{3} (the kernels take {4} there){5}",
-                              O.Name, ir::opKindName(O.Kind),
-                              ir::dtypeName(*Other), Row.OtherInput,
-                              rt::typeSetText(Row.Other), hint(*Other)));
+    return fail(llvm::formatv("op '{0}' ({1}): no kernel takes input {2} "
+                              "of type {3} (the kernels take {4} there){5}",
+                              O.Name, ir::opKindName(O.Kind), Row.OtherInput,
+                              ir::dtypeName(*Other), rt::typeSetText(Row.Other),
+                              hint(*Other)));
   return llvm::Error::success();
 }
 

@@ -70,8 +70,10 @@ static const OnnxOp Table[] = {
      "ratio / training_mode known at import time; identity in inference"},
     {"Einsum", MinOpset, MaxOpset, 1, Variadic, einsum,
      "ReduceSum, Transpose, Reshape, MatMul",
-     "explicit and implicit output, ellipsis; operands contracted pairwise "
-     "left to right as MatMuls; no diagonals (a label twice in one operand)"},
+     "explicit and implicit output, ellipsis (broadcast, or summed where the "
+     "output leaves it out); operands contracted pairwise as MatMuls, the "
+     "pair sharing a label with the smallest result first; f32 (one "
+     "operand: f32, f64); no diagonals (a label twice in one operand)"},
     {"Elu", MinOpset, MaxOpset, 1, 1,
      [](NodeContext &C) { return unary(C, OpKind::Elu); }, "Elu", ""},
     NARY("Equal", Equal, 2, 2),

@@ -29,9 +29,10 @@
 //   Trilu                Where(constant triangle of the last two dims, x, 0)
 //   DepthToSpace,        Reshape to 6 dims, Transpose, Reshape (ONNX's
 //   SpaceToDepth         definitions, DCR and CRD)
-//   Einsum               per pair of operands, left to right: ReduceSum
-//                        of the labels neither the other operand nor the
-//                        rest need, Transposes and Reshapes to
+//   Einsum               per pair of operands (greedily: of the pairs
+//                        sharing a label, the smallest result first):
+//                        ReduceSum of the labels neither the other operand
+//                        nor the rest need, Transposes and Reshapes to
 //                        [batch..., M, K] and [batch..., K, N], a MatMul,
 //                        a Reshape back; then ReduceSum and a Transpose
 //                        to the output's labels (no diagonals)
@@ -655,16 +656,37 @@ llvm::Error reduceProd(NodeContext &C) {
 namespace {
 
 /// An operand of an Einsum with one label per dim (ellipsis dims get labels
-/// of their own, '0' + k for the k-th from the right).
+/// of their own, below 'A': EllipsisLabel + k for the k-th from the right).
 struct Labelled {
   Part Value;
   std::string Labels;
 };
 
 constexpr char EllipsisLabel = '0';
+constexpr unsigned MaxEllipsisDims = 16;
+
+bool isEllipsisLabel(char L) {
+  return L >= EllipsisLabel && L < EllipsisLabel + char(MaxEllipsisDims);
+}
+
+/// L as a message names it: 'j', or "ellipsis dim k" (from the right).
+std::string labelName(char L) {
+  if (isEllipsisLabel(L))
+    return "ellipsis dim " + std::to_string(L - EllipsisLabel) +
+           " (from the right)";
+  return "label '" + std::string(1, L) + "'";
+}
+
+/// Ch as a message shows it: itself when printable ASCII, else its code.
+std::string charName(char Ch) {
+  unsigned char U = static_cast<unsigned char>(Ch);
+  if (U >= 0x20 && U < 0x7f)
+    return "'" + std::string(1, Ch) + "'";
+  return llvm::formatv("byte {0:x2}", U).str();
+}
 
 /// Term's labels for an operand of Rank dims, the ellipsis (if any) spelled
-/// out; Ellipsis is how many dims it stands for.
+/// out.
 llvm::Expected<std::string> spellOut(NodeContext &C, llvm::StringRef Term,
                                      unsigned Rank, unsigned Operand) {
   size_t Dots = Term.find("...");
@@ -673,21 +695,21 @@ llvm::Expected<std::string> spellOut(NodeContext &C, llvm::StringRef Term,
     Letters.erase(Dots, 3);
   for (char L : Letters)
     if (!llvm::isAlpha(L))
-      return C.error("equation term '{0}' of operand {1} has '{2}'; only "
+      return C.error("equation term '{0}' of operand {1} has {2}; only "
                      "letters and one ellipsis are allowed",
-                     Term, Operand, L);
-  if (Dots == llvm::StringRef::npos) {
-    if (Letters.size() != Rank)
-      return C.error("equation term '{0}' has {1} labels for operand {2} of "
-                     "rank {3}",
-                     Term, Letters.size(), Operand, Rank);
-    return Letters;
-  }
-  if (Letters.size() > Rank)
+                     Term, Operand, charName(L));
+  if (Letters.size() > Rank ||
+      (Dots == llvm::StringRef::npos && Letters.size() != Rank))
     return C.error("equation term '{0}' has {1} labels for operand {2} of "
                    "rank {3}",
                    Term, Letters.size(), Operand, Rank);
+  if (Dots == llvm::StringRef::npos)
+    return Letters;
   unsigned Ellipsis = Rank - Letters.size();
+  if (Ellipsis > MaxEllipsisDims)
+    return C.error("the ellipsis of operand {0} stands for {1} dims (at most "
+                   "{2})",
+                   Operand, Ellipsis, MaxEllipsisDims);
   std::string Spelled;
   for (unsigned K = Ellipsis; K > 0; --K)
     Spelled += static_cast<char>(EllipsisLabel + K - 1);
@@ -698,13 +720,15 @@ int64_t sizeOf(const Labelled &X, char L) {
   return X.Value.Type.Dims[X.Labels.find(L)];
 }
 
+bool has(llvm::StringRef Labels, char L) { return Labels.contains(L); }
+
 /// X summed over the labels not in Keep.
 llvm::Expected<Labelled> sumAllBut(NodeContext &C, Labelled X,
                                    llvm::StringRef Keep) {
   ir::IntList Axes;
   std::string Left;
   for (size_t D = 0; D < X.Labels.size(); ++D) {
-    if (Keep.contains(X.Labels[D]))
+    if (has(Keep, X.Labels[D]))
       Left += X.Labels[D];
     else
       Axes.push_back(static_cast<int64_t>(D));
@@ -737,12 +761,42 @@ llvm::Expected<Part> reshapeTo(NodeContext &C, Part X, const ir::Shape &Dims) {
   return apply(C, OpKind::Reshape, {X}, withShape(Dims));
 }
 
+/// The labels of A and B that the result of contracting them keeps: those
+/// in Keep.
+std::string keptLabels(const Labelled &A, const Labelled &B,
+                       llvm::StringRef Keep) {
+  std::string Kept;
+  for (const Labelled *X : {&A, &B})
+    for (char L : X->Labels)
+      if (has(Keep, L) && !has(Kept, L))
+        Kept += L;
+  return Kept;
+}
+
 /// A and B contracted over their shared labels not in Keep, as one MatMul:
 /// A as [batch..., M, K], B as [batch..., K, N], where the batch labels are
-/// shared and kept, M and N those of one operand kept, K those contracted.
+/// shared and kept, M and N those of one operand kept, K those summed.
 llvm::Expected<Labelled> contract(NodeContext &C, Labelled A, Labelled B,
                                   llvm::StringRef Keep) {
-  std::string KeepA = Keep.str() + B.Labels, KeepB = Keep.str() + A.Labels;
+  // A summed label of size 1 on one side broadcasts (numpy's rule): sum
+  // the other side over it first, leaving a label of one side only.
+  std::string DropA, DropB;
+  for (char L : A.Labels) {
+    if (!has(B.Labels, L) || has(Keep, L))
+      continue;
+    int64_t SA = sizeOf(A, L), SB = sizeOf(B, L);
+    if (SA != SB && SA != 1 && SB != 1)
+      return C.error("{0} has sizes {1} and {2}", labelName(L), SA, SB);
+    if (SA != SB)
+      (SA == 1 ? DropB : DropA) += L;
+  }
+  std::string KeepA = Keep.str(), KeepB = Keep.str();
+  for (char L : B.Labels)
+    if (!has(DropA, L))
+      KeepA += L;
+  for (char L : A.Labels)
+    if (!has(DropB, L))
+      KeepB += L;
   auto SumA = sumAllBut(C, std::move(A), KeepA);
   if (!SumA)
     return SumA.takeError();
@@ -751,33 +805,35 @@ llvm::Expected<Labelled> contract(NodeContext &C, Labelled A, Labelled B,
     return SumB.takeError();
   A = std::move(*SumA);
   B = std::move(*SumB);
+  // A label now in one operand only and not kept is of size 1: drop it.
+  std::string OnlyKeptA = Keep.str() + B.Labels,
+              OnlyKeptB = Keep.str() + A.Labels;
+  auto TrimA = sumAllBut(C, std::move(A), OnlyKeptA);
+  if (!TrimA)
+    return TrimA.takeError();
+  auto TrimB = sumAllBut(C, std::move(B), OnlyKeptB);
+  if (!TrimB)
+    return TrimB.takeError();
+  A = std::move(*TrimA);
+  B = std::move(*TrimB);
   std::string Batch, OnlyA, OnlyB, Summed;
-  for (char L : A.Labels) {
-    bool InB = B.Labels.find(L) != std::string::npos;
-    (InB ? (Keep.contains(L) ? Batch : Summed) : OnlyA) += L;
-  }
+  for (char L : A.Labels)
+    (has(B.Labels, L) ? (has(Keep, L) ? Batch : Summed) : OnlyA) += L;
   for (char L : B.Labels)
-    if (A.Labels.find(L) == std::string::npos)
+    if (!has(A.Labels, L))
       OnlyB += L;
-  ir::Shape BatchA, BatchB, Batch2, Kept;
+  ir::Shape BatchA, BatchB, Kept;
   int64_t M = 1, N = 1, K = 1;
   for (char L : Batch) {
     int64_t SA = sizeOf(A, L), SB = sizeOf(B, L);
     if (SA != SB && SA != 1 && SB != 1)
-      return C.error("label '{0}' is {1} in one operand and {2} in another", L,
-                     SA, SB);
+      return C.error("{0} has sizes {1} and {2}", labelName(L), SA, SB);
     BatchA.push_back(SA);
     BatchB.push_back(SB);
-    Batch2.push_back(std::max(SA, SB));
+    Kept.push_back(std::max(SA, SB));
   }
-  for (char L : Summed) {
-    if (sizeOf(A, L) != sizeOf(B, L))
-      return C.error("summed label '{0}' is {1} in one operand and {2} in "
-                     "another (broadcasting a summed label is not supported)",
-                     L, sizeOf(A, L), sizeOf(B, L));
+  for (char L : Summed)
     K *= sizeOf(A, L);
-  }
-  Kept = Batch2;
   for (char L : OnlyA) {
     M *= sizeOf(A, L);
     Kept.push_back(sizeOf(A, L));
@@ -802,13 +858,26 @@ llvm::Expected<Labelled> contract(NodeContext &C, Labelled A, Labelled B,
   return Labelled{std::move(Result), Batch + OnlyA + OnlyB};
 }
 
+/// The element count of the result of contracting A and B keeping Keep.
+double resultSize(const Labelled &A, const Labelled &B, llvm::StringRef Keep) {
+  double Size = 1;
+  for (char L : keptLabels(A, B, Keep))
+    Size *= std::max(has(A.Labels, L) ? sizeOf(A, L) : 1,
+                     has(B.Labels, L) ? sizeOf(B, L) : 1);
+  return Size;
+}
+
 } // namespace
 
 llvm::Error einsum(NodeContext &C) {
   if (auto E = C.checkAttributes({"equation"}))
     return E;
+  // Any floating type imports; planning and running refuse, naming the
+  // part, what the kernels cannot run (MatMul: f32 only).
   if (auto E = requireFloat(C))
     return E;
+  if (!C.attr("equation"))
+    return C.error("the attribute 'equation' is required");
   auto Equation = C.getString("equation", "");
   if (!Equation)
     return Equation.takeError();
@@ -819,6 +888,8 @@ llvm::Error einsum(NodeContext &C) {
   llvm::StringRef Eq(Text);
   auto [Left, Right] = Eq.split("->");
   bool Explicit = Eq.contains("->");
+  if (Right.contains("->"))
+    return C.error("equation '{0}' has two '->'", *Equation);
   llvm::SmallVector<llvm::StringRef, 4> Terms;
   Left.split(Terms, ',');
   if (Terms.size() != C.numInputs())
@@ -836,43 +907,41 @@ llvm::Error einsum(NodeContext &C) {
       return Labels.takeError();
     for (size_t D = 0; D < Labels->size(); ++D)
       if (Labels->find((*Labels)[D], D + 1) != std::string::npos)
-        return C.error("label '{0}' repeats in operand {1} ('{2}'): "
-                       "diagonals are not supported",
-                       (*Labels)[D], I, Terms[I]);
-    MaxEllipsis = std::max<unsigned>(
-        MaxEllipsis,
-        llvm::count_if(*Labels, [](char L) { return !llvm::isAlpha(L); }));
+        return C.error("{0} repeats in operand {1} ('{2}'): diagonals are "
+                       "not supported",
+                       labelName((*Labels)[D]), I, Terms[I]);
+    MaxEllipsis = std::max<unsigned>(MaxEllipsis,
+                                     llvm::count_if(*Labels, isEllipsisLabel));
     TAKE(Value, inputPart(C, I));
     Operands.push_back({std::move(Value), std::move(*Labels)});
   }
-  // The output's labels: as written, or (implicit mode) the ellipsis, then
-  // the letters used once, in alphabetical order.
-  std::string Out;
-  std::string Ellipsis;
+  // The output's labels: as written (an ellipsis left out is summed, as
+  // ONNX and numpy do), or, in implicit mode, the ellipsis, then the letters
+  // used once, in ASCII order.
+  std::string Out, Ellipsis;
   for (unsigned K = MaxEllipsis; K > 0; --K)
     Ellipsis += static_cast<char>(EllipsisLabel + K - 1);
   if (Explicit) {
-    if (Right.contains("...") && Right.count("...") > 1)
+    if (Right.count("...") > 1)
       return C.error("equation output '{0}' has two ellipses", Right);
     std::string Letters = Right.str();
     size_t Dots = Right.find("...");
     if (Dots != llvm::StringRef::npos)
-      Letters.replace(Dots, 3, Ellipsis);
-    else if (MaxEllipsis)
-      return C.error("equation '{0}': the output must keep the ellipsis",
-                     *Equation);
+      Letters.erase(Dots, 3);
     for (char L : Letters) {
-      if (llvm::isAlpha(L) && llvm::none_of(Operands, [&](const Labelled &X) {
-            return X.Labels.find(L) != std::string::npos;
-          }))
+      if (!llvm::isAlpha(L))
+        return C.error("equation output '{0}' has {1}; only letters and one "
+                       "ellipsis are allowed",
+                       Right, charName(L));
+      if (llvm::none_of(Operands,
+                        [&](const Labelled &X) { return has(X.Labels, L); }))
         return C.error("output label '{0}' is in no operand", L);
-      if (!llvm::isAlpha(L) &&
-          !(L >= EllipsisLabel && L < EllipsisLabel + char(MaxEllipsis)))
-        return C.error("equation output '{0}' has '{1}'", Right, L);
     }
     for (size_t D = 0; D < Letters.size(); ++D)
       if (Letters.find(Letters[D], D + 1) != std::string::npos)
         return C.error("output label '{0}' repeats", Letters[D]);
+    if (Dots != llvm::StringRef::npos)
+      Letters.insert(Dots, Ellipsis);
     Out = Letters;
   } else {
     std::map<char, int> Uses;
@@ -885,18 +954,44 @@ llvm::Error einsum(NodeContext &C) {
       if (N == 1)
         Out += L;
   }
-  // Left to right, keeping what the output or a later operand needs.
-  Labelled Acc = std::move(Operands[0]);
-  for (size_t I = 1; I < Operands.size(); ++I) {
+  // Contract pairs greedily: of the pairs that share a label (any pair when
+  // none does), the one with the smallest result, the first such pair on
+  // ties; each keeps what the output or another operand needs.
+  while (Operands.size() > 1) {
+    size_t BestI = 0, BestJ = 1;
+    double BestSize = 0;
+    bool BestShares = false, Found = false;
+    for (size_t I = 0; I < Operands.size(); ++I)
+      for (size_t J = I + 1; J < Operands.size(); ++J) {
+        std::string Keep = Out;
+        for (size_t Other = 0; Other < Operands.size(); ++Other)
+          if (Other != I && Other != J)
+            Keep += Operands[Other].Labels;
+        bool Shares = llvm::any_of(Operands[I].Labels, [&](char L) {
+          return has(Operands[J].Labels, L);
+        });
+        double Size = resultSize(Operands[I], Operands[J], Keep);
+        if (!Found || (Shares && !BestShares) ||
+            (Shares == BestShares && Size < BestSize)) {
+          Found = true;
+          BestI = I;
+          BestJ = J;
+          BestSize = Size;
+          BestShares = Shares;
+        }
+      }
     std::string Keep = Out;
-    for (size_t J = I + 1; J < Operands.size(); ++J)
-      Keep += Operands[J].Labels;
-    auto Next = contract(C, std::move(Acc), std::move(Operands[I]), Keep);
+    for (size_t Other = 0; Other < Operands.size(); ++Other)
+      if (Other != BestI && Other != BestJ)
+        Keep += Operands[Other].Labels;
+    auto Next = contract(C, std::move(Operands[BestI]),
+                         std::move(Operands[BestJ]), Keep);
     if (!Next)
       return Next.takeError();
-    Acc = std::move(*Next);
+    Operands.erase(Operands.begin() + BestJ);
+    Operands[BestI] = std::move(*Next);
   }
-  auto Summed = sumAllBut(C, std::move(Acc), Out);
+  auto Summed = sumAllBut(C, std::move(Operands[0]), Out);
   if (!Summed)
     return Summed.takeError();
   auto Final = permuteTo(C, std::move(*Summed), Out);

@@ -74,9 +74,10 @@ TEST(KernelTypeCheck, PowsExponentHasTypesOfItsOwn) {
     if (Exponent == DType::Int64)
       EXPECT_EQ(Why, "");
     else
-      EXPECT_THAT(Why, ::testing::HasSubstr(
-                           "op 'power' (Pow): no kernel takes an f16 input 1 "
-                           "(the kernels take f32, f64, i32 or i64 there)"));
+      EXPECT_THAT(Why,
+                  ::testing::HasSubstr(
+                      "op 'power' (Pow): no kernel takes input 1 of type "
+                      "f16 (the kernels take f32, f64, i32 or i64 there)"));
   }
 }
 

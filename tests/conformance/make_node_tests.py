@@ -279,7 +279,11 @@ def cases():
              [(2, 1, 3, 4), (1, 5, 4, 2)]),
             ("sum_one_side", "ijk,ik->j", [(2, 3, 4), (2, 4)]),
             ("outer", "bi,bj->bij", [(2, 3), (2, 4)]),
-            ("three_operands", "ij,jk,kl->li", [(2, 3), (3, 4), (4, 5)])]:
+            ("three_operands", "ij,jk,kl->li", [(2, 3), (3, 4), (4, 5)]),
+            # Appended later (the generator's draws above stay the same).
+            ("ellipsis_summed", "...ij->ji", [(4, 2, 3)]),
+            ("pairs_sharing_first", "ij,kl,jk->il", [(2, 3), (4, 5), (3, 4)]),
+            ("uppercase_implicit", "Ab,bc", [(2, 3), (3, 4)])]:
         names = ["a", "b", "c"][:len(shapes)]
         out.append(case("test_ours_einsum_" + name, "Einsum", 17,
                         {n: normal(*shape) for n, shape in zip(names, shapes)},

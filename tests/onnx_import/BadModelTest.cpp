@@ -445,13 +445,29 @@ const BadModelCase BadModelCases[] =
                          "equation", "bcij->bk");
          }),
          "node 'sum' (#0, op Einsum): output label 'k' is in no operand"},
-        {"EinsumBroadcastSummedLabel", resizeGraph([](onnx::GraphProto &G) {
-           addFloatInitializer(G, "w", {1, 5});
+        {"EinsumSummedLabelSizes", resizeGraph([](onnx::GraphProto &G) {
+           addFloatInitializer(G, "w", {5, 5});
            addStringAttr(*addNode(G, "Einsum", {"x", "w"}, {"r"}, "mix"),
                          "equation", "bcij,jk->bcik");
          }),
-         "node 'mix' (#0, op Einsum): summed label 'j' is 6 in one operand "
-         "and 1 in another (broadcasting a summed label is not supported)"},
+         "node 'mix' (#0, op Einsum): label 'j' has sizes 6 and 5"},
+        {"EinsumEllipsisSizes", resizeGraph([](onnx::GraphProto &G) {
+           addFloatInitializer(G, "w", {3, 6, 2});
+           addStringAttr(*addNode(G, "Einsum", {"x", "w"}, {"r"}, "mix"),
+                         "equation", "...ij,...jk->...ik");
+         }),
+         "node 'mix' (#0, op Einsum): ellipsis dim 0 (from the right) has "
+         "sizes 4 and 3"},
+        {"EinsumDigitInOutput", resizeGraph([](onnx::GraphProto &G) {
+           addStringAttr(*addNode(G, "Einsum", {"x"}, {"r"}, "sum"),
+                         "equation", "...ij->...0");
+         }),
+         "node 'sum' (#0, op Einsum): equation output '...0' has '0'; only "
+         "letters and one ellipsis are allowed"},
+        {"EinsumWithoutEquation", resizeGraph([](onnx::GraphProto &G) {
+           addNode(G, "Einsum", {"x"}, {"r"}, "sum");
+         }),
+         "node 'sum' (#0, op Einsum): the attribute 'equation' is required"},
         {"GatherElementsRank", resizeGraph([](onnx::GraphProto &G) {
            addInt64Initializer(G, "idx", {0, 1});
            addNode(G, "GatherElements", {"x", "idx"}, {"r"}, "pick");
