@@ -137,10 +137,11 @@ std::optional<int64_t> unaryInt(OpKind Kind, int64_t X,
   }
   case OpKind::Relu:
     return X > 0 ? X : 0;
+  // Wrapping at the most negative value, as the kernels do.
   case OpKind::Neg:
-    return -X;
+    return static_cast<int64_t>(0 - static_cast<uint64_t>(X));
   case OpKind::Abs:
-    return X < 0 ? -X : X;
+    return X < 0 ? static_cast<int64_t>(0 - static_cast<uint64_t>(X)) : X;
   case OpKind::Not:
     return !X;
   default:

@@ -83,6 +83,11 @@ void accumulateUnary(const TensorView &X, const TensorView &DY,
   });
 }
 
+/// -V of an integer, wrapping at the most negative value.
+template <typename T> T negateWrapping(T V) {
+  return static_cast<T>(0 - static_cast<std::make_unsigned_t<T>>(V));
+}
+
 /// Relu, Neg, Abs and Clip on i32/i64 (forward only: integers carry no
 /// gradient).
 template <typename T> void forwardIntegerUnary(const OpCall &Call) {
@@ -98,10 +103,12 @@ template <typename T> void forwardIntegerUnary(const OpCall &Call) {
   }
   case OpKind::Relu:
     return mapUnary<T>(X, Y, [](T V) { return V < 0 ? T(0) : V; });
+  // In unsigned arithmetic: the most negative value wraps to itself, as on
+  // CUDA, with no signed overflow.
   case OpKind::Neg:
-    return mapUnary<T>(X, Y, [](T V) { return T(-V); });
+    return mapUnary<T>(X, Y, [](T V) { return negateWrapping(V); });
   case OpKind::Abs:
-    return mapUnary<T>(X, Y, [](T V) { return V < 0 ? T(-V) : V; });
+    return mapUnary<T>(X, Y, [](T V) { return V < 0 ? negateWrapping(V) : V; });
   default:
     unsupportedType(Call, X.Type, "f32, f64");
   }

@@ -12,6 +12,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include <limits>
 #include <onnx/defs/schema.h>
 
 using namespace onnx2soap;
@@ -161,6 +162,22 @@ TEST(ConstTensor, IntegerPowFoldsModulo2To64) {
   ASSERT_EQ(Out->size(), 1u);
   EXPECT_THAT((*Out)[0].Ints,
               ::testing::ElementsAre(-2984622845537545263LL, -1, 0, 49));
+}
+
+// Folded Neg and Abs of the most negative integer wrap to it, as the
+// kernels do (it was signed overflow).
+TEST(ConstTensor, NegAndAbsOfTheMostNegativeIntegerWrap) {
+  ConstTensor X;
+  X.Type = ir::DType::Int64;
+  X.Dims = {2};
+  X.Ints = {std::numeric_limits<int64_t>::min(), -5};
+  for (ir::OpKind Kind : {ir::OpKind::Neg, ir::OpKind::Abs}) {
+    auto Out =
+        evaluate(Kind, {}, {&X}, {ir::TensorType{ir::DType::Int64, {2}}});
+    ASSERT_TRUE(Out.has_value());
+    EXPECT_THAT((*Out)[0].Ints,
+                ::testing::ElementsAre(std::numeric_limits<int64_t>::min(), 5));
+  }
 }
 
 } // namespace

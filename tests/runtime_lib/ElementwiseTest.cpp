@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "ElementwiseTestUtil.h"
 #include "runtime_lib/Error.h"
+#include <limits>
 
 using namespace onnx2soap::rt;
 using namespace onnx2soap::rt::test;
@@ -209,6 +210,17 @@ TEST_F(ElementwiseTest, IntegerReluNegAbs) {
   runForward(*B, OpKind::Neg, noAttrs(), {&X32}, {&Y32});
   EXPECT_EQ(Y32.at(0), -5);
   EXPECT_EQ(Y32.at(1), 7);
+  // The most negative value has no positive twin: it wraps to itself, as
+  // the CUDA kernel, numpy and PyTorch give (no signed overflow here).
+  for (OpKind Kind : {OpKind::Neg, OpKind::Abs}) {
+    X32.set(0, std::numeric_limits<int32_t>::min());
+    runForward(*B, Kind, noAttrs(), {&X32}, {&Y32});
+    EXPECT_EQ(Y32.data<int32_t>()[0], std::numeric_limits<int32_t>::min());
+    HostTensor Min64(DType::Int64, {1}), Out64(DType::Int64, {1});
+    Min64.data<int64_t>()[0] = std::numeric_limits<int64_t>::min();
+    runForward(*B, Kind, noAttrs(), {&Min64}, {&Out64});
+    EXPECT_EQ(Out64.data<int64_t>()[0], std::numeric_limits<int64_t>::min());
+  }
 }
 
 TEST_F(ElementwiseTest, NotFlipsBools) {
