@@ -790,12 +790,14 @@ llvm::Expected<Labelled> contract(NodeContext &C, Labelled A, Labelled B,
     if (SA != SB)
       (SA == 1 ? DropB : DropA) += L;
   }
+  // One sum per side: over its labels the other lacks and nothing keeps,
+  // and over the dropped ones (on the size-1 side, a squeeze).
   std::string KeepA = Keep.str(), KeepB = Keep.str();
   for (char L : B.Labels)
-    if (!has(DropA, L))
+    if (!has(DropA, L) && !has(DropB, L))
       KeepA += L;
   for (char L : A.Labels)
-    if (!has(DropB, L))
+    if (!has(DropA, L) && !has(DropB, L))
       KeepB += L;
   auto SumA = sumAllBut(C, std::move(A), KeepA);
   if (!SumA)
@@ -805,17 +807,6 @@ llvm::Expected<Labelled> contract(NodeContext &C, Labelled A, Labelled B,
     return SumB.takeError();
   A = std::move(*SumA);
   B = std::move(*SumB);
-  // A label now in one operand only and not kept is of size 1: drop it.
-  std::string OnlyKeptA = Keep.str() + B.Labels,
-              OnlyKeptB = Keep.str() + A.Labels;
-  auto TrimA = sumAllBut(C, std::move(A), OnlyKeptA);
-  if (!TrimA)
-    return TrimA.takeError();
-  auto TrimB = sumAllBut(C, std::move(B), OnlyKeptB);
-  if (!TrimB)
-    return TrimB.takeError();
-  A = std::move(*TrimA);
-  B = std::move(*TrimB);
   std::string Batch, OnlyA, OnlyB, Summed;
   for (char L : A.Labels)
     (has(B.Labels, L) ? (has(Keep, L) ? Batch : Summed) : OnlyA) += L;
@@ -961,6 +952,7 @@ llvm::Error einsum(NodeContext &C) {
     size_t BestI = 0, BestJ = 1;
     double BestSize = 0;
     bool BestShares = false, Found = false;
+    std::string BestKeep;
     for (size_t I = 0; I < Operands.size(); ++I)
       for (size_t J = I + 1; J < Operands.size(); ++J) {
         std::string Keep = Out;
@@ -978,14 +970,11 @@ llvm::Error einsum(NodeContext &C) {
           BestJ = J;
           BestSize = Size;
           BestShares = Shares;
+          BestKeep = std::move(Keep);
         }
       }
-    std::string Keep = Out;
-    for (size_t Other = 0; Other < Operands.size(); ++Other)
-      if (Other != BestI && Other != BestJ)
-        Keep += Operands[Other].Labels;
     auto Next = contract(C, std::move(Operands[BestI]),
-                         std::move(Operands[BestJ]), Keep);
+                         std::move(Operands[BestJ]), BestKeep);
     if (!Next)
       return Next.takeError();
     Operands.erase(Operands.begin() + BestJ);

@@ -416,32 +416,11 @@ llvm::Error expand(NodeContext &C) {
   return C.emitOrFold(OpKind::Expand, {0}, std::move(Attrs));
 }
 
-llvm::Error gather(NodeContext &C) {
+/// The `axis` of a Gather or GatherElements node, normalized against the
+/// data, after checking the indices that are known at import time.
+static llvm::Expected<int64_t> gatherAxis(NodeContext &C) {
   if (auto E = C.checkAttributes({"axis"}))
-    return E;
-  auto Axis = C.getInt("axis", 0);
-  if (!Axis)
-    return Axis.takeError();
-  const Shape &Data = C.inputType(0).Dims;
-  auto A = ir::normalizeAxis(*Axis, Data.size());
-  if (!A)
-    return C.error("axis {0} is out of range for data {1}", *Axis,
-                   ir::formatShape(Data));
-  if (const ConstTensor *Indices = C.constant(1))
-    for (int64_t I = 0; I < Indices->numElements(); ++I) {
-      int64_t V = Indices->intAt(I);
-      if (V < -Data[*A] || V >= Data[*A])
-        return C.error("index {0} is out of range for dim {1} of size {2}", V,
-                       *A, Data[*A]);
-    }
-  ir::Attributes Attrs;
-  Attrs.set("axis", static_cast<int64_t>(*A));
-  return C.emitOrFold(OpKind::Gather, {0, 1}, std::move(Attrs));
-}
-
-llvm::Error gatherElements(NodeContext &C) {
-  if (auto E = C.checkAttributes({"axis"}))
-    return E;
+    return std::move(E);
   auto Axis = C.getInt("axis", 0);
   if (!Axis)
     return Axis.takeError();
@@ -457,9 +436,22 @@ llvm::Error gatherElements(NodeContext &C) {
         return C.error("index {0} is out of range for dim {1} of size {2}", V,
                        *A, Data[*A]);
     }
+  return static_cast<int64_t>(*A);
+}
+
+static llvm::Error gatherLike(NodeContext &C, OpKind Kind) {
+  auto Axis = gatherAxis(C);
+  if (!Axis)
+    return Axis.takeError();
   ir::Attributes Attrs;
-  Attrs.set("axis", static_cast<int64_t>(*A));
-  return C.emitOrFold(OpKind::GatherElements, {0, 1}, std::move(Attrs));
+  Attrs.set("axis", *Axis);
+  return C.emitOrFold(Kind, {0, 1}, std::move(Attrs));
+}
+
+llvm::Error gather(NodeContext &C) { return gatherLike(C, OpKind::Gather); }
+
+llvm::Error gatherElements(NodeContext &C) {
+  return gatherLike(C, OpKind::GatherElements);
 }
 
 //===-- Ops that always fold ----------------------------------------------===//
